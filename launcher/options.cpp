@@ -1,0 +1,110 @@
+#include "launcher/options.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+namespace olmo2 {
+
+namespace po = boost::program_options;
+
+namespace {
+
+const char* kUsage =
+    "usage: olmo2 SUBCOMMAND [options]\n"
+    "subcommands:\n"
+    "  info      --model DIR                         print the configuration and parameter count\n"
+    "  generate  --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
+    "                                                greedy generation\n"
+    "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
+
+po::options_description describe(const std::string& command) {
+  po::options_description d("olmo2 " + command + " options");
+  d.add_options()("help,h", "print this help")("config", po::value<std::string>(),
+                                                "INI file with options (the command line wins)")(
+      "model", po::value<std::string>(), "model directory (config.json + safetensors)")(
+      "threads", po::value<int>(), "CPU threads (default: all cores)");
+  if (command == "generate") {
+    d.add_options()("prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
+        "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
+        "format", po::value<std::string>(), "output format: text or json (default text)");
+  }
+  return d;
+}
+
+}  // namespace
+
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int32_t v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 0) {
+      OLMO2_THROW(UsageError, "--", option, ": \"", item,
+                  "\" is not a token id (expected non-negative integers separated by commas)");
+    }
+    ids.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+CliConfig parse_command_line(int argc, const char* const* argv) {
+  CliConfig cfg;
+  if (argc < 2) OLMO2_THROW(UsageError, "no subcommand given\n", kUsage);
+  cfg.command = argv[1];
+  if (cfg.command == "--help" || cfg.command == "-h" || cfg.command == "help") {
+    cfg.help = true;
+    cfg.help_text = kUsage;
+    return cfg;
+  }
+  if (cfg.command != "info" && cfg.command != "generate") {
+    OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command, "\" (expected info or generate)");
+  }
+  const po::options_description desc = describe(cfg.command);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(desc).run(), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) OLMO2_THROW(UsageError, "--config: cannot open ", path);
+      po::store(po::parse_config_file(in, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": ", e.what());
+  }
+  if (vm.count("help")) {
+    std::ostringstream s;
+    s << desc;
+    cfg.help = true;
+    cfg.help_text = s.str();
+    return cfg;
+  }
+  if (!vm.count("model")) OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": --model DIR is required");
+  cfg.model = vm["model"].as<std::string>();
+  if (vm.count("threads")) {
+    cfg.threads = vm["threads"].as<int>();
+    if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
+  }
+  if (cfg.command == "generate") {
+    if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "olmo2 generate: --prompt-ids is required");
+    cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");
+    if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
+    if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);
+    if (vm.count("format")) cfg.format = vm["format"].as<std::string>();
+    if (cfg.format != "text" && cfg.format != "json") {
+      OLMO2_THROW(UsageError, "--format must be text or json, got \"", cfg.format, "\"");
+    }
+  }
+  return cfg;
+}
+
+}  // namespace olmo2

@@ -1,0 +1,40 @@
+// Command line → one validated configuration (Boost.Program_options, DESIGN §8).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/error.h"
+
+namespace olmo2 {
+
+/// A malformed command line: unknown option, missing or bad value. Exit status 2.
+class UsageError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+/// Everything a subcommand needs, parsed and validated once.
+struct CliConfig {
+  std::string command;              ///< "info", "generate"
+  bool help = false;                ///< --help: `help_text` holds the usage
+  std::string help_text;
+  std::string model;                ///< --model DIR
+  std::vector<int32_t> prompt_ids;  ///< --prompt-ids 1,2,3
+  int64_t max_tokens = 16;          ///< --max-tokens N
+  std::string format = "text";      ///< --format text|json
+  int threads = 0;                  ///< --threads N (0: all cores)
+};
+
+/// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given
+/// by --config FILE (the command line wins). Throws UsageError naming the offending
+/// option or value: unknown subcommand or option, missing value, a number that does
+/// not parse or is out of range, a malformed id list, a missing required option.
+CliConfig parse_command_line(int argc, const char* const* argv);
+
+/// Parses "1,2,3" into ids; throws UsageError naming the element that is not a
+/// non-negative 32-bit integer (empty elements included).
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option);
+
+}  // namespace olmo2

@@ -1,0 +1,102 @@
+#include "ops/attention.h"
+
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace olmo2::ops {
+
+void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
+                      int n_kv_heads, const TensorView& out, DType act) {
+  OLMO2_CHECK(q.dim() == 2 && k.dim() == 2 && v.dim() == 2 && out.dim() == 2,
+              "attention wants 2-d views");
+  OLMO2_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, "attention: heads ",
+              n_heads, " kv heads ", n_kv_heads);
+  const int64_t t_len = q.size(0), s_len = k.size(0);
+  const int64_t hd = q.size(1) / n_heads;
+  OLMO2_CHECK(q.size(1) == hd * n_heads && k.size(1) == hd * n_kv_heads &&
+                  v.shape() == k.shape() && out.shape() == q.shape() && s_len >= t_len,
+              "attention: q ", q.shape_str(), " k ", k.shape_str(), " v ", v.shape_str(), " out ",
+              out.shape_str(), " heads ", n_heads, "/", n_kv_heads);
+  OLMO2_CHECK(q.stride(1) == 1 && k.stride(1) == 1 && v.stride(1) == 1 && out.stride(1) == 1,
+              "attention needs contiguous rows");
+  if (t_len == 0) return;
+  const int64_t past = s_len - t_len;
+  const int group = n_heads / n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> scores(static_cast<size_t>(t_len * s_len));
+  for (int h = 0; h < n_heads; ++h) {
+    const int kvh = h / group;
+    const float* qh = q.f32() + h * hd;
+    const float* kh = k.f32() + kvh * hd;
+    const float* vh = v.f32() + kvh * hd;
+    float* oh = out.f32() + h * hd;
+    // scores[t, s] = q_t · k_s
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t_len, s_len, hd, 1.0f, qh, q.stride(0),
+                kh, k.stride(0), 0.0f, scores.data(), s_len);
+#pragma omp parallel for schedule(static) if (t_len * s_len > 4096)
+    for (int64_t t = 0; t < t_len; ++t) {
+      float* row = scores.data() + t * s_len;
+      const int64_t visible = past + t + 1;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t s = 0; s < visible; ++s) {
+        float x = row[s] * scale;
+        if (act == DType::BF16) x = round_bf16(x);
+        row[s] = x;
+        mx = std::max(mx, x);
+      }
+      float sum = 0.0f;
+      for (int64_t s = 0; s < visible; ++s) {
+        row[s] = std::exp(row[s] - mx);
+        sum += row[s];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t s = 0; s < visible; ++s) {
+        row[s] *= inv;
+        if (act == DType::BF16) row[s] = round_bf16(row[s]);
+      }
+      for (int64_t s = visible; s < s_len; ++s) row[s] = 0.0f;
+    }
+    // out_t = Σ_s p[t, s] v_s
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t_len, hd, s_len, 1.0f, scores.data(),
+                s_len, vh, v.stride(0), 0.0f, oh, out.stride(0));
+  }
+  if (act == DType::BF16) {
+    for (int64_t t = 0; t < t_len; ++t) {
+      round_to_dtype(out.f32() + t * out.stride(0), static_cast<size_t>(n_heads * hd), act);
+    }
+  }
+}
+
+void causal_attention_padded(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const std::vector<int64_t>& lengths, int n_heads, int n_kv_heads,
+                             const TensorView& out, DType act) {
+  OLMO2_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && out.dim() == 3 &&
+                  q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
+                  out.is_contiguous(),
+              "padded attention wants contiguous 3-d views");
+  const int64_t batch = q.size(0), t_len = q.size(1);
+  OLMO2_CHECK(static_cast<int64_t>(lengths.size()) == batch && k.size(0) == batch &&
+                  k.size(1) == t_len && out.shape() == q.shape(),
+              "padded attention: q ", q.shape_str(), " k ", k.shape_str(), " lengths ",
+              lengths.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = lengths[b];
+    OLMO2_CHECK(0 <= len && len <= t_len, "sequence ", b, " length ", len, " outside [0, ",
+                t_len, "]");
+    auto flat = [&](const TensorView& x) {
+      TensorView bx(static_cast<float*>(x.data()) + b * x.size(1) * x.size(2), DType::F32,
+                    {x.size(1), x.size(2)});
+      return bx;
+    };
+    const TensorView ob = flat(out);
+    causal_attention(flat(q).rows(0, len), flat(k).rows(0, len), flat(v).rows(0, len), n_heads,
+                     n_kv_heads, ob.rows(0, len), act);
+    std::memset(ob.f32() + len * ob.size(1), 0,
+                sizeof(float) * static_cast<size_t>((t_len - len) * ob.size(1)));
+  }
+}
+
+}  // namespace olmo2::ops

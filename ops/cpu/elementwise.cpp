@@ -1,0 +1,48 @@
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+namespace olmo2::ops {
+
+namespace {
+void check_same(const TensorView& a, const TensorView& b, const char* what) {
+  OLMO2_CHECK(a.shape() == b.shape() && a.dim() == 2 && a.stride(1) == 1 && b.stride(1) == 1,
+              what, ": ", a.shape_str(), " vs ", b.shape_str());
+}
+}  // namespace
+
+void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {
+  check_same(gate, up, "swiglu");
+  check_same(gate, out, "swiglu");
+  const int64_t rows = gate.size(0), cols = gate.size(1);
+  const bool bf = act == DType::BF16;
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* g = gate.f32() + t * gate.stride(0);
+    const float* u = up.f32() + t * up.stride(0);
+    float* o = out.f32() + t * out.stride(0);
+    for (int64_t i = 0; i < cols; ++i) {
+      float s = g[i] / (1.0f + std::exp(-g[i]));
+      if (bf) s = round_bf16(s);
+      const float p = s * u[i];
+      o[i] = bf ? round_bf16(p) : p;
+    }
+  }
+}
+
+void add_inplace(const TensorView& y, const TensorView& x, DType act) {
+  check_same(y, x, "add");
+  const int64_t rows = y.size(0), cols = y.size(1);
+  const bool bf = act == DType::BF16;
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    float* yr = y.f32() + t * y.stride(0);
+    const float* xr = x.f32() + t * x.stride(0);
+    for (int64_t i = 0; i < cols; ++i) {
+      const float s = yr[i] + xr[i];
+      yr[i] = bf ? round_bf16(s) : s;
+    }
+  }
+}
+
+}  // namespace olmo2::ops

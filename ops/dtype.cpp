@@ -1,0 +1,86 @@
+#include "ops/dtype.h"
+
+#include "ops/error.h"
+
+namespace olmo2 {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+  }
+  return "?";
+}
+
+bool dtype_from_safetensors(const std::string& tag, DType* out) {
+  if (tag == "F32") *out = DType::F32;
+  else if (tag == "BF16") *out = DType::BF16;
+  else if (tag == "F16") *out = DType::F16;
+  else return false;
+  return true;
+}
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {
+  switch (src_type) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::BF16: {
+      const auto* s = static_cast<const unsigned char*>(src);  // may be unaligned in a file
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, s + 2 * i, 2);
+        dst[i] = bf16_to_f32(b);
+      }
+      return;
+    }
+    case DType::F16: {
+      const auto* s = static_cast<const unsigned char*>(src);
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t b;
+        std::memcpy(&b, s + 2 * i, 2);
+        dst[i] = f16_to_f32(b);
+      }
+      return;
+    }
+  }
+}
+
+void round_to_dtype(float* data, size_t n, DType t) {
+  if (t == DType::F32) return;
+  if (t == DType::BF16) {
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
+    for (size_t i = 0; i < n; ++i) data[i] = round_bf16(data[i]);
+    return;
+  }
+  OLMO2_THROW(ShapeError, "round_to_dtype: f16 is a load-only dtype, not a compute dtype");
+}
+
+}  // namespace olmo2

@@ -1,0 +1,52 @@
+// Element types: f32 and bf16 for compute and storage, f16 accepted when loading.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace olmo2 {
+
+enum class DType : uint8_t { F32, BF16, F16 };
+
+/// Bytes per element.
+constexpr size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+
+/// Lower-case name ("f32", "bf16", "f16").
+const char* dtype_name(DType t);
+
+/// Parses a safetensors dtype tag ("F32", "BF16", "F16"); false for any other tag.
+bool dtype_from_safetensors(const std::string& tag, DType* out);
+
+/// bf16 bits → f32 (exact).
+inline float bf16_to_f32(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// f32 → bf16 bits, round to nearest even (as torch's `.to(torch.bfloat16)`); NaN stays NaN.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+/// Rounds an f32 value to the nearest bf16-representable f32 value.
+inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+/// IEEE half bits → f32 (exact, subnormals and inf/NaN included).
+float f16_to_f32(uint16_t bits);
+
+/// Converts `n` elements of type `src_type` at `src` to f32 at `dst`.
+void convert_to_f32(const void* src, DType src_type, float* dst, size_t n);
+
+/// Rounds `n` f32 values in place to the precision of `t` (no-op for F32). Lets the
+/// fp32 CPU kernels reproduce a reference that stores activations in bf16.
+void round_to_dtype(float* data, size_t n, DType t);
+
+}  // namespace olmo2

@@ -1,0 +1,56 @@
+// OLMo 2 model configuration, read from a Hugging Face `config.json`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ops/dtype.h"
+
+namespace olmo2 {
+
+/// The fields of `Olmo2Config` (transformers, configuration_olmo2.py) this program uses.
+/// Sizes are element counts; head_dim is derived as hidden_size / num_attention_heads.
+struct ModelConfig {
+  std::string architecture = "Olmo2ForCausalLM";
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 0;
+  double rope_theta = 0;
+  double initializer_range = 0.02;
+  bool tie_word_embeddings = false;
+  std::optional<int64_t> eos_token_id;
+  std::optional<int64_t> pad_token_id;
+  std::optional<int64_t> bos_token_id;
+  DType dtype = DType::F32;  ///< `torch_dtype` / `dtype` of the checkpoint
+
+  /// Parses and validates a config.json object. `source` names the file in messages.
+  /// Throws InputError for another architecture (naming it), a missing required field,
+  /// a field of the wrong type, or contradictory values (e.g. hidden_size % heads ≠ 0,
+  /// an explicit head_dim ≠ hidden_size / heads, heads % kv heads ≠ 0, rope_scaling,
+  /// attention_bias true, hidden_act other than silu).
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+
+  /// Reads `dir/config.json`. Throws InputError when it is missing or invalid.
+  static ModelConfig load(const std::string& dir);
+
+  /// The config.json object `transformers` reads back as the same model.
+  nlohmann::json to_json() const;
+
+  /// Number of parameters: embedding, lm_head (unless tied), per layer q/k/v/o,
+  /// q_norm/k_norm, gate/up/down and two post-norms, and the final norm.
+  int64_t parameter_count() const;
+
+  /// Multi-line human-readable summary (for `olmo2 info`).
+  std::string summary() const;
+};
+
+}  // namespace olmo2

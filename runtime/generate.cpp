@@ -1,0 +1,50 @@
+#include "runtime/generate.h"
+
+#include "ops/error.h"
+
+namespace olmo2 {
+
+int32_t argmax(const float* values, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (values[i] > values[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens) {
+  const ModelConfig& c = model.config();
+  if (prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty (no BOS is added, so there is nothing to condition on)");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= c.vocab_size) {
+      OLMO2_THROW(InputError, "prompt id ", prompt[i], " at position ", i,
+                  " is outside the vocabulary [0, ", c.vocab_size, ")");
+    }
+  }
+  if (max_tokens < 1) OLMO2_THROW(InputError, "max tokens must be at least 1, got ", max_tokens);
+  const int64_t plen = static_cast<int64_t>(prompt.size());
+  if (plen + max_tokens > c.max_position_embeddings) {
+    OLMO2_THROW(InputError, "prompt of ", plen, " tokens + max tokens ", max_tokens,
+                " exceeds the context length ", c.max_position_embeddings);
+  }
+  KVCache cache(c, plen + max_tokens);
+  GenerateResult r;
+  r.finish_reason = "length";
+  std::vector<int32_t> next(prompt);
+  ForwardOptions opts;
+  opts.last_logits_only = true;
+  while (static_cast<int64_t>(r.output_ids.size()) < max_tokens) {
+    ForwardResult out = model.forward({std::span<const int32_t>(next)}, {&cache}, opts);
+    const int32_t tok = argmax(out.logits[0].f32(), c.vocab_size);
+    r.output_ids.push_back(tok);
+    if (c.eos_token_id && tok == *c.eos_token_id) {
+      r.finish_reason = "stop";
+      break;
+    }
+    next.assign(1, tok);
+  }
+  return r;
+}
+
+}  // namespace olmo2

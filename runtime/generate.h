@@ -1,0 +1,29 @@
+// One-shot greedy generation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/model.h"
+
+namespace olmo2 {
+
+struct GenerateResult {
+  std::vector<int32_t> output_ids;  ///< generated tokens (the eos token included if hit)
+  std::string finish_reason;        ///< "stop" (eos generated) or "length"
+};
+
+/// Greedy decoding (argmax, first index on ties, as `torch.argmax`) with a KV cache:
+/// one prefill of `prompt`, then one token per step until `max_tokens` tokens or the
+/// config's eos token. Throws InputError for an empty prompt, an id outside the
+/// vocabulary (naming it and its position), max_tokens < 1, or prompt + max_tokens
+/// over max_position_embeddings (naming all three numbers).
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens);
+
+/// Index of the largest of n values (first on ties).
+int32_t argmax(const float* values, int64_t n);
+
+}  // namespace olmo2

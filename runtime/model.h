@@ -1,0 +1,101 @@
+// The OLMo 2 decoder (Olmo2ForCausalLM) on one process, CPU backend.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "runtime/config.h"
+
+namespace olmo2 {
+
+/// Weights of one decoder layer, f32, HF layout ([out, in]).
+struct LayerWeights {
+  Tensor q_proj, k_proj, v_proj, o_proj;  ///< [H·hd, h], [KV·hd, h] ×2, [h, H·hd]
+  Tensor q_norm, k_norm;                  ///< [H·hd], [KV·hd]
+  Tensor gate_proj, up_proj, down_proj;   ///< [I, h] ×2, [h, I]
+  Tensor post_attention_layernorm, post_feedforward_layernorm;  ///< [h]
+};
+
+/// All weights of the model.
+struct ModelWeights {
+  Tensor embed_tokens;  ///< [V, h]
+  std::vector<LayerWeights> layers;
+  Tensor norm;          ///< [h]
+  Tensor lm_head;       ///< [V, h]; empty when tied to embed_tokens
+};
+
+/// Keys and values of one sequence for every layer: contiguous [capacity, KV·hd] f32.
+class KVCache {
+ public:
+  KVCache(const ModelConfig& config, int64_t capacity);
+  int64_t length() const { return length_; }
+  int64_t capacity() const { return capacity_; }
+  const TensorView& keys(int64_t layer) const { return k_[layer].view(); }
+  const TensorView& values(int64_t layer) const { return v_[layer].view(); }
+  void set_length(int64_t n) { length_ = n; }
+
+ private:
+  int64_t length_ = 0, capacity_ = 0;
+  std::vector<Tensor> k_, v_;
+};
+
+struct ForwardOptions {
+  bool last_logits_only = false;  ///< logits of each sequence's last token only
+  bool return_hidden = false;     ///< keep every layer's output hidden state
+};
+
+struct ForwardResult {
+  /// Per sequence: [T_i, V] f32 (or [1, V] with last_logits_only).
+  std::vector<Tensor> logits;
+  /// hidden[l][i]: output of layer l for sequence i, [T_i, h] (before the final norm).
+  std::vector<std::vector<Tensor>> hidden;
+};
+
+/// OLMo 2 forward: embedding, per layer QK-normed attention with RoPE and GQA and a
+/// SwiGLU MLP, each followed by its post-norm and a residual add, then the final
+/// norm and lm_head. Source: transformers' modeling_olmo2.py (DESIGN §2). With a bf16
+/// checkpoint the fp32 kernels round activations to bf16 where the reference stores
+/// them in bf16.
+class Olmo2Model {
+ public:
+  /// Loads config.json and the safetensors weights of `dir`. Throws InputError when a
+  /// tensor is missing (norm weights are never defaulted), has the wrong shape or an
+  /// unsupported dtype, or the config is invalid.
+  static Olmo2Model load(const std::string& dir);
+
+  /// A model with N(0, std²) weights from a fixed-seed generator and unit norm
+  /// weights, built in memory (benchmarks, tests).
+  static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  /// dtype activations are rounded to (bf16 for a bf16 checkpoint, else f32).
+  DType activation_dtype() const { return act_; }
+
+  /// Forward over a batch of sequences of different lengths (no padding: tokens of all
+  /// sequences are packed for the matrix products; attention is per sequence).
+  /// Throws InputError for an empty sequence or an id outside [0, vocab_size).
+  ForwardResult forward(const std::vector<std::vector<int32_t>>& batch,
+                        const ForwardOptions& options = {}) const;
+
+  /// Incremental forward: tokens[i] are appended to caches[i] (positions continue from
+  /// caches[i]->length()) and attend to every cached token. Throws InputError when a
+  /// cache would overflow its capacity.
+  ForwardResult forward(const std::vector<std::span<const int32_t>>& tokens,
+                        const std::vector<KVCache*>& caches, const ForwardOptions& options) const;
+
+  /// Model FLOPs of a forward over `tokens` new tokens attending to `context` positions
+  /// on average: 2·(matrix-product parameters)·tokens + attention 4·tokens·context·H·hd
+  /// per layer. The MFU numerator used by the benchmark.
+  double forward_flops(int64_t tokens, double context) const;
+
+ private:
+  ModelConfig config_;
+  ModelWeights weights_;
+  DType act_ = DType::F32;
+};
+
+}  // namespace olmo2
