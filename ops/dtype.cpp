@@ -46,6 +46,7 @@ float f16_to_f32(uint16_t h) {
 }
 
 void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {
+  if (n == 0) return;
   switch (src_type) {
     case DType::F32:
       std::memcpy(dst, src, n * 4);

@@ -24,6 +24,18 @@ size_t tag_size(const std::string& tag) {
   return it == sizes.end() ? 0 : it->second;
 }
 
+/// A short rendering of an offending JSON value for a message. Containers are not
+/// dumped: dumping recurses, and a crafted header can nest deeply enough to overflow
+/// the stack.
+std::string describe(const json& v) {
+  if (v.is_array()) return "[...]";
+  if (v.is_object()) return "{...}";
+  std::string s = v.dump();
+  return s.size() > 64 ? s.substr(0, 60) + "..." : s;
+}
+
+constexpr int kMaxHeaderDepth = 16;
+
 [[noreturn]] void bad(const std::string& source, const std::string& why) {
   OLMO2_THROW(InputError, source, ": invalid safetensors file: ", why);
 }
@@ -44,9 +56,11 @@ TensorInfo parse_entry(const std::string& name, const json& e, uint64_t data_siz
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) bad(source, where + " has no \"shape\" list");
   uint64_t numel = 1;
-  for (const json& d : *sh) {
-    if (!d.is_number_unsigned()) bad(source, where + " has a shape entry " + d.dump() +
+  for (const json& d : *sh) {  // all entries first, so that sh->dump() below is flat
+    if (!d.is_number_unsigned()) bad(source, where + " has a shape entry " + describe(d) +
                                                  " that is not a non-negative integer");
+  }
+  for (const json& d : *sh) {
     const uint64_t v = d.get<uint64_t>();
     if (v > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, v, &numel) ||
         numel > static_cast<uint64_t>(INT64_MAX)) {
@@ -63,7 +77,7 @@ TensorInfo parse_entry(const std::string& name, const json& e, uint64_t data_siz
     if (o.is_number_integer() && !o.is_number_unsigned()) {
       bad(source, where + " has a negative data offset " + o.dump());
     }
-    if (!o.is_number_unsigned()) bad(source, where + " has a data offset " + o.dump() +
+    if (!o.is_number_unsigned()) bad(source, where + " has a data offset " + describe(o) +
                                                  " that is not an integer");
   }
   t.begin = (*off)[0].get<uint64_t>();
@@ -107,7 +121,14 @@ std::map<std::string, TensorInfo> parse_safetensors_header(const uint8_t* bytes,
   }
   json header;
   try {
-    header = json::parse(bytes + 8, bytes + 8 + n);
+    // A corrupt header may nest arrays millions deep; refuse that before it costs memory.
+    const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxHeaderDepth) {
+        bad(source, "header nests deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
+      }
+      return true;
+    };
+    header = json::parse(bytes + 8, bytes + 8 + n, depth_limit);
   } catch (const json::exception& e) {
     bad(source, std::string("header is not valid JSON: ") + e.what());
   }

@@ -1,0 +1,17 @@
+// safetensors writer (the format read by runtime/safetensors.h).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ops/tensor.h"
+
+namespace olmo2 {
+
+/// Writes `tensors` (contiguous CPU views, any dtype) to `path` in the safetensors
+/// layout, in name order, header padded with spaces to a multiple of 8 bytes, with
+/// `{"format": "pt"}` metadata as `transformers` writes it. Throws Error when the file
+/// cannot be written or a view is not contiguous.
+void save_safetensors(const std::string& path, const std::map<std::string, TensorView>& tensors);
+
+}  // namespace olmo2

@@ -1,0 +1,121 @@
+// The CPU forward against transformers: logits and every layer's output hidden state
+// for a batch of two sequences of different lengths, and greedy continuations.
+// Fixtures: tests/golden/make_fixtures.py (versions in fixtures/VERSIONS.json).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/generate.h"
+#include "runtime/model.h"
+#include "runtime/safetensors.h"
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+struct Fixture {
+  std::string name;
+  double tolerance;  ///< max absolute difference allowed
+};
+
+// fp32: 1e-4 absolute (the bound). bf16: the reference rounds activations to
+// bf16 (8 significant bits) after every op; our fp32 kernels round at the same points
+// but accumulate in another order, so a last-bit flip of a bf16 value (relative 2^-8)
+// can propagate. 0.05 absolute on logits of magnitude up to ~4 is ~1% relative.
+const Fixture kFixtures[] = {{"mha-f32", 1e-4},     {"gqa-f32", 1e-4}, {"sharded-f32", 1e-4},
+                             {"odd-f32", 1e-4},     {"gqa-bf16", 5e-2}};
+
+std::string fixture_dir(const std::string& name) {
+  return test::source_path("tests/golden/fixtures/" + name);
+}
+
+/// Max |a − b| over two f32 buffers of the same shape.
+double max_abs_diff(const Tensor& a, const SafetensorsFile& ref, const std::string& key) {
+  const TensorInfo& info = ref.tensors().at(key);
+  EXPECT_EQ(info.shape, a.shape()) << key;
+  const auto* r = reinterpret_cast<const float*>(ref.data(info));
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    float rv;
+    std::memcpy(&rv, r + i, 4);
+    worst = std::max(worst, static_cast<double>(std::fabs(a.f32()[i] - rv)));
+  }
+  return worst;
+}
+
+std::vector<int32_t> ref_ids(const SafetensorsFile& ref, int b) {
+  const TensorInfo& info = ref.tensors().at("ids." + std::to_string(b));
+  std::vector<int32_t> ids(static_cast<size_t>(info.shape[0]));
+  std::memcpy(ids.data(), ref.data(info), ids.size() * 4);
+  return ids;
+}
+
+void PrintTo(const Fixture& f, std::ostream* os) { *os << f.name; }
+
+class GoldenTest : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(GoldenTest, LogitsAndHiddenStatesMatchTransformers) {
+  const Fixture& fx = GetParam();
+  const Olmo2Model model = Olmo2Model::load(fixture_dir(fx.name));
+  const SafetensorsFile ref(fixture_dir(fx.name) + "/reference.safetensors");
+  const std::vector<std::vector<int32_t>> batch = {ref_ids(ref, 0), ref_ids(ref, 1)};
+  ASSERT_NE(batch[0].size(), batch[1].size()) << "the batch must mix lengths";
+  ForwardOptions opts;
+  opts.return_hidden = true;
+  const ForwardResult out = model.forward(batch, opts);
+  ASSERT_EQ(out.hidden.size(), static_cast<size_t>(model.config().num_hidden_layers));
+  for (int b = 0; b < 2; ++b) {
+    const double d = max_abs_diff(out.logits[b], ref, "logits." + std::to_string(b));
+    EXPECT_LE(d, fx.tolerance) << fx.name << " logits of sequence " << b;
+    for (size_t l = 0; l < out.hidden.size(); ++l) {
+      const std::string key = "hidden." + std::to_string(l) + "." + std::to_string(b);
+      EXPECT_LE(max_abs_diff(out.hidden[l][b], ref, key), fx.tolerance * 4) << fx.name << " " << key;
+    }
+    RecordProperty("max_logit_diff_" + std::to_string(b), std::to_string(d));
+  }
+}
+
+TEST_P(GoldenTest, GreedyContinuationMatchesTransformers) {
+  const Fixture& fx = GetParam();
+  const Olmo2Model model = Olmo2Model::load(fixture_dir(fx.name));
+  std::ifstream in(fixture_dir(fx.name) + "/reference.json");
+  const auto ref = nlohmann::json::parse(in);
+  const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+  const auto expected = ref["greedy_ids"].get<std::vector<int32_t>>();
+  GenerateResult r = generate_greedy(model, prompt, static_cast<int64_t>(expected.size()));
+  // The reference loop does not stop at eos; compare the common prefix, then the reason.
+  ASSERT_LE(r.output_ids.size(), expected.size());
+  EXPECT_EQ(r.output_ids, std::vector<int32_t>(expected.begin(), expected.begin() + r.output_ids.size()));
+  const auto eos = model.config().eos_token_id;
+  const bool hit = r.output_ids.size() < expected.size() || (eos && r.output_ids.back() == *eos);
+  EXPECT_EQ(r.finish_reason, hit ? "stop" : "length");
+  EXPECT_EQ(model.config().parameter_count(), ref["parameter_count"].get<int64_t>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(kFixtures),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           for (char& ch : n) if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
+  for (const char* name : {"OLMo-2-0425-1B", "OLMo-2-1124-7B", "OLMo-2-1124-13B", "OLMo-2-0325-32B"}) {
+    const std::string dir = fixture_dir(std::string("configs/") + name);
+    std::ifstream in(dir + "/parameter_count.txt");
+    int64_t expected = 0;
+    in >> expected;
+    EXPECT_EQ(ModelConfig::load(dir).parameter_count(), expected) << name;
+  }
+  // The figures, independent of the fixture files.
+  EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0425-1B")).parameter_count(), 1484916736);
+  EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0325-32B")).parameter_count(), 32234279936);
+}
+
+}  // namespace
+}  // namespace olmo2

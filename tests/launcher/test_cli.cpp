@@ -1,0 +1,146 @@
+// The olmo2 binary as a user runs it: outputs, exit codes and one-line errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/options.h"
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using test::run_olmo2;
+
+const std::string kFixtures = test::source_path("tests/golden/fixtures");
+
+json reference(const std::string& model) {
+  std::ifstream in(kFixtures + "/" + model + "/reference.json");
+  return json::parse(in);
+}
+
+std::string ids_arg(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s.push_back(',');
+    s.append(std::to_string(ids[i]));
+  }
+  return s;
+}
+
+/// A failed run: non-zero status and exactly one line on stderr containing `what`.
+void expect_one_line_error(const test::RunResult& r, int status, const std::string& what) {
+  EXPECT_EQ(r.status, status) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(what));
+  EXPECT_EQ(r.err.rfind("olmo2: error: ", 0), 0u) << r.err;
+}
+
+TEST(CliInfo, PrintsParameterCountsFromConfigAlone) {
+  auto r = run_olmo2("info --model " + kFixtures + "/configs/OLMo-2-0425-1B");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("parameters              1484916736\n"));
+  EXPECT_THAT(r.out, HasSubstr("head_dim                128\n"));
+  r = run_olmo2("info --model " + kFixtures + "/configs/OLMo-2-0325-32B");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("parameters              32234279936\n"));
+  EXPECT_THAT(r.out, HasSubstr("num_key_value_heads     8\n"));
+}
+
+TEST(CliGenerate, JsonOutputMatchesTransformersGreedy) {
+  const json ref = reference("mha-f32");
+  const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+  const auto r = run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids " + ids_arg(prompt) +
+                           " --max-tokens 8 --format json --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], ref["prompt_ids"]);
+  EXPECT_EQ(out["output_ids"], ref["greedy_ids"]);
+  EXPECT_EQ(out["finish_reason"], "length");
+}
+
+TEST(CliGenerate, StopsAtEosWithFinishReasonStop) {
+  const json ref = reference("mha-f32");
+  const auto greedy = ref["greedy_ids"].get<std::vector<int32_t>>();
+  const int k = ref["stop_eos_index"].get<int>();
+  test::TempDir dir;
+  for (const auto& f : std::filesystem::directory_iterator(kFixtures + "/mha-f32")) {
+    std::filesystem::copy_file(f.path(), dir.file(f.path().filename().string()));
+  }
+  std::ifstream in(dir.file("config.json"));
+  json cfg = json::parse(in);
+  in.close();
+  cfg["eos_token_id"] = greedy[k];  // the model's (k+1)-th greedy token becomes eos
+  std::ofstream(dir.file("config.json")) << cfg.dump();
+  const auto r = run_olmo2("generate --model " + dir.path() + " --prompt-ids " +
+                           ids_arg(ref["prompt_ids"].get<std::vector<int32_t>>()) +
+                           " --max-tokens 8 --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["output_ids"].get<std::vector<int32_t>>(), std::vector<int32_t>(greedy.begin(), greedy.begin() + k + 1));
+  EXPECT_EQ(out["finish_reason"], "stop");
+}
+
+TEST(CliGenerate, TextFormatAndIniConfigWhereTheCommandLineWins) {
+  test::TempDir dir;
+  std::ofstream(dir.file("run.ini")) << "model = " << kFixtures << "/mha-f32\nmax-tokens = 2\nprompt-ids = 1,2\n";
+  auto r = run_olmo2("generate --config " + dir.file("run.ini"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("finish_reason: length"));
+  const std::string two_line = r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 1);  // two output ids
+  r = run_olmo2("generate --config " + dir.file("run.ini") + " --max-tokens 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 2);  // three output ids
+}
+
+TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
+  const std::string m = " --model " + kFixtures + "/mha-f32";
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --bogus"), 2, "unrecognised option '--bogus'");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --max-tokens"), 2, "max-tokens");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --max-tokens abc"), 2, "max-tokens");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --max-tokens -3"), 2, "--max-tokens must be at least 1, got -3");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1,x,3"), 2, "\"x\" is not a token id");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1,,3"), 2, "\"\" is not a token id");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 99999999999"), 2, "\"99999999999\" is not a token id");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --threads 0"), 2, "--threads must be at least 1");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --format xml"), 2, "--format must be text or json");
+  expect_one_line_error(run_olmo2("generate" + m), 2, "--prompt-ids is required");
+  expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
+  expect_one_line_error(run_olmo2("train" + m), 2, "unknown subcommand \"train\"");
+  EXPECT_EQ(run_olmo2("").status, 2);
+  EXPECT_EQ(run_olmo2("generate --help").status, 0);
+}
+
+TEST(CliErrors, BadModelsExitOneWithOneLine) {
+  expect_one_line_error(run_olmo2("info --model /nonexistent/dir"), 1, "cannot open /nonexistent/dir/config.json");
+  test::TempDir dir;
+  std::filesystem::copy_file(kFixtures + "/mha-f32/config.json", dir.file("config.json"));
+  std::ofstream(dir.file("model.safetensors")) << "abc";
+  expect_one_line_error(run_olmo2("generate --model " + dir.path() + " --prompt-ids 1"), 1,
+                        "truncated: 3 bytes, shorter than the 8-byte header length");
+  std::ifstream in(dir.file("config.json"));
+  json cfg = json::parse(in);
+  in.close();
+  cfg["architectures"] = {"Olmo3ForCausalLM"};
+  std::ofstream(dir.file("config.json")) << cfg.dump();
+  expect_one_line_error(run_olmo2("info --model " + dir.path()), 1, "architecture \"Olmo3ForCausalLM\" is not supported");
+  expect_one_line_error(run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids 1,500"), 1,
+                        "prompt id 500 at position 1 is outside the vocabulary [0, 160)");
+}
+
+TEST(Options, ParseIdList) {
+  EXPECT_EQ(parse_id_list("0,17,100257", "x"), (std::vector<int32_t>{0, 17, 100257}));
+  EXPECT_THROW(parse_id_list("1, 2", "x"), UsageError);
+  EXPECT_THROW(parse_id_list("-1", "x"), UsageError);
+  EXPECT_THROW(parse_id_list("1,", "x"), UsageError);
+}
+
+}  // namespace
+}  // namespace olmo2

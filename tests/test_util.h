@@ -1,0 +1,62 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <sys/wait.h>
+
+namespace olmo2::test {
+
+/// Path of a file under the source tree, e.g. source_path("tests/golden/fixtures").
+inline std::string source_path(const std::string& rel) { return std::string(OLMO2_SOURCE_DIR) + "/" + rel; }
+
+/// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "olmo2-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// Result of running the olmo2 binary.
+struct RunResult {
+  int status = -1;  ///< exit status
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs `olmo2 ARGS` (ARGS is shell-quoted by the caller) and captures its output.
+inline RunResult run_olmo2(const std::string& args) {
+  TempDir dir;
+  const std::string cmd = std::string(OLMO2_BINARY) + " " + args + " >" + dir.file("out") + " 2>" +
+                          dir.file("err");
+  RunResult r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128;
+  auto slurp = [](const std::string& p) {
+    std::string s;
+    if (FILE* f = std::fopen(p.c_str(), "rb")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+      std::fclose(f);
+    }
+    return s;
+  };
+  r.out = slurp(dir.file("out"));
+  r.err = slurp(dir.file("err"));
+  return r;
+}
+
+}  // namespace olmo2::test
