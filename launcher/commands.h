@@ -1,6 +1,7 @@
 // Subcommands of the olmo2 binary.
 #pragma once
 
+#include <istream>
 #include <ostream>
 
 #include "launcher/options.h"
@@ -12,5 +13,9 @@ void run_info(const CliConfig& cfg, std::ostream& out);
 
 /// `olmo2 generate`: loads the model and prints greedy output ids (text or JSON).
 void run_generate(const CliConfig& cfg, std::ostream& out);
+
+/// `olmo2 tokenize`: documents → .npy token files (progress on a terminal, summary
+/// always, on `err`), or with --ids stdin text → a JSON array of ids on `out`.
+void run_tokenize(const CliConfig& cfg, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace olmo2

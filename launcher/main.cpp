@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     }
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout);
+    else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);
     return 0;
   } catch (const UsageError& e) {
     std::cerr << "olmo2: error: " << e.what() << "\n";

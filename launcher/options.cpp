@@ -18,14 +18,23 @@ const char* kUsage =
     "  info      --model DIR                         print the configuration and parameter count\n"
     "  generate  --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
     "                                                greedy generation\n"
+    "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
+    "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
 
 po::options_description describe(const std::string& command) {
   po::options_description d("olmo2 " + command + " options");
   d.add_options()("help,h", "print this help")("config", po::value<std::string>(),
                                                 "INI file with options (the command line wins)")(
-      "model", po::value<std::string>(), "model directory (config.json + safetensors)")(
       "threads", po::value<int>(), "CPU threads (default: all cores)");
+  if (command == "tokenize") {
+    d.add_options()("tokenizer", po::value<std::string>(), "tokenizer.json (byte-level BPE)")(
+        "output", po::value<std::string>(), "directory for the .npy token files")(
+        "ids", po::bool_switch(), "read text on stdin, print its token ids as a JSON array")(
+        "input", po::value<std::vector<std::string>>(), "input files (positional)");
+    return d;
+  }
+  d.add_options()("model", po::value<std::string>(), "model directory (config.json + safetensors)");
   if (command == "generate") {
     d.add_options()("prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
@@ -64,13 +73,16 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.help_text = kUsage;
     return cfg;
   }
-  if (cfg.command != "info" && cfg.command != "generate") {
-    OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command, "\" (expected info or generate)");
+  if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "tokenize") {
+    OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command,
+                "\" (expected info, generate or tokenize)");
   }
   const po::options_description desc = describe(cfg.command);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(desc).run(), vm);
+    po::positional_options_description positional;
+    if (cfg.command == "tokenize") positional.add("input", -1);
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(desc).positional(positional).run(), vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
@@ -88,12 +100,28 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.help_text = s.str();
     return cfg;
   }
-  if (!vm.count("model")) OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": --model DIR is required");
-  cfg.model = vm["model"].as<std::string>();
   if (vm.count("threads")) {
     cfg.threads = vm["threads"].as<int>();
     if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
   }
+  if (cfg.command == "tokenize") {
+    if (!vm.count("tokenizer")) OLMO2_THROW(UsageError, "olmo2 tokenize: --tokenizer FILE is required");
+    cfg.tokenizer = vm["tokenizer"].as<std::string>();
+    cfg.ids_mode = vm["ids"].as<bool>();
+    if (vm.count("input")) cfg.inputs = vm["input"].as<std::vector<std::string>>();
+    if (cfg.ids_mode) {
+      if (!cfg.inputs.empty() || vm.count("output")) {
+        OLMO2_THROW(UsageError, "olmo2 tokenize --ids reads stdin: give no --output and no input files");
+      }
+      return cfg;
+    }
+    if (!vm.count("output")) OLMO2_THROW(UsageError, "olmo2 tokenize: --output DIR is required (or --ids)");
+    cfg.output = vm["output"].as<std::string>();
+    if (cfg.inputs.empty()) OLMO2_THROW(UsageError, "olmo2 tokenize: no input files given");
+    return cfg;
+  }
+  if (!vm.count("model")) OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": --model DIR is required");
+  cfg.model = vm["model"].as<std::string>();
   if (cfg.command == "generate") {
     if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "olmo2 generate: --prompt-ids is required");
     cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");

@@ -17,7 +17,7 @@ class UsageError : public InputError {
 
 /// Everything a subcommand needs, parsed and validated once.
 struct CliConfig {
-  std::string command;              ///< "info", "generate"
+  std::string command;              ///< "info", "generate", "tokenize"
   bool help = false;                ///< --help: `help_text` holds the usage
   std::string help_text;
   std::string model;                ///< --model DIR
@@ -25,6 +25,10 @@ struct CliConfig {
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::string format = "text";      ///< --format text|json
   int threads = 0;                  ///< --threads N (0: all cores)
+  std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json)
+  std::string output;               ///< --output DIR
+  std::vector<std::string> inputs;  ///< positional input files
+  bool ids_mode = false;            ///< --ids: stdin text → JSON ids on stdout
 };
 
 /// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given

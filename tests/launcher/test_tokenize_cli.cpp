@@ -1,0 +1,124 @@
+// `olmo2 tokenize`: documents → .npy token files that numpy reads, --ids, and errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/npy.h"
+#include "runtime/tokenizer.h"
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+using ::testing::HasSubstr;
+using test::run_olmo2;
+
+std::string tokenizer_path() {
+  const std::string fetched = test::source_path("data/dolma2-tokenizer.json");
+  return std::filesystem::exists(fetched) ? fetched : test::source_path("../shared/data/dolma2-tokenizer.json");
+}
+
+std::vector<uint32_t> read_npy(const std::string& path) {
+  NpyFile f(path);
+  std::vector<uint32_t> out(f.size());
+  f.read(0, out);
+  return out;
+}
+
+std::vector<uint32_t> expected_tokens(const Tokenizer& tok, const std::vector<std::string>& docs) {
+  std::vector<uint32_t> out;
+  for (const std::string& d : docs) {
+    for (int32_t id : tok.encode(d)) out.push_back(static_cast<uint32_t>(id));
+    out.push_back(100257);  // EOS after every document, no BOS
+  }
+  return out;
+}
+
+TEST(CliTokenize, IdsModeReadsStdin) {
+  test::TempDir dir;
+  std::ofstream(dir.file("in.txt")) << "Hello!";
+  const auto r = run_olmo2("tokenize --tokenizer " + tokenizer_path() + " --ids < " + dir.file("in.txt"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "[9906,0]\n");
+}
+
+TEST(CliTokenize, TextJsonlAndGzipInputsBecomeEosJoinedNpyFiles) {
+  const Tokenizer tok = Tokenizer::from_file(tokenizer_path());
+  test::TempDir dir;
+  const std::vector<std::string> jsonl_docs = {"First document.\n", "Zweites Dokument — mit Umlauten: äöü.", "第三"};
+  {
+    std::ofstream f(dir.file("docs.jsonl"));
+    for (const auto& d : jsonl_docs) f << nlohmann::json{{"id", 1}, {"text", d}}.dump() << "\n";
+    f << "\n";  // blank lines are skipped
+  }
+  const std::string plain = "A plain text file is one document.\n\nEven with blank lines.";
+  std::ofstream(dir.file("book.txt")) << plain;
+  const std::vector<std::string> gz_docs = {"compressed one", "compressed two <|endoftext|> inside"};
+  {
+    gzFile g = gzopen(dir.file("more.jsonl.gz").c_str(), "wb");
+    for (const auto& d : gz_docs) {
+      const std::string line = nlohmann::json{{"text", d}}.dump() + "\n";
+      gzwrite(g, line.data(), static_cast<unsigned>(line.size()));
+    }
+    gzclose(g);
+  }
+  const auto r = run_olmo2("tokenize --tokenizer " + tokenizer_path() + " --output " + dir.file("out") + " --threads 2 " +
+                           dir.file("docs.jsonl") + " " + dir.file("book.txt") + " " + dir.file("more.jsonl.gz"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tokenized 6 documents"));
+  EXPECT_EQ(read_npy(dir.file("out/00000-docs.npy")), expected_tokens(tok, jsonl_docs));
+  EXPECT_EQ(read_npy(dir.file("out/00001-book.npy")), expected_tokens(tok, {plain}));
+  EXPECT_EQ(read_npy(dir.file("out/00002-more.npy")), expected_tokens(tok, gz_docs));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/00000-docs.npy.tmp")));
+}
+
+TEST(CliTokenize, NumpyReadsTheOutput) {
+  std::string python;
+  for (const char* py : {"/usr/bin/python3", "/opt/olmo2-fixtures-venv/bin/python", "python3"}) {
+    if (std::system((std::string(py) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) {
+      python = py;
+      break;
+    }
+  }
+  if (python.empty()) GTEST_SKIP() << "no python with numpy (apt-get install python3-numpy); numpy round trip not checked";
+  test::TempDir dir;
+  std::ofstream(dir.file("a.txt")) << "numpy must read this file back exactly.";
+  ASSERT_EQ(run_olmo2("tokenize --tokenizer " + tokenizer_path() + " --output " + dir.path() + " " + dir.file("a.txt")).status, 0);
+  const auto ids = read_npy(dir.file("00000-a.npy"));
+  uint64_t sum = 0;
+  for (uint32_t v : ids) sum += v;
+  const std::string cmd = python + " " + test::source_path("tests/runtime/npy_check.py") + " check " + dir.file("00000-a.npy") +
+                          " " + std::to_string(ids.size()) + " " + std::to_string(sum) + " 0=" + std::to_string(ids[0]) + " " +
+                          std::to_string(ids.size() - 1) + "=100257";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+TEST(CliTokenize, BadInputsAreNamed) {
+  test::TempDir dir;
+  const std::string t = " --tokenizer " + tokenizer_path() + " --output " + dir.file("out") + " ";
+  auto r = run_olmo2("tokenize" + t + dir.file("missing.txt"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("missing.txt does not exist"));
+  std::ofstream(dir.file("bad.jsonl")) << "{\"text\": \"ok\"}\n{broken\n";
+  r = run_olmo2("tokenize" + t + dir.file("bad.jsonl"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("bad.jsonl:2: not a JSON object"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/00000-bad.npy"))) << "no partial output";
+  std::ofstream(dir.file("notext.jsonl")) << "{\"body\": \"x\"}\n";
+  r = run_olmo2("tokenize" + t + dir.file("notext.jsonl"));
+  EXPECT_THAT(r.err, HasSubstr("notext.jsonl:1: no string \"text\" field"));
+  r = run_olmo2("tokenize --tokenizer " + tokenizer_path() + " " + dir.file("notext.jsonl"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--output DIR is required"));
+  r = run_olmo2("tokenize --tokenizer " + dir.file("nope.json") + " --ids < /dev/null");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot open tokenizer file"));
+}
+
+}  // namespace
+}  // namespace olmo2
