@@ -8,6 +8,10 @@
 
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
+#include "ops/error.h"
+
 namespace olmo2::test {
 
 /// Path of a file under the source tree, e.g. source_path("tests/golden/fixtures").
@@ -57,6 +61,19 @@ inline RunResult run_olmo2(const std::string& args) {
   r.out = slurp(dir.file("out"));
   r.err = slurp(dir.file("err"));
   return r;
+}
+
+/// Runs `f`, which must throw InputError, and returns its message ("" and a test
+/// failure when it does not throw).
+template <typename F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError";
+  return "";
 }
 
 }  // namespace olmo2::test

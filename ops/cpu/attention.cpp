@@ -26,42 +26,47 @@ void causal_attention(const TensorView& q, const TensorView& k, const TensorView
   const int64_t past = s_len - t_len;
   const int group = n_heads / n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> scores(static_cast<size_t>(t_len * s_len));
-  for (int h = 0; h < n_heads; ++h) {
-    const int kvh = h / group;
-    const float* qh = q.f32() + h * hd;
-    const float* kh = k.f32() + kvh * hd;
-    const float* vh = v.f32() + kvh * hd;
-    float* oh = out.f32() + h * hd;
-    // scores[t, s] = q_t · k_s
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t_len, s_len, hd, 1.0f, qh, q.stride(0),
-                kh, k.stride(0), 0.0f, scores.data(), s_len);
-#pragma omp parallel for schedule(static) if (t_len * s_len > 4096)
-    for (int64_t t = 0; t < t_len; ++t) {
-      float* row = scores.data() + t * s_len;
-      const int64_t visible = past + t + 1;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t s = 0; s < visible; ++s) {
-        float x = row[s] * scale;
-        if (act == DType::BF16) x = round_bf16(x);
-        row[s] = x;
-        mx = std::max(mx, x);
+  // One head per OpenMP thread; the BLAS calls inside run single-threaded (OpenBLAS's
+  // OpenMP build does not nest), so heads never wait on each other.
+#pragma omp parallel if (static_cast<int64_t>(n_heads) * t_len * s_len > 4096)
+  {
+    std::vector<float> scores(static_cast<size_t>(t_len * s_len));
+#pragma omp for schedule(static)
+    for (int h = 0; h < n_heads; ++h) {
+      const int kvh = h / group;
+      const float* qh = q.f32() + h * hd;
+      const float* kh = k.f32() + kvh * hd;
+      const float* vh = v.f32() + kvh * hd;
+      float* oh = out.f32() + h * hd;
+      // scores[t, s] = q_t · k_s
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t_len, s_len, hd, 1.0f, qh, q.stride(0),
+                  kh, k.stride(0), 0.0f, scores.data(), s_len);
+      for (int64_t t = 0; t < t_len; ++t) {
+        float* row = scores.data() + t * s_len;
+        const int64_t visible = past + t + 1;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t s = 0; s < visible; ++s) {
+          float x = row[s] * scale;
+          if (act == DType::BF16) x = round_bf16(x);
+          row[s] = x;
+          mx = std::max(mx, x);
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s < visible; ++s) {
+          row[s] = std::exp(row[s] - mx);
+          sum += row[s];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t s = 0; s < visible; ++s) {
+          row[s] *= inv;
+          if (act == DType::BF16) row[s] = round_bf16(row[s]);
+        }
+        for (int64_t s = visible; s < s_len; ++s) row[s] = 0.0f;
       }
-      float sum = 0.0f;
-      for (int64_t s = 0; s < visible; ++s) {
-        row[s] = std::exp(row[s] - mx);
-        sum += row[s];
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t s = 0; s < visible; ++s) {
-        row[s] *= inv;
-        if (act == DType::BF16) row[s] = round_bf16(row[s]);
-      }
-      for (int64_t s = visible; s < s_len; ++s) row[s] = 0.0f;
+      // out_t = Σ_s p[t, s] v_s
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t_len, hd, s_len, 1.0f, scores.data(),
+                  s_len, vh, v.stride(0), 0.0f, oh, out.stride(0));
     }
-    // out_t = Σ_s p[t, s] v_s
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t_len, hd, s_len, 1.0f, scores.data(),
-                s_len, vh, v.stride(0), 0.0f, oh, out.stride(0));
   }
   if (act == DType::BF16) {
     for (int64_t t = 0; t < t_len; ++t) {

@@ -49,17 +49,7 @@ DataLoaderOptions opts(int64_t seq_len, int64_t global_batch, uint64_t seed = 12
   return o;
 }
 
-// Runs `f`, which must throw InputError, and returns the message.
-template <typename F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return "";
-}
+using test::input_error;
 
 // The window indices of the whole current step, gathered over ranks and micro-batches.
 std::vector<int64_t> step_windows(const DataLoader& dl, int64_t dp, int64_t mbs) {

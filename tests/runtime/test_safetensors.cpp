@@ -41,17 +41,7 @@ void write_file(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(f.good()) << path;
 }
 
-// Runs `f`, which must throw InputError, and returns the message.
-template <typename F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError";
-  return "";
-}
+using test::input_error;
 
 // The message parse_safetensors_header gives for the in-memory file `bytes`.
 std::string header_error(const std::string& bytes) {
