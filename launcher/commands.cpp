@@ -17,12 +17,30 @@
 
 namespace olmo2 {
 
+parallel::ModelShape model_shape(const ModelConfig& c) {
+  return {.layers = c.num_hidden_layers,
+          .hidden = c.hidden_size,
+          .heads = c.num_attention_heads,
+          .kv_heads = c.num_key_value_heads,
+          .head_dim = c.head_dim,
+          .intermediate = c.intermediate_size,
+          .vocab = c.vocab_size,
+          .tied_embeddings = c.tie_word_embeddings};
+}
+
 void run_info(const CliConfig& cfg, std::ostream& out) {
   const ModelConfig c = ModelConfig::load(cfg.model);
+  // The plan first: a layout the model cannot take is refused before anything is printed.
+  std::string plan;
+  if (cfg.plan) {
+    plan = parallel::describe(
+        parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, cfg.dp, cfg.pp_layers), c.dtype);
+  }
   out << "model " << cfg.model << "\n" << c.summary();
   const double gib = static_cast<double>(c.parameter_count()) * dtype_size(c.dtype) / (1u << 30);
   out << "weight bytes            " << c.parameter_count() * static_cast<int64_t>(dtype_size(c.dtype))
       << " (" << gib << " GiB as " << dtype_name(c.dtype) << ")\n";
+  out << plan;
 }
 
 void run_generate(const CliConfig& cfg, std::ostream& out) {

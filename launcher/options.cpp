@@ -3,6 +3,7 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <boost/program_options.hpp>
 
@@ -15,7 +16,9 @@ namespace {
 const char* kUsage =
     "usage: olmo2 SUBCOMMAND [options]\n"
     "subcommands:\n"
-    "  info      --model DIR                         print the configuration and parameter count\n"
+    "  info      --model DIR [--tp N --pp N --dp N --pp-layers a,b,...]\n"
+    "                                                print the configuration, parameter count\n"
+    "                                                and the partition plan per rank\n"
     "  generate  --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
     "                                                greedy generation\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
@@ -35,6 +38,12 @@ po::options_description describe(const std::string& command) {
     return d;
   }
   d.add_options()("model", po::value<std::string>(), "model directory (config.json + safetensors)");
+  if (command == "info") {
+    d.add_options()("tp", po::value<int>(), "tensor-parallel ranks: print the partition plan")(
+        "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")(
+        "dp", po::value<int>(), "data-parallel replicas (default 1)")(
+        "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
+  }
   if (command == "generate") {
     d.add_options()("prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
@@ -44,6 +53,25 @@ po::options_description describe(const std::string& command) {
 }
 
 }  // namespace
+
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& option) {
+  std::vector<int64_t> layers;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 1) {
+      OLMO2_THROW(UsageError, "--", option, ": \"", item,
+                  "\" is not a layer count (expected positive integers separated by commas)");
+    }
+    layers.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return layers;
+}
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option) {
   std::vector<int32_t> ids;
@@ -122,6 +150,20 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (!vm.count("model")) OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": --model DIR is required");
   cfg.model = vm["model"].as<std::string>();
+  if (cfg.command == "info") {
+    const std::pair<const char*, int*> axes[] = {{"tp", &cfg.tp}, {"pp", &cfg.pp}, {"dp", &cfg.dp}};
+    for (const auto& [axis, field] : axes) {
+      if (!vm.count(axis)) continue;
+      *field = vm[axis].as<int>();
+      if (*field < 1) OLMO2_THROW(UsageError, "--", axis, " must be at least 1, got ", *field);
+      cfg.plan = true;
+    }
+    if (vm.count("pp-layers")) {
+      cfg.pp_layers = parse_layer_list(vm["pp-layers"].as<std::string>(), "pp-layers");
+      if (!vm.count("pp")) cfg.pp = static_cast<int>(cfg.pp_layers.size());
+      cfg.plan = true;
+    }
+  }
   if (cfg.command == "generate") {
     if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "olmo2 generate: --prompt-ids is required");
     cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");

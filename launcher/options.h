@@ -29,6 +29,11 @@ struct CliConfig {
   std::string output;               ///< --output DIR
   std::vector<std::string> inputs;  ///< positional input files
   bool ids_mode = false;            ///< --ids: stdin text → JSON ids on stdout
+  bool plan = false;                ///< info: --tp, --pp, --dp or --pp-layers given: print the plan
+  int tp = 1;                       ///< --tp N (info: tensor-parallel ranks to plan for)
+  int pp = 1;                       ///< --pp N (default: --pp-layers' entry count, else 1)
+  int dp = 1;                       ///< --dp N
+  std::vector<int64_t> pp_layers;   ///< --pp-layers 8,8,7,7 (empty: balanced stages)
 };
 
 /// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given
@@ -36,6 +41,11 @@ struct CliConfig {
 /// option or value: unknown subcommand or option, missing value, a number that does
 /// not parse or is out of range, a malformed id list, a missing required option.
 CliConfig parse_command_line(int argc, const char* const* argv);
+
+/// Parses "8,8,7,7" into layers per pipeline stage; throws UsageError naming the element
+/// that is not a positive 64-bit integer (empty elements included). Sums are the plan's
+/// business (parallel::make_partition_plan).
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& option);
 
 /// Parses "1,2,3" into ids; throws UsageError naming the element that is not a
 /// non-negative 32-bit integer (empty elements included).

@@ -14,6 +14,11 @@ int32_t argmax(const float* values, int64_t n) {
 
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
                                int64_t max_tokens) {
+  return generate_greedy(model, prompt, max_tokens, ParallelContext{});
+}
+
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens, const ParallelContext& ctx) {
   const ModelConfig& c = model.config();
   if (prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty (no BOS is added, so there is nothing to condition on)");
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -28,15 +33,17 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
     OLMO2_THROW(InputError, "prompt of ", plen, " tokens + max tokens ", max_tokens,
                 " exceeds the context length ", c.max_position_embeddings);
   }
-  KVCache cache(c, plen + max_tokens);
+  KVCache cache(c, model.shard(), plen + max_tokens);
+  parallel::Communicator* pp = ctx.pp && ctx.pp->size() > 1 ? ctx.pp : nullptr;
   GenerateResult r;
   r.finish_reason = "length";
   std::vector<int32_t> next(prompt);
   ForwardOptions opts;
   opts.last_logits_only = true;
   while (static_cast<int64_t>(r.output_ids.size()) < max_tokens) {
-    ForwardResult out = model.forward({std::span<const int32_t>(next)}, {&cache}, opts);
-    const int32_t tok = argmax(out.logits[0].f32(), c.vocab_size);
+    ForwardResult out = model.forward({std::span<const int32_t>(next)}, {&cache}, opts, ctx);
+    int32_t tok = model.shard().final_norm ? argmax(out.logits[0].f32(), c.vocab_size) : -1;
+    if (pp) pp->broadcast(std::as_writable_bytes(std::span<int32_t>(&tok, 1)), pp->size() - 1);
     r.output_ids.push_back(tok);
     if (c.eos_token_id && tok == *c.eos_token_id) {
       r.finish_reason = "stop";

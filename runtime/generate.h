@@ -23,6 +23,12 @@ struct GenerateResult {
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
                                int64_t max_tokens);
 
+/// The same on a sharded model: every rank of the TP and PP groups calls it with the
+/// same prompt; the last stage picks each token and broadcasts it over the pipeline
+/// group, so every rank returns the same result, equal to the single-process one.
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens, const ParallelContext& ctx);
+
 /// Index of the largest of n values (first on ties).
 int32_t argmax(const float* values, int64_t n);
 

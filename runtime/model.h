@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "ops/tensor.h"
+#include "parallel/communicator.h"
+#include "parallel/partition.h"
 #include "runtime/config.h"
 
 namespace olmo2 {
@@ -27,10 +29,33 @@ struct ModelWeights {
   Tensor lm_head;       ///< [V, h]; empty when tied to embed_tokens
 };
 
+/// What one rank holds of the model (DESIGN §4); `whole` for a single process.
+/// Ranges index the full model: layers, query heads, kv heads, MLP rows, vocab rows
+/// of the padded embedding/lm_head (`vocab_real` the real ids among them).
+struct ShardSpec {
+  parallel::Range layers, q_heads, kv_heads, mlp_rows, vocab_rows, vocab_real;
+  bool embedding = true;   ///< stage 0: embed_tokens
+  bool final_norm = true;  ///< last stage: model.norm and lm_head
+  bool k_counts = true;    ///< this rank contributes its k sum to the QK-norm all-reduce
+  int64_t padded_vocab = 0;
+  /// The whole model on one rank.
+  static ShardSpec whole(const ModelConfig& c);
+  /// This rank's part of `plan`.
+  static ShardSpec from_plan(const parallel::PartitionPlan& plan, int rank);
+};
+
+/// The communicators a sharded forward uses; null members mean "not split that way".
+struct ParallelContext {
+  parallel::Communicator* tp = nullptr;  ///< tensor-parallel group
+  parallel::Communicator* pp = nullptr;  ///< pipeline group (stage = pp->rank())
+};
+
 /// Keys and values of one sequence for every layer: contiguous [capacity, KV·hd] f32.
+/// With a shard: the shard's layers (indexed from its first) and kv heads only.
 class KVCache {
  public:
   KVCache(const ModelConfig& config, int64_t capacity);
+  KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t capacity);
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
   const TensorView& keys(int64_t layer) const { return k_[layer].view(); }
@@ -66,6 +91,10 @@ class Olmo2Model {
   /// unsupported dtype, or the config is invalid.
   static Olmo2Model load(const std::string& dir);
 
+  /// Loads only `shard`'s slices of the weights (rows of column-parallel weights,
+  /// columns of row-parallel ones, the stage's layers), reading only those bytes.
+  static Olmo2Model load(const std::string& dir, const ShardSpec& shard);
+
   /// A model with N(0, std²) weights from a fixed-seed generator and unit norm
   /// weights, built in memory (benchmarks, tests).
   static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f);
@@ -87,6 +116,19 @@ class Olmo2Model {
   ForwardResult forward(const std::vector<std::span<const int32_t>>& tokens,
                         const std::vector<KVCache*>& caches, const ForwardOptions& options) const;
 
+  /// Sharded forward: every rank of the TP and PP groups calls it with the same
+  /// tokens. Stage 0 embeds (vocab-parallel: each rank its rows, one all-reduce), each
+  /// layer does column-parallel q/k/v/gate/up, the whole-projection QK-norm by one
+  /// [T, 2] all-reduce, row-parallel o/down with an all-reduce; stages pass the hidden
+  /// states [T, h] by send/recv. The last stage returns the full logits (vocab slices
+  /// all-gathered over TP, padding dropped); other stages return no logits. `hidden`
+  /// holds this stage's layers only.
+  ForwardResult forward(const std::vector<std::span<const int32_t>>& tokens,
+                        const std::vector<KVCache*>& caches, const ForwardOptions& options,
+                        const ParallelContext& ctx) const;
+
+  const ShardSpec& shard() const { return shard_; }
+
   /// Model FLOPs of a forward over `tokens` new tokens attending to `context` positions
   /// on average: 2·(matrix-product parameters)·tokens + attention 4·tokens·context·H·hd
   /// per layer. The MFU numerator used by the benchmark.
@@ -94,6 +136,7 @@ class Olmo2Model {
 
  private:
   ModelConfig config_;
+  ShardSpec shard_;
   ModelWeights weights_;
   DType act_ = DType::F32;
 };

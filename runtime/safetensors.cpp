@@ -223,8 +223,8 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
-Tensor Checkpoint::load_f32(const std::string& name, const std::vector<int64_t>& expected) const {
-  const TensorInfo& t = info(name);
+namespace {
+void check_loadable(const TensorInfo& t, const std::string& name, const std::vector<int64_t>& expected) {
   if (!t.supported) {
     OLMO2_THROW(InputError, "tensor ", name, " has dtype ", t.dtype_tag,
                 "; supported dtypes are F32, BF16 and F16");
@@ -233,9 +233,42 @@ Tensor Checkpoint::load_f32(const std::string& name, const std::vector<int64_t>&
     OLMO2_THROW(InputError, "tensor ", name, " has shape ", shape_to_string(t.shape),
                 ", expected ", shape_to_string(expected));
   }
+}
+}  // namespace
+
+Tensor Checkpoint::load_f32(const std::string& name, const std::vector<int64_t>& expected) const {
+  const TensorInfo& t = info(name);
+  check_loadable(t, name, expected);
   Tensor out = Tensor::zeros(expected);
   const SafetensorsFile* f = where_.at(name).first;
   convert_to_f32(f->data(t), t.dtype, out.f32(), static_cast<size_t>(out.numel()));
+  return out;
+}
+
+Tensor Checkpoint::load_f32_slice(const std::string& name, const std::vector<int64_t>& expected,
+                                  int dim, int64_t begin, int64_t end) const {
+  const TensorInfo& t = info(name);
+  check_loadable(t, name, expected);
+  OLMO2_CHECK((expected.size() == 1 && dim == 0) || (expected.size() == 2 && (dim == 0 || dim == 1)),
+              "slice of dimension ", dim, " of ", name, " ", shape_to_string(expected));
+  OLMO2_CHECK(0 <= begin && begin <= end && end <= expected[static_cast<size_t>(dim)], "slice [", begin,
+              ", ", end, ") of dimension ", dim, " of ", name, " ", shape_to_string(expected));
+  std::vector<int64_t> shape = expected;
+  shape[static_cast<size_t>(dim)] = end - begin;
+  Tensor out = Tensor::zeros(shape);
+  const uint8_t* base = where_.at(name).first->data(t);
+  const size_t elem = dtype_size(t.dtype);
+  const int64_t cols = expected.size() == 2 ? expected[1] : 1;
+  if (dim == 0) {  // contiguous rows
+    convert_to_f32(base + static_cast<size_t>(begin * cols) * elem, t.dtype, out.f32(),
+                   static_cast<size_t>(out.numel()));
+  } else {  // the same column range of every row
+    const int64_t width = end - begin;
+    for (int64_t r = 0; r < expected[0]; ++r) {
+      convert_to_f32(base + static_cast<size_t>(r * cols + begin) * elem, t.dtype,
+                     out.f32() + r * width, static_cast<size_t>(width));
+    }
+  }
   return out;
 }
 

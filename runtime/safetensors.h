@@ -73,6 +73,14 @@ class Checkpoint {
   /// its shape differs from `expected` (the message names tensor, expected and found).
   Tensor load_f32(const std::string& name, const std::vector<int64_t>& expected) const;
 
+  /// Copies rows [begin, end) of dimension `dim` (0 or 1; 1-D tensors: 0) of tensor
+  /// `name` into a new f32 tensor, reading only the bytes of that slice from the
+  /// mapping — what a tensor-parallel rank loads (rows of a column-parallel weight,
+  /// columns of a row-parallel one). The full tensor must have shape `expected`.
+  /// Throws InputError as load_f32, and ShapeError for a range outside the tensor.
+  Tensor load_f32_slice(const std::string& name, const std::vector<int64_t>& expected, int dim,
+                        int64_t begin, int64_t end) const;
+
   const std::string& dir() const { return dir_; }
 
  private:

@@ -51,6 +51,12 @@ MODELS = {
     "odd-f32": (dict(vocab_size=1000, hidden_size=96, intermediate_size=200, num_hidden_layers=2,
                      num_attention_heads=6, num_key_value_heads=3, rope_theta=500000.0),
                 torch.float32, {}),
+    # Deep enough for 4 pipeline stages (6 layers: 2/2/1/1), kv heads < tp at tp = 4,
+    # and a vocab (202) that tp = 4 must pad.
+    "deep-gqa-f32": (dict(vocab_size=202, hidden_size=64, intermediate_size=128,
+                          num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2,
+                          rope_theta=500000.0),
+                     torch.float32, {}),
 }
 
 RELEASED = {  # notes/olmo2-reference.md, "Released configurations"

@@ -28,7 +28,7 @@ struct Fixture {
 // but accumulate in another order, so a last-bit flip of a bf16 value (relative 2^-8)
 // can propagate. 0.05 absolute on logits of magnitude up to ~4 is ~1% relative.
 const Fixture kFixtures[] = {{"mha-f32", 1e-4},     {"gqa-f32", 1e-4}, {"sharded-f32", 1e-4},
-                             {"odd-f32", 1e-4},     {"gqa-bf16", 5e-2}};
+                             {"odd-f32", 1e-4},     {"gqa-bf16", 5e-2}, {"deep-gqa-f32", 1e-4}};
 
 std::string fixture_dir(const std::string& name) {
   return test::source_path("tests/golden/fixtures/" + name);

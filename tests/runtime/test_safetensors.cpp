@@ -392,3 +392,27 @@ TEST(SafetensorsCheckpoint, Bf16FixtureLoadsBf16RepresentableValues) {
 
 }  // namespace
 }  // namespace olmo2
+
+namespace olmo2 {
+namespace {
+
+TEST(CheckpointSlice, RowsAndColumnsEqualTheSameSliceOfTheWholeTensor) {
+  const Checkpoint ckpt = Checkpoint::open(test::source_path("tests/golden/fixtures/gqa-bf16"));
+  const std::string name = "model.layers.0.mlp.down_proj.weight";  // [64, 96] bf16
+  const std::vector<int64_t> shape = {64, 96};
+  const Tensor whole = ckpt.load_f32(name, shape);
+  const Tensor rows = ckpt.load_f32_slice(name, shape, 0, 16, 48);
+  ASSERT_EQ(rows.shape(), (std::vector<int64_t>{32, 96}));
+  for (int64_t i = 0; i < rows.numel(); ++i) ASSERT_EQ(rows.f32()[i], whole.f32()[16 * 96 + i]);
+  const Tensor cols = ckpt.load_f32_slice(name, shape, 1, 24, 72);
+  ASSERT_EQ(cols.shape(), (std::vector<int64_t>{64, 48}));
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t c = 0; c < 48; ++c) ASSERT_EQ(cols.f32()[r * 48 + c], whole.f32()[r * 96 + 24 + c]);
+  const Tensor norm = ckpt.load_f32_slice("model.norm.weight", {64}, 0, 60, 64);
+  EXPECT_EQ(norm.numel(), 4);
+  EXPECT_THROW(ckpt.load_f32_slice(name, shape, 1, 90, 100), ShapeError);
+  EXPECT_THROW(ckpt.load_f32_slice(name, {96, 64}, 0, 0, 1), InputError);  // wrong full shape
+}
+
+}  // namespace
+}  // namespace olmo2

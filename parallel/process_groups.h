@@ -1,0 +1,36 @@
+// ProcessGroups: the world, TP, DP and PP communicators of this rank, made once at start.
+#pragma once
+
+#include <memory>
+
+#include "parallel/communicator.h"
+#include "parallel/topology.h"
+
+namespace olmo2::parallel {
+
+/// This rank's communicators for one topology. Group ranks equal the coordinates:
+/// tp->rank() == topology.coords(world->rank()).tp, and likewise for dp and pp.
+struct ProcessGroups {
+  std::unique_ptr<Communicator> world;  ///< every rank, in world-rank order ("world")
+  std::unique_ptr<Communicator> tp;     ///< same dp and pp ("tp")
+  std::unique_ptr<Communicator> dp;     ///< same tp and pp ("dp")
+  std::unique_ptr<Communicator> pp;     ///< same tp and dp ("pp")
+  int local_rank = 0;                   ///< rank among the processes on this node (selects the GPU)
+  int local_size = 1;                   ///< number of processes on this node
+  Topology topology;
+
+  /// This rank's coordinates.
+  Coords coords() const { return topology.coords(world->rank()); }
+};
+
+/// Makes the groups of `topology` over MPI_COMM_WORLD: MPI_Comm_dup for "world", then
+/// MPI_Comm_split for tp, dp and pp (in that order on every rank, key = world rank), and
+/// the node-local rank from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), never from a
+/// launcher's environment. Collective over MPI_COMM_WORLD: every rank must call it with
+/// the same topology. Every communicator gets `timeout_s` (0 = wait forever).
+/// MPI must be initialised (MpiRuntime) and outlive the groups. Throws InputError when
+/// topology.world() ≠ the MPI world size or timeout_s < 0 (naming them), Error when MPI
+/// fails.
+ProcessGroups make_process_groups(const Topology& topology, double timeout_s);
+
+}  // namespace olmo2::parallel

@@ -1,0 +1,62 @@
+// main() of the multi-rank test binaries: runs GoogleTest on every rank of
+// MPI_COMM_WORLD (or alone, as an MPI singleton). Rank 0 prints the usual report; the
+// other ranks print only their failures, prefixed with their rank. The exit status is
+// the same on every rank: failure if any rank failed.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "parallel/mpi_runtime.h"
+
+namespace {
+
+// Prints failed assertions and failed tests of a rank other than 0.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed()) {
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  olmo2::parallel::MpiRuntime mpi;  // finalises MPI after every test's groups are gone
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rank = mpi.world_rank(), size = mpi.world_size();
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(rank));
+  }
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+
+  std::vector<int> all(size, 0);
+  MPI_Allgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::string failing;
+  for (int r = 0; r < size; ++r) {
+    if (all[r]) failing += (failing.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (rank == 0) {
+    if (failing.empty()) {
+      std::printf("[mpi] all %d rank(s) passed\n", size);
+    } else {
+      std::printf("[mpi] FAILED on rank(s) %s of %d\n", failing.c_str(), size);
+    }
+  }
+  return failing.empty() ? 0 : 1;
+}

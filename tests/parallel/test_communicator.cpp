@@ -1,0 +1,182 @@
+// MpiCommunicator's contract checks, timeouts and the MPI runtime. Runs at any world
+// size; the timeout tests need two ranks or more.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "parallel/mpi_communicator.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/process_groups.h"
+#include "tests/parallel/mpi_test_util.h"
+
+namespace olmo2::parallel {
+namespace {
+
+using test::message_of;
+using test::world_rank;
+using test::world_size;
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(MpiRuntime, ReportsTheWorldAndDoesNotReinitialise) {
+  MpiRuntime again;  // main() initialised MPI: this one neither initialises nor finalises
+  EXPECT_TRUE(again.was_initialized());
+  EXPECT_EQ(again.world_rank(), world_rank());
+  EXPECT_EQ(again.world_size(), world_size());
+  EXPECT_GE(again.thread_level(), ThreadLevel::funneled);
+}
+
+TEST(MpiCommunicator, RefusesHandlesItCannotOwn) {
+  EXPECT_TRUE(contains(message_of<Error>([] { MpiCommunicator c(MPI_COMM_WORLD, "world", 1.0); }),
+                       "MPI_COMM_WORLD"));
+  EXPECT_THROW(MpiCommunicator(MPI_COMM_NULL, "tp", 1.0), Error);
+}
+
+TEST(MpiCommunicator, ProcessGroupsRefuseAWrongWorld) {
+  const int n = world_size();
+  EXPECT_EQ(
+      message_of<InputError>([&] { make_process_groups(Topology::make(2 * n, 2, 1, 0), 1.0); }),
+      "layout tp 2 × pp 1 × dp " + std::to_string(n) + " = " + std::to_string(2 * n) +
+          " ranks, but MPI started " + std::to_string(n));
+  EXPECT_TRUE(contains(
+      message_of<InputError>([&] { make_process_groups(Topology::make(n, 1, 1, 0), -1.0); }),
+      "timeout -1"));
+}
+
+TEST(MpiCommunicator, ChecksSizesBeforeCommunicating) {
+  const int n = world_size();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 30.0);
+  Communicator& c = *g.world;
+  std::vector<float> in(3), out(3 * n + 1), big(3 * n);
+  EXPECT_EQ(message_of<ShapeError>([&] { c.all_gather(in, out); }),
+            "all_gather on group world: out has " + std::to_string(3 * n + 1) +
+                " floats, expected " + std::to_string(n) +
+                " ranks × in 3 = " + std::to_string(3 * n));
+  EXPECT_TRUE(contains(message_of<ShapeError>([&] { c.reduce_scatter_sum(out, in); }),
+                       "reduce_scatter_sum on group world: in has " + std::to_string(3 * n + 1)));
+  EXPECT_TRUE(contains(
+      message_of<ShapeError>([&] { c.all_gather(std::span<const float>(big.data(), 3), big); }),
+      "overlap"));
+  EXPECT_EQ(message_of<ShapeError>([&] { c.broadcast(std::span<float>(in), n); }),
+            "broadcast on group world: root " + std::to_string(n) + " out of range [0, " +
+                std::to_string(n) + ")");
+  EXPECT_THROW(c.broadcast(std::span<float>(in), -1), ShapeError);
+  EXPECT_TRUE(contains(message_of<ShapeError>([&] { c.send(in, c.rank(), 0); }),
+                       "send on group world: peer " + std::to_string(c.rank())));
+  EXPECT_THROW(c.recv(in, n, 0), ShapeError);
+  if (n > 1) {
+    EXPECT_TRUE(contains(message_of<ShapeError>([&] { c.send(in, (c.rank() + 1) % n, -2); }),
+                         "tag -2 out of range"));
+  }
+  EXPECT_THROW(c.set_timeout(-0.5), InputError);
+  EXPECT_EQ(c.sequence(), 0u) << "refused calls are not counted";
+  c.barrier();
+  EXPECT_EQ(c.sequence(), 1u);
+}
+
+TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  ProcessGroups g = make_process_groups(Topology::make(world_size(), 1, 1, 0), 30.0);
+  Communicator& c = *g.world;
+  std::vector<float> four(4, 1.0f), eight(8);
+  if (c.rank() == 0) c.send(four, 1, 9);
+  if (c.rank() == 1) {
+    EXPECT_TRUE(contains(message_of<Error>([&] { c.recv(eight, 0, 9); }),
+                         "recv from world rank 0 (tag 9) on group world received 4 floats, "
+                         "expected 8"));
+  }
+  c.barrier();
+}
+
+// Every rank but the last enters `late_op` on `c` (timeout `seconds`) and times out; the
+// last rank waits on `sync` until they all have, then joins late, so the pending
+// operation completes and each timed-out rank finishes it with wait_pending().
+template <typename Op>
+void skip_then_join_late(Communicator& c, Communicator& sync, double seconds, Op late_op,
+                         const std::string& what) {
+  const bool skipper = c.rank() == c.size() - 1;
+  c.set_timeout(seconds);
+  if (!skipper) {
+    try {
+      late_op();
+      ADD_FAILURE() << "expected a CollectiveTimeout";
+    } catch (const CollectiveTimeout& e) {
+      const std::string m = e.what();
+      const std::string who = "rank " + std::to_string(world_rank()) + " (" + c.name() + " rank " +
+                              std::to_string(c.rank()) + " of " + std::to_string(c.size()) + "): ";
+      EXPECT_EQ(m.rfind(who + what + " timed out after ", 0), 0u) << m;
+      EXPECT_GE(e.waited_s(), seconds);
+      EXPECT_LT(e.waited_s(), seconds + 5.0);
+      EXPECT_EQ(e.group(), c.name());
+      EXPECT_EQ(c.pending(), what);
+      EXPECT_TRUE(contains(message_of<Error>([&] { c.barrier(); }), "refused: " + what));
+    }
+  }
+  sync.barrier();  // the skipper passes only once every other rank has timed out
+  c.set_timeout(30.0);
+  if (skipper) {
+    late_op();
+  } else {
+    c.wait_pending();
+  }
+  EXPECT_EQ(c.pending(), "");
+}
+
+TEST(CollectiveTimeout, AllReduceOnWorldNamesTheCollective) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  const int n = world_size();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 30.0);
+  Communicator& world = *g.world;
+  world.barrier();  // #1
+  std::vector<float> x(16, static_cast<float>(world_rank() + 1));
+  skip_then_join_late(
+      world, *g.dp, 1.0, [&] { world.all_reduce_sum(x); }, "all_reduce_sum #2 on group world");
+  for (float v : x) ASSERT_EQ(v, n * (n + 1) / 2.0f) << "the late all-reduce completed";
+  // Still usable, sequences still agree.
+  const float seq = static_cast<float>(world.sequence());
+  std::vector<float> all(n);
+  world.all_gather(std::span<const float>(&seq, 1), all);
+  for (float s : all) EXPECT_EQ(s, 2.0f);
+}
+
+TEST(CollectiveTimeout, BarrierOnTensorParallelGroup) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  const int n = world_size();
+  ProcessGroups g = make_process_groups(Topology::make(n, n, 1, 1), 30.0);
+  std::vector<float> x(3, 1.0f);
+  g.tp->all_reduce_sum(x);  // #1
+  g.tp->all_reduce_max(x);  // #2
+  skip_then_join_late(
+      *g.tp, *g.world, 0.5, [&] { g.tp->barrier(); }, "barrier #3 on group tp");
+  g.tp->barrier();  // #4
+  EXPECT_EQ(g.tp->sequence(), 4u);
+}
+
+TEST(CollectiveTimeout, RecvNamesThePeer) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  ProcessGroups g = make_process_groups(Topology::make(world_size(), 1, world_size(), 1), 30.0);
+  Communicator& pp = *g.pp;
+  std::vector<float> x(5, static_cast<float>(pp.rank()));
+  if (pp.rank() == 0) {
+    pp.set_timeout(0.3);
+    const std::string m = message_of<CollectiveTimeout>([&] { pp.recv(x, 1, 4); });
+    EXPECT_EQ(m.rfind("rank 0 (pp rank 0 of " + std::to_string(pp.size()) +
+                          "): recv from pp rank 1 (tag 4) on group pp timed out after ",
+                      0),
+              0u)
+        << m;
+    EXPECT_TRUE(contains(m, "(5 floats, after collective #0)")) << m;
+  }
+  g.world->barrier();
+  if (pp.rank() == 1) pp.send(x, 0, 4);
+  if (pp.rank() == 0) {
+    pp.wait_pending();
+    for (float v : x) EXPECT_EQ(v, 1.0f);
+  }
+}
+
+}  // namespace
+}  // namespace olmo2::parallel
