@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <iostream>
 #include <iterator>
 #include <thread>
 
@@ -63,6 +65,9 @@ void run_tokenize(const CliConfig& cfg, std::istream& in, std::ostream& out, std
   const Tokenizer tok = Tokenizer::from_file(cfg.tokenizer);
   if (cfg.ids_mode) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad() || (&in == &std::cin && std::ferror(stdin))) {
+      OLMO2_THROW(InputError, "cannot read the text on standard input");
+    }
     out << nlohmann::json(tok.encode(text)).dump() << "\n";
     return;
   }

@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -114,12 +115,12 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
-      if (!in) OLMO2_THROW(UsageError, "--config: cannot open ", path);
+      if (!std::filesystem::is_regular_file(path) || !in) OLMO2_THROW(UsageError, "--config: cannot open ", path, " (not a readable file)");
       po::store(po::parse_config_file(in, desc), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": ", e.what());
+    OLMO2_THROW(UsageError, cfg.command, ": ", e.what());
   }
   if (vm.count("help")) {
     std::ostringstream s;
@@ -133,22 +134,22 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
   }
   if (cfg.command == "tokenize") {
-    if (!vm.count("tokenizer")) OLMO2_THROW(UsageError, "olmo2 tokenize: --tokenizer FILE is required");
+    if (!vm.count("tokenizer")) OLMO2_THROW(UsageError, "tokenize: --tokenizer FILE is required");
     cfg.tokenizer = vm["tokenizer"].as<std::string>();
     cfg.ids_mode = vm["ids"].as<bool>();
     if (vm.count("input")) cfg.inputs = vm["input"].as<std::vector<std::string>>();
     if (cfg.ids_mode) {
       if (!cfg.inputs.empty() || vm.count("output")) {
-        OLMO2_THROW(UsageError, "olmo2 tokenize --ids reads stdin: give no --output and no input files");
+        OLMO2_THROW(UsageError, "tokenize --ids reads stdin: give no --output and no input files");
       }
       return cfg;
     }
-    if (!vm.count("output")) OLMO2_THROW(UsageError, "olmo2 tokenize: --output DIR is required (or --ids)");
+    if (!vm.count("output")) OLMO2_THROW(UsageError, "tokenize: --output DIR is required (or --ids)");
     cfg.output = vm["output"].as<std::string>();
-    if (cfg.inputs.empty()) OLMO2_THROW(UsageError, "olmo2 tokenize: no input files given");
+    if (cfg.inputs.empty()) OLMO2_THROW(UsageError, "tokenize: no input files given");
     return cfg;
   }
-  if (!vm.count("model")) OLMO2_THROW(UsageError, "olmo2 ", cfg.command, ": --model DIR is required");
+  if (!vm.count("model")) OLMO2_THROW(UsageError, cfg.command, ": --model DIR is required");
   cfg.model = vm["model"].as<std::string>();
   if (cfg.command == "info") {
     const std::pair<const char*, int*> axes[] = {{"tp", &cfg.tp}, {"pp", &cfg.pp}, {"dp", &cfg.dp}};
@@ -165,7 +166,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     }
   }
   if (cfg.command == "generate") {
-    if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "olmo2 generate: --prompt-ids is required");
+    if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "generate: --prompt-ids is required");
     cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");
     if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
     if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);

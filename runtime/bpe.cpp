@@ -1,6 +1,6 @@
 #include "runtime/bpe.h"
 
-#include <climits>
+#include <queue>
 
 #include "ops/error.h"
 
@@ -41,31 +41,62 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
       return;
     }
   }
-  std::vector<int32_t> sym(piece.size());
-  for (size_t i = 0; i < piece.size(); ++i) sym[i] = byte_id_[static_cast<unsigned char>(piece[i])];
-  // ranks[i]: merge of (sym[i], sym[i+1]), INT_MAX when none.
-  std::vector<int32_t> ranks(sym.size(), INT_MAX), results(sym.size(), -1);
-  auto look = [&](size_t i) {
-    ranks[i] = INT_MAX;
-    if (i + 1 >= sym.size()) return;
-    auto it = merges_.find(key(sym[i], sym[i + 1]));
-    if (it != merges_.end()) ranks[i] = it->second.rank, results[i] = it->second.result;
-  };
-  for (size_t i = 0; i < sym.size(); ++i) look(i);
-  while (sym.size() > 1) {
-    size_t best = 0;
-    for (size_t i = 1; i + 1 < sym.size(); ++i) {
-      if (ranks[i] < ranks[best]) best = i;
-    }
-    if (ranks[best] == INT_MAX) break;
-    sym[best] = results[best];
-    sym.erase(sym.begin() + static_cast<ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best) + 1);
-    results.erase(results.begin() + static_cast<ptrdiff_t>(best) + 1);
-    look(best);
-    if (best > 0) look(best - 1);
+  const size_t n = piece.size();
+  if (n == 1) {
+    out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
+    return;
   }
-  out.insert(out.end(), sym.begin(), sym.end());
+  // Symbols form a doubly linked list over the piece's byte positions: a live symbol
+  // starting at byte p spans [p, p + len) and its right neighbour starts at p + len.
+  // Merging absorbs the right symbol into the left one (id −1 marks it dead), so a
+  // symbol's id only ever changes to a longer token's id and never returns.
+  struct Symbol {
+    int32_t id;
+    size_t len;
+    size_t prev;  // start of the left neighbour (unused at position 0, always the first)
+  };
+  // A merge of the adjacent pair starting at `pos`, valid while the symbols at `pos`
+  // and at its right neighbour still have the ids `left` and `right` (lazy deletion).
+  struct Candidate {
+    int32_t rank;
+    int32_t result;
+    size_t pos;
+    int32_t left, right;
+  };
+  // Min-heap on (rank, pos): lowest rank first, leftmost among equal ranks.
+  struct Later {
+    bool operator()(const Candidate& a, const Candidate& b) const {
+      return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+    }
+  };
+  std::vector<Symbol> sym(n);
+  for (size_t i = 0; i < n; ++i) sym[i] = Symbol{byte_id_[static_cast<unsigned char>(piece[i])], 1, i - 1};
+  std::vector<Candidate> heap;
+  heap.reserve(n);
+  auto candidate = [&](size_t p, auto&& emit) {
+    const size_t q = p + sym[p].len;
+    if (q >= n) return;
+    auto it = merges_.find(key(sym[p].id, sym[q].id));
+    if (it != merges_.end()) emit(Candidate{it->second.rank, it->second.result, p, sym[p].id, sym[q].id});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) candidate(i, [&](const Candidate& c) { heap.push_back(c); });
+  std::priority_queue<Candidate, std::vector<Candidate>, Later> queue(Later{}, std::move(heap));
+  auto push = [&](const Candidate& c) { queue.push(c); };
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[c.pos];
+    if (l.id != c.left) continue;  // the left symbol merged or was absorbed since
+    const size_t q = c.pos + l.len;
+    if (q >= n || sym[q].id != c.right) continue;  // the right symbol merged since
+    l.id = c.result;
+    l.len += sym[q].len;
+    sym[q].id = -1;
+    if (const size_t r = c.pos + l.len; r < n) sym[r].prev = c.pos;
+    if (c.pos > 0) candidate(l.prev, push);
+    candidate(c.pos, push);
+  }
+  for (size_t p = 0; p < n; p += sym[p].len) out.push_back(sym[p].id);
 }
 
 }  // namespace olmo2

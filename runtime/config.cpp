@@ -1,5 +1,6 @@
 #include "runtime/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -109,7 +110,14 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   }
   if (r.find("initializer_range")) c.initializer_range = r.number("initializer_range");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
-  c.eos_token_id = r.token_id("eos_token_id");
+  if (const json* e = r.find("eos_token_id"); e && e->is_array()) {  // a list: stop at any
+    for (const json& id : *e) {
+      if (!id.is_number_integer()) r.fail("eos_token_id", "must be token ids, got " + e->dump());
+      c.eos_token_ids.push_back(id.get<int64_t>());
+    }
+  } else if (const auto id = r.token_id("eos_token_id")) {
+    c.eos_token_ids.push_back(*id);
+  }
   c.pad_token_id = r.token_id("pad_token_id");
   c.bos_token_id = r.token_id("bos_token_id");
 
@@ -138,12 +146,23 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (r.find("rope_scaling")) {
     r.fail("rope_scaling", "is set; OLMo 2 uses plain RoPE (rope_scaling null)");
   }
-  for (const char* f : {"eos_token_id", "pad_token_id", "bos_token_id"}) {
-    const auto id = r.token_id(f);
-    if (id && (*id < 0 || *id >= c.vocab_size)) {
-      r.fail(f, "is " + std::to_string(*id) + ", outside the vocabulary [0, " +
+  std::vector<std::pair<const char*, int64_t>> ids;
+  for (int64_t e : c.eos_token_ids) ids.emplace_back("eos_token_id", e);
+  if (c.pad_token_id) ids.emplace_back("pad_token_id", *c.pad_token_id);
+  if (c.bos_token_id) ids.emplace_back("bos_token_id", *c.bos_token_id);
+  for (const auto& [f, id] : ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      r.fail(f, "is " + std::to_string(id) + ", outside the vocabulary [0, " +
                     std::to_string(c.vocab_size) + ")");
     }
+  }
+  // Bounds that keep every size a valid BLAS dimension and the parameter count exact.
+  for (const auto& [f, v] : {std::pair<const char*, int64_t>{"vocab_size", c.vocab_size},
+                             {"hidden_size", c.hidden_size},
+                             {"intermediate_size", c.intermediate_size},
+                             {"num_hidden_layers", c.num_hidden_layers},
+                             {"max_position_embeddings", c.max_position_embeddings}}) {
+    if (v > (int64_t{1} << 24)) r.fail(f, "is " + std::to_string(v) + ", above the supported 16777216");
   }
   const json* dt = r.find("torch_dtype");
   if (!dt) dt = r.find("dtype");
@@ -159,7 +178,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
 ModelConfig ModelConfig::load(const std::string& dir) {
   const std::string path = dir + "/config.json";
   std::ifstream in(path);
-  if (!in) OLMO2_THROW(InputError, "cannot open ", path, " (is --model a model directory?)");
+  if (!std::filesystem::is_regular_file(path) || !in) {
+    OLMO2_THROW(InputError, "cannot open ", path, " (is --model a model directory?)");
+  }
   json j;
   try {
     j = json::parse(in);
@@ -191,7 +212,9 @@ json ModelConfig::to_json() const {
             {"torch_dtype", dtype == DType::BF16 ? "bfloat16"
                             : dtype == DType::F16 ? "float16"
                                                   : "float32"}};
-  j["eos_token_id"] = eos_token_id ? json(*eos_token_id) : json(nullptr);
+  j["eos_token_id"] = eos_token_ids.empty()       ? json(nullptr)
+                      : eos_token_ids.size() == 1 ? json(eos_token_ids[0])
+                                                  : json(eos_token_ids);
   j["pad_token_id"] = pad_token_id ? json(*pad_token_id) : json(nullptr);
   j["bos_token_id"] = bos_token_id ? json(*bos_token_id) : json(nullptr);
   return j;
@@ -222,7 +245,11 @@ std::string ModelConfig::summary() const {
     << "rms_norm_eps            " << rms_norm_eps << "\n"
     << "rope_theta              " << rope_theta << "\n"
     << "tie_word_embeddings     " << (tie_word_embeddings ? "true" : "false") << "\n"
-    << "eos_token_id            " << (eos_token_id ? std::to_string(*eos_token_id) : "none") << "\n"
+    << "eos_token_id            " << (eos_token_ids.empty() ? std::string("none") : [&] {
+         std::string s;
+         for (size_t i = 0; i < eos_token_ids.size(); ++i) s += (i ? std::string(",") : std::string()) + std::to_string(eos_token_ids[i]);
+         return s;
+       }()) << "\n"
     << "dtype                   " << dtype_name(dtype) << "\n"
     << "parameters              " << parameter_count() << "\n";
   return s.str();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -27,7 +28,7 @@ struct ModelConfig {
   double rope_theta = 0;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
-  std::optional<int64_t> eos_token_id;
+  std::vector<int64_t> eos_token_ids;  ///< generation stops at any of them
   std::optional<int64_t> pad_token_id;
   std::optional<int64_t> bos_token_id;
   DType dtype = DType::F32;  ///< `torch_dtype` / `dtype` of the checkpoint
@@ -46,7 +47,8 @@ struct ModelConfig {
   nlohmann::json to_json() const;
 
   /// Number of parameters: embedding, lm_head (unless tied), per layer q/k/v/o,
-  /// q_norm/k_norm, gate/up/down and two post-norms, and the final norm.
+  /// q_norm/k_norm, gate/up/down and two post-norms, and the final norm. (from_json
+  /// bounds every size so that this cannot overflow.)
   int64_t parameter_count() const;
 
   /// Multi-line human-readable summary (for `olmo2 info`).

@@ -1,5 +1,7 @@
 #include "runtime/generate.h"
 
+#include <algorithm>
+
 #include "ops/error.h"
 
 namespace olmo2 {
@@ -45,7 +47,7 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
     int32_t tok = model.shard().final_norm ? argmax(out.logits[0].f32(), c.vocab_size) : -1;
     if (pp) pp->broadcast(std::as_writable_bytes(std::span<int32_t>(&tok, 1)), pp->size() - 1);
     r.output_ids.push_back(tok);
-    if (c.eos_token_id && tok == *c.eos_token_id) {
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end()) {
       r.finish_reason = "stop";
       break;
     }

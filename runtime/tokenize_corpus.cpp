@@ -36,7 +36,10 @@ std::string read_all(const std::string& path) {
   const char* msg = gzerror(f, &err);
   const std::string what = msg ? msg : "";
   gzclose(f);
-  if (n < 0 || (err != Z_OK && err != Z_BUF_ERROR)) OLMO2_THROW(InputError, "cannot read input ", path, ": ", what);
+  if (n < 0 || err == Z_BUF_ERROR) {
+    OLMO2_THROW(InputError, "cannot read input ", err == Z_BUF_ERROR ? path + ": truncated gzip data" : what);
+  }
+  if (err != Z_OK) OLMO2_THROW(InputError, "cannot read input ", what);
   return out;
 }
 
@@ -87,6 +90,7 @@ TokenizeStats tokenize_corpus(const Tokenizer& tokenizer, const std::vector<std:
         TokenizeStats local;
         std::vector<uint32_t> ids32;
         auto add_document = [&](std::string_view text) {
+          if (text.empty()) return;  // an empty document adds no tokens, not even EOS
           const std::vector<int32_t> ids = tokenizer.encode(text);
           ids32.assign(ids.begin(), ids.end());
           ids32.push_back(static_cast<uint32_t>(options.eos_id));
@@ -111,8 +115,8 @@ TokenizeStats tokenize_corpus(const Tokenizer& tokenizer, const std::vector<std:
             nlohmann::json j;
             try {
               j = nlohmann::json::parse(l);
-            } catch (const nlohmann::json::exception&) {
-              OLMO2_THROW(InputError, path, ":", line, ": not a JSON object");
+            } catch (const nlohmann::json::exception& e) {
+              OLMO2_THROW(InputError, path, ":", line, ": not valid JSON (", e.what(), ")");
             }
             if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
               OLMO2_THROW(InputError, path, ":", line, ": no string \"text\" field");
@@ -137,7 +141,10 @@ TokenizeStats tokenize_corpus(const Tokenizer& tokenizer, const std::vector<std:
   const int n = std::min<int>(options.threads, static_cast<int>(inputs.size()));
   for (int t = 0; t < n; ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+  if (failure) {  // a failed run publishes nothing
+    for (const std::string& out : total.outputs) std::filesystem::remove(out);
+    std::rethrow_exception(failure);
+  }
   return total;
 }
 

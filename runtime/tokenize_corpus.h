@@ -29,8 +29,10 @@ struct TokenizeStats {
 /// "text" field (Dolma style); any other file is one plain-text document. gzip is
 /// detected and decompressed (zlib). `progress`, if set, is called from time to time
 /// with the running totals (thread-safe). Throws InputError naming the file (and line)
-/// for a missing or unreadable input, a line that is not JSON or has no string "text";
-/// an output is written under a temporary name and renamed when complete.
+/// for a missing or unreadable input (truncated gzip included), a line that is not JSON
+/// or has no string "text"; an output is written under a temporary name and renamed
+/// when complete, and a failed run removes every output it wrote. Empty documents are
+/// skipped.
 TokenizeStats tokenize_corpus(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
                               const TokenizeOptions& options,
                               const std::function<void(const TokenizeStats&)>& progress = {});

@@ -1,5 +1,6 @@
 #include "runtime/tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -55,7 +56,7 @@ const char* kGpt2Pattern =
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) OLMO2_THROW(InputError, "cannot open tokenizer file ", path);
+  if (!std::filesystem::is_regular_file(path) || !in) OLMO2_THROW(InputError, "cannot open tokenizer file ", path);
   json j;
   try {
     j = json::parse(in);

@@ -91,8 +91,9 @@ TEST_P(GoldenTest, GreedyContinuationMatchesTransformers) {
   // The reference loop does not stop at eos; compare the common prefix, then the reason.
   ASSERT_LE(r.output_ids.size(), expected.size());
   EXPECT_EQ(r.output_ids, std::vector<int32_t>(expected.begin(), expected.begin() + r.output_ids.size()));
-  const auto eos = model.config().eos_token_id;
-  const bool hit = r.output_ids.size() < expected.size() || (eos && r.output_ids.back() == *eos);
+  const auto& eos = model.config().eos_token_ids;
+  const bool hit = r.output_ids.size() < expected.size() ||
+                   std::find(eos.begin(), eos.end(), r.output_ids.back()) != eos.end();
   EXPECT_EQ(r.finish_reason, hit ? "stop" : "length");
   EXPECT_EQ(model.config().parameter_count(), ref["parameter_count"].get<int64_t>());
 }

@@ -107,8 +107,26 @@ TEST(CliTokenize, BadInputsAreNamed) {
   std::ofstream(dir.file("bad.jsonl")) << "{\"text\": \"ok\"}\n{broken\n";
   r = run_olmo2("tokenize" + t + dir.file("bad.jsonl"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("bad.jsonl:2: not a JSON object"));
+  EXPECT_THAT(r.err, HasSubstr("bad.jsonl:2: not valid JSON"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/00000-bad.npy"))) << "no partial output";
+  // A good input before a bad one: the failed run publishes neither.
+  std::ofstream(dir.file("good.txt")) << "fine";
+  r = run_olmo2("tokenize" + t + dir.file("good.txt") + " " + dir.file("bad.jsonl"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/00000-good.npy")));
+  // A gzip stream cut short is named as such.
+  {
+    gzFile g = gzopen(dir.file("full.jsonl.gz").c_str(), "wb");
+    const std::string line = std::string("{\"text\": \"") + std::string(5000, 'x') + "\"}\n";
+    gzwrite(g, line.data(), static_cast<unsigned>(line.size()));
+    gzclose(g);
+    std::ifstream in(dir.file("full.jsonl.gz"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir.file("cut.jsonl.gz"), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  r = run_olmo2("tokenize" + t + dir.file("cut.jsonl.gz"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("truncated gzip data"));
   std::ofstream(dir.file("notext.jsonl")) << "{\"body\": \"x\"}\n";
   r = run_olmo2("tokenize" + t + dir.file("notext.jsonl"));
   EXPECT_THAT(r.err, HasSubstr("notext.jsonl:1: no string \"text\" field"));

@@ -41,7 +41,7 @@ TEST(Config, ReadsHubConfigAndDerivesHeadDim) {
   EXPECT_EQ(c.head_dim, 128);
   EXPECT_EQ(c.rope_theta, 500000.0);
   EXPECT_EQ(c.rms_norm_eps, 1e-6);
-  EXPECT_EQ(c.eos_token_id, 100257);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int64_t>{100257});
   EXPECT_FALSE(c.bos_token_id.has_value());
   EXPECT_EQ(c.parameter_count(), 1484916736);
 }
@@ -96,6 +96,11 @@ TEST(Config, ContradictoryOrBadValuesAreNamed) {
   EXPECT_THAT(with("hidden_act", "gelu"), HasSubstr("hidden_act"));
   EXPECT_THAT(with("rope_scaling", json{{"type", "linear"}}), HasSubstr("rope_scaling"));
   EXPECT_THAT(with("eos_token_id", 200000), HasSubstr("outside the vocabulary"));
+  EXPECT_THAT(with("eos_token_id", json{100257, 200001}), HasSubstr("eos_token_id\" is 200001"));
+  EXPECT_THAT(with("hidden_size", int64_t{1} << 62), HasSubstr("above the supported"));
+  json j = hub_config();
+  j["eos_token_id"] = {100257, 100265};  // instruct checkpoints stop at either
+  EXPECT_EQ(ModelConfig::from_json(j, "c").eos_token_ids, (std::vector<int64_t>{100257, 100265}));
   EXPECT_THAT(with("torch_dtype", "float64"), HasSubstr("torch_dtype"));
   EXPECT_THAT(with("rms_norm_eps", 0), HasSubstr("rms_norm_eps"));
 }
