@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/threads.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/process_groups.h"
 #include "runtime/config.h"
 #include "runtime/generate.h"
 #include "runtime/model.h"
@@ -45,10 +47,8 @@ void run_info(const CliConfig& cfg, std::ostream& out) {
   out << plan;
 }
 
-void run_generate(const CliConfig& cfg, std::ostream& out) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
-  const Olmo2Model model = Olmo2Model::load(cfg.model);
-  const GenerateResult r = generate_greedy(model, cfg.prompt_ids, cfg.max_tokens);
+namespace {
+void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& out) {
   if (cfg.format == "json") {
     nlohmann::json j = {{"prompt_ids", cfg.prompt_ids},
                         {"output_ids", r.output_ids},
@@ -58,6 +58,45 @@ void run_generate(const CliConfig& cfg, std::ostream& out) {
     out << "output_ids:";
     for (size_t i = 0; i < r.output_ids.size(); ++i) out << (i ? "," : " ") << r.output_ids[i];
     out << "\nfinish_reason: " << r.finish_reason << "\n";
+  }
+}
+}  // namespace
+
+void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher) {
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
+  if (!layout && !under_mpi_launcher) {
+    const Olmo2Model model = Olmo2Model::load(cfg.model);
+    print_result(cfg, generate_greedy(model, cfg.prompt_ids, cfg.max_tokens), out);
+    return;
+  }
+  parallel::MpiRuntime mpi;
+  const int rank = mpi.world_rank();
+  // 1. Checks every rank makes alike, before any communication.
+  parallel::PartitionPlan plan;
+  parallel::Topology topology;
+  try {
+    const ModelConfig c = ModelConfig::load(cfg.model);
+    topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, cfg.dp_given ? cfg.dp : 0);
+    plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, topology.layout().dp, cfg.pp_layers);
+    check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
+  } catch (const std::exception& e) {
+    // Every rank failed alike: rank 0 reports it before anyone exits.
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    mpi.barrier();
+    throw SilentExit{};
+  }
+  // 2. Anything later may fail on some ranks only: report it and end the whole job.
+  try {
+    parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
+    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank));
+    const GenerateResult r = generate_greedy(model, cfg.prompt_ids, cfg.max_tokens,
+                                             ParallelContext{groups.tp.get(), groups.pp.get()});
+    if (rank == 0) print_result(cfg, r, out);
+    groups.world->barrier();
+  } catch (const std::exception& e) {
+    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
+    parallel::MpiRuntime::abort(1);
   }
 }
 

@@ -19,7 +19,15 @@ void run_info(const CliConfig& cfg, std::ostream& out);
 parallel::ModelShape model_shape(const ModelConfig& c);
 
 /// `olmo2 generate`: loads the model and prints greedy output ids (text or JSON).
-void run_generate(const CliConfig& cfg, std::ostream& out);
+/// Under mpirun/srun or with a layout (--tp/--pp/--dp/--pp-layers) it runs sharded:
+/// each rank loads its slices, rank 0 prints. Errors every rank sees alike (config,
+/// layout, prompt) are reported once, by rank 0, and every rank exits 1 (by throwing
+/// SilentExit); a later error on any rank is printed with its rank and ends the
+/// job through MPI_Abort, so no peer hangs.
+void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher);
+
+/// Thrown after an error that has already been reported: exit 1 quietly.
+struct SilentExit {};
 
 /// `olmo2 tokenize`: documents → .npy token files (progress on a terminal, summary
 /// always, on `err`), or with --ids stdin text → a JSON array of ids on `out`.

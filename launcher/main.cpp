@@ -1,11 +1,22 @@
 // olmo2: one binary, subcommands (DESIGN §8). Every error ends here as one line on
 // stderr and a non-zero exit: 2 for a bad command line, 1 for anything else.
+#include <cstdlib>
 #include <iostream>
 
 #include "launcher/commands.h"
 #include "launcher/options.h"
 
 namespace {
+/// True when mpirun (Open MPI) or srun/PMIx started this process: then `generate`
+/// joins the MPI job even without layout options. (The one place that reads the
+/// launcher's environment.)
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
 /// Flushes stdout; a full disk or a closed pipe must not look like success.
 int finish_output() {
   std::cout.flush();
@@ -26,9 +37,11 @@ int main(int argc, char** argv) {
       return finish_output();
     }
     if (cfg.command == "info") run_info(cfg, std::cout);
-    else if (cfg.command == "generate") run_generate(cfg, std::cout);
+    else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
     else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);
     return finish_output();
+  } catch (const SilentExit&) {
+    return 1;
   } catch (const UsageError& e) {
     std::cerr << "olmo2: error: " << e.what() << "\n";
     return 2;

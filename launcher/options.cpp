@@ -21,6 +21,7 @@ const char* kUsage =
     "                                                print the configuration, parameter count\n"
     "                                                and the partition plan per rank\n"
     "  generate  --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
+    "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "                                                greedy generation\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
@@ -39,16 +40,16 @@ po::options_description describe(const std::string& command) {
     return d;
   }
   d.add_options()("model", po::value<std::string>(), "model directory (config.json + safetensors)");
-  if (command == "info") {
-    d.add_options()("tp", po::value<int>(), "tensor-parallel ranks: print the partition plan")(
-        "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")(
-        "dp", po::value<int>(), "data-parallel replicas (default 1)")(
-        "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
-  }
+  d.add_options()("tp", po::value<int>(), "tensor-parallel ranks (info: print the partition plan)")(
+      "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")(
+      "dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)")(
+      "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
   if (command == "generate") {
     d.add_options()("prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
-        "format", po::value<std::string>(), "output format: text or json (default text)");
+        "format", po::value<std::string>(), "output format: text or json (default text)")(
+        "collective-timeout", po::value<double>(),
+        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
   }
   return d;
 }
@@ -151,8 +152,9 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (!vm.count("model")) OLMO2_THROW(UsageError, cfg.command, ": --model DIR is required");
   cfg.model = vm["model"].as<std::string>();
-  if (cfg.command == "info") {
+  {
     const std::pair<const char*, int*> axes[] = {{"tp", &cfg.tp}, {"pp", &cfg.pp}, {"dp", &cfg.dp}};
+    cfg.dp_given = vm.count("dp") != 0;
     for (const auto& [axis, field] : axes) {
       if (!vm.count(axis)) continue;
       *field = vm[axis].as<int>();
@@ -173,6 +175,10 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (vm.count("format")) cfg.format = vm["format"].as<std::string>();
     if (cfg.format != "text" && cfg.format != "json") {
       OLMO2_THROW(UsageError, "--format must be text or json, got \"", cfg.format, "\"");
+    }
+    if (vm.count("collective-timeout")) cfg.collective_timeout = vm["collective-timeout"].as<double>();
+    if (!(cfg.collective_timeout >= 0)) {
+      OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", cfg.collective_timeout);
     }
   }
   return cfg;

@@ -34,6 +34,8 @@ struct CliConfig {
   int pp = 1;                       ///< --pp N (default: --pp-layers' entry count, else 1)
   int dp = 1;                       ///< --dp N
   std::vector<int64_t> pp_layers;   ///< --pp-layers 8,8,7,7 (empty: balanced stages)
+  bool dp_given = false;            ///< --dp was given (generate: else world / (tp·pp))
+  double collective_timeout = 300;  ///< --collective-timeout seconds (0: wait forever)
 };
 
 /// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given

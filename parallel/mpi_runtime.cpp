@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+
 #include "ops/error.h"
 
 namespace olmo2::parallel {
@@ -67,6 +69,13 @@ MpiRuntime::MpiRuntime(ThreadLevel required) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+void MpiRuntime::barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
+
+void MpiRuntime::abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; this keeps the promise if it did
 }
 
 MpiRuntime::~MpiRuntime() {

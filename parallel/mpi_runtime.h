@@ -32,6 +32,15 @@ class MpiRuntime {
   /// The thread support MPI provides.
   ThreadLevel thread_level() const { return thread_level_; }
 
+  /// Ends every rank of MPI_COMM_WORLD with exit status `code` (MPI_Abort): what the
+  /// launcher does after a fatal error on one rank, so that peers blocked in a
+  /// collective do not hang.
+  [[noreturn]] static void abort(int code);
+
+  /// MPI_Barrier on MPI_COMM_WORLD (e.g. so that rank 0 has printed an error before
+  /// the others exit and the launcher ends the job).
+  void barrier() const;
+
  private:
   int world_rank_ = 0;
   int world_size_ = 1;

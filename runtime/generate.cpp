@@ -14,14 +14,8 @@ int32_t argmax(const float* values, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
-                               int64_t max_tokens) {
-  return generate_greedy(model, prompt, max_tokens, ParallelContext{});
-}
-
-GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
-                               int64_t max_tokens, const ParallelContext& ctx) {
-  const ModelConfig& c = model.config();
+void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt,
+                            int64_t max_tokens) {
   if (prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty (no BOS is added, so there is nothing to condition on)");
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= c.vocab_size) {
@@ -35,6 +29,18 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
     OLMO2_THROW(InputError, "prompt of ", plen, " tokens + max tokens ", max_tokens,
                 " exceeds the context length ", c.max_position_embeddings);
   }
+}
+
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens) {
+  return generate_greedy(model, prompt, max_tokens, ParallelContext{});
+}
+
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens, const ParallelContext& ctx) {
+  const ModelConfig& c = model.config();
+  check_generate_request(c, prompt, max_tokens);
+  const int64_t plen = static_cast<int64_t>(prompt.size());
   KVCache cache(c, model.shard(), plen + max_tokens);
   parallel::Communicator* pp = ctx.pp && ctx.pp->size() > 1 ? ctx.pp : nullptr;
   GenerateResult r;

@@ -29,6 +29,12 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
                                int64_t max_tokens, const ParallelContext& ctx);
 
+/// The checks generate_greedy makes before any work (empty prompt, ids outside the
+/// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a
+/// sharded run makes them identically. Throws InputError naming the numbers.
+void check_generate_request(const ModelConfig& config, const std::vector<int32_t>& prompt,
+                            int64_t max_tokens);
+
 /// Index of the largest of n values (first on ties).
 int32_t argmax(const float* values, int64_t n);
 

@@ -40,11 +40,10 @@ struct RunResult {
   std::string err;  ///< stderr
 };
 
-/// Runs `olmo2 ARGS` (ARGS is shell-quoted by the caller) and captures its output.
-inline RunResult run_olmo2(const std::string& args) {
+/// Runs `PROGRAM ARGS` (ARGS is shell-quoted by the caller) and captures its output.
+inline RunResult run_olmo2_with(const std::string& program, const std::string& args) {
   TempDir dir;
-  const std::string cmd = std::string(OLMO2_BINARY) + " " + args + " >" + dir.file("out") + " 2>" +
-                          dir.file("err");
+  const std::string cmd = program + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err");
   RunResult r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128;
@@ -62,6 +61,9 @@ inline RunResult run_olmo2(const std::string& args) {
   r.err = slurp(dir.file("err"));
   return r;
 }
+
+/// Runs the olmo2 binary with `args`.
+inline RunResult run_olmo2(const std::string& args) { return run_olmo2_with(OLMO2_BINARY, args); }
 
 /// Runs `f`, which must throw InputError, and returns its message ("" and a test
 /// failure when it does not throw).

@@ -144,6 +144,22 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+TEST(Tokenizer, LongWordsEncodeInLinearishTime) {
+  // One pre-tokenized piece each (\p{L}+), 200,000 characters long: the merge loop must
+  // not be quadratic (the old one took ~20 s and ~200 s for these). Expected ids were
+  // computed with the previous O(n²) Bpe::encode (the `olmo2 tokenize --ids` of that
+  // build): 'a'×200,000 → 25,000 × 70540 ("aaaaaaaa"); "日"×200,000 → 200,000 × 9080.
+  const std::string a(200000, 'a');
+  std::string cjk;
+  for (int i = 0; i < 200000; ++i) cjk += "\xE6\x97\xA5";  // U+65E5 日
+  const auto a_ids = dolma2().encode(a);
+  EXPECT_EQ(a_ids, std::vector<int32_t>(25000, 70540));
+  EXPECT_EQ(dolma2().decode(a_ids), a);
+  const auto cjk_ids = dolma2().encode(cjk);
+  EXPECT_EQ(cjk_ids, std::vector<int32_t>(200000, 9080));
+  EXPECT_EQ(dolma2().decode(cjk_ids), cjk);
+}
+
 TEST(Utf8, RepairUsesMaximalSubparts) {
   EXPECT_EQ(utf8_repair("a\xC0\xAF" "b"), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
   EXPECT_EQ(utf8_repair("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");

@@ -1,0 +1,60 @@
+// `olmo2 generate` under mpirun in several layouts prints what one process prints
+// (transformers' greedy continuation); layout errors are one line and exit non-zero.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// Runs `mpirun -np N olmo2 ARGS` (oversubscribed, as root allowed).
+test::RunResult mpirun(int np, const std::string& args) {
+  return test::run_olmo2_with(std::string(OLMO2_MPIEXEC) + " -np " + std::to_string(np) +
+                                  " --oversubscribe --allow-run-as-root " + OLMO2_BINARY,
+                              args);
+}
+
+TEST(GenerateUnderMpirun, EveryLayoutPrintsTheSingleProcessOutput) {
+  for (const char* fixture : {"deep-gqa-f32", "gqa-f32"}) {
+    const std::string dir = test::source_path(std::string("tests/golden/fixtures/") + fixture);
+    std::ifstream in(dir + "/reference.json");
+    const auto ref = nlohmann::json::parse(in);
+    std::string prompt;
+    for (int id : ref["prompt_ids"]) {
+      if (!prompt.empty()) prompt.push_back(',');
+      prompt.append(std::to_string(id));
+    }
+    const auto single = test::run_olmo2("generate --model " + dir + " --prompt-ids " + prompt + " --max-tokens 6 --format json");
+    ASSERT_EQ(single.status, 0) << single.err;
+    for (const char* layout : {"--tp 4", "--pp 4", "--tp 2 --pp 2", "--tp 2 --dp 2", "--tp 1"}) {
+      if (std::string(fixture) == "gqa-f32" && std::string(layout) == "--pp 4") continue;  // 3 layers
+      const auto r = mpirun(4, "generate --model " + dir + " --prompt-ids " + prompt + " --max-tokens 6 --format json " + layout);
+      ASSERT_EQ(r.status, 0) << fixture << " " << layout << ": " << r.err;
+      EXPECT_EQ(r.out, single.out) << fixture << " " << layout;  // printed once, by rank 0
+    }
+  }
+}
+
+TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
+  const std::string dir = test::source_path("tests/golden/fixtures/deep-gqa-f32");
+  auto r = mpirun(4, "generate --model " + dir + " --prompt-ids 1,2 --tp 3");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("olmo2: error: invalid layout: world 4 is not divisible by tp 3"));
+  r = mpirun(2, "generate --model " + dir + " --prompt-ids 1,2 --tp 2 --pp 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("world 2"));
+  r = mpirun(2, "generate --model " + dir + " --prompt-ids 1,999 --tp 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("prompt id 999 at position 1 is outside the vocabulary [0, 202)"));
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace olmo2
