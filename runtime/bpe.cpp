@@ -1,6 +1,6 @@
 #include "runtime/bpe.h"
 
-#include <queue>
+#include <algorithm>
 
 #include "ops/error.h"
 
@@ -46,55 +46,69 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
     out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
     return;
   }
-  // Symbols form a doubly linked list over the piece's byte positions: a live symbol
-  // starting at byte p spans [p, p + len) and its right neighbour starts at p + len.
-  // Merging absorbs the right symbol into the left one (id −1 marks it dead), so a
-  // symbol's id only ever changes to a longer token's id and never returns.
+  // Symbols form a linked list over the piece's byte positions: a live symbol starting
+  // at byte p spans [p, p + len), its right neighbour starts at p + len and its left
+  // one at prev. A merge absorbs the right symbol into the left one (id −1 marks it
+  // dead), so a live symbol only ever grows and a dead one never returns.
   struct Symbol {
     int32_t id;
     size_t len;
-    size_t prev;  // start of the left neighbour (unused at position 0, always the first)
+    size_t prev;  // unused at position 0, which is always the first symbol
   };
-  // A merge of the adjacent pair starting at `pos`, valid while the symbols at `pos`
-  // and at its right neighbour still have the ids `left` and `right` (lazy deletion).
+  // The merge of the symbol at `pos` with its right neighbour, pushed when both ended
+  // where they do now: it is stale (skipped when popped) unless the symbol at `pos` is
+  // live and it and its neighbour together still span [pos, end).
   struct Candidate {
     int32_t rank;
     int32_t result;
     size_t pos;
-    int32_t left, right;
+    size_t end;
   };
-  // Min-heap on (rank, pos): lowest rank first, leftmost among equal ranks.
-  struct Later {
-    bool operator()(const Candidate& a, const Candidate& b) const {
-      return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-    }
+  // Heap order: the top is the lowest rank, the leftmost among equal ranks.
+  auto later = [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
   };
-  std::vector<Symbol> sym(n);
+  // Every merge pops one candidate and pushes at most two, so the heap never holds more
+  // than the n − 1 initial candidates plus one per merge: under 2n.
+  constexpr size_t kSmall = 64;
+  Symbol small_sym[kSmall];
+  Candidate small_heap[2 * kSmall];
+  std::vector<Symbol> big_sym;
+  std::vector<Candidate> big_heap;
+  Symbol* sym = small_sym;
+  Candidate* heap = small_heap;
+  if (n > kSmall) {
+    big_sym.resize(n);
+    big_heap.resize(2 * n);
+    sym = big_sym.data();
+    heap = big_heap.data();
+  }
+  size_t heap_size = 0;
   for (size_t i = 0; i < n; ++i) sym[i] = Symbol{byte_id_[static_cast<unsigned char>(piece[i])], 1, i - 1};
-  std::vector<Candidate> heap;
-  heap.reserve(n);
-  auto candidate = [&](size_t p, auto&& emit) {
+  // Appends the candidate merge of the live symbol at p and its right neighbour, if any.
+  auto add = [&](size_t p) {
     const size_t q = p + sym[p].len;
-    if (q >= n) return;
+    if (q >= n) return false;
     auto it = merges_.find(key(sym[p].id, sym[q].id));
-    if (it != merges_.end()) emit(Candidate{it->second.rank, it->second.result, p, sym[p].id, sym[q].id});
+    if (it == merges_.end()) return false;
+    heap[heap_size++] = Candidate{it->second.rank, it->second.result, p, q + sym[q].len};
+    return true;
   };
-  for (size_t i = 0; i + 1 < n; ++i) candidate(i, [&](const Candidate& c) { heap.push_back(c); });
-  std::priority_queue<Candidate, std::vector<Candidate>, Later> queue(Later{}, std::move(heap));
-  auto push = [&](const Candidate& c) { queue.push(c); };
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
+  for (size_t i = 0; i + 1 < n; ++i) add(i);
+  std::make_heap(heap, heap + heap_size, later);
+  while (heap_size > 0) {
+    std::pop_heap(heap, heap + heap_size, later);
+    const Candidate c = heap[--heap_size];
     Symbol& l = sym[c.pos];
-    if (l.id != c.left) continue;  // the left symbol merged or was absorbed since
+    if (l.id < 0) continue;  // absorbed into its left neighbour since
     const size_t q = c.pos + l.len;
-    if (q >= n || sym[q].id != c.right) continue;  // the right symbol merged since
+    if (q >= c.end || q + sym[q].len != c.end) continue;  // either symbol merged since
     l.id = c.result;
-    l.len += sym[q].len;
+    l.len = c.end - c.pos;
     sym[q].id = -1;
-    if (const size_t r = c.pos + l.len; r < n) sym[r].prev = c.pos;
-    if (c.pos > 0) candidate(l.prev, push);
-    candidate(c.pos, push);
+    if (c.end < n) sym[c.end].prev = c.pos;
+    if (c.pos > 0 && add(l.prev)) std::push_heap(heap, heap + heap_size, later);
+    if (add(c.pos)) std::push_heap(heap, heap + heap_size, later);
   }
   for (size_t p = 0; p < n; p += sym[p].len) out.push_back(sym[p].id);
 }

@@ -156,9 +156,11 @@ TEST(CliInfoPlan, MalformedLayoutOptionsExitTwo) {
   expect_refused(run_olmo2(m + " --pp-layers 8,x"), 2, "--pp-layers: \"x\" is not a layer count");
   expect_refused(run_olmo2(m + " --pp-layers 8,,8"), 2, "--pp-layers: \"\" is not a layer count");
   expect_refused(run_olmo2(m + " --pp-layers 16,0"), 2, "--pp-layers: \"0\" is not a layer count");
+  // generate takes a layout too; one process cannot hold tp 2 (checked before any weights).
   expect_refused(
-      run_olmo2("generate --model " + kConfigs + "/OLMo-2-0425-1B --prompt-ids 1 --tp 2"), 2,
-      "unrecognised option '--tp'");
+      run_olmo2("generate --model " + kConfigs + "/OLMo-2-0425-1B --prompt-ids 1 --tp 2"), 1,
+      "invalid layout: world 1 is not divisible by tp 2");
+  expect_refused(run_olmo2("tokenize --tokenizer x --ids --tp 2"), 2, "unrecognised option '--tp'");
 }
 
 TEST(CliInfoPlan, LayoutFromIniConfig) {
