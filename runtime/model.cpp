@@ -65,6 +65,9 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
   const int64_t ib = shard.mlp_rows.begin, ie = shard.mlp_rows.end;
   // Vocab rows: the real rows of this rank's slice, zero rows for padding.
   auto vocab_slice = [&](const std::string& name) {
+    if (shard.vocab_real == shard.vocab_rows) {  // no padding rows: no second copy
+      return ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_rows.begin, shard.vocab_rows.end);
+    }
     Tensor t = Tensor::zeros({shard.vocab_rows.size(), h});
     if (shard.vocab_real.size() > 0) {
       const Tensor real = ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
