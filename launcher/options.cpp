@@ -56,42 +56,34 @@ po::options_description describe(const std::string& command) {
 
 }  // namespace
 
-std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& option) {
-  std::vector<int64_t> layers;
+namespace {
+/// Splits "a,b,c" into integers ≥ `min`; throws UsageError naming the bad element.
+template <typename T>
+std::vector<T> parse_list(const std::string& text, const std::string& option, T min, const char* what) {
+  std::vector<T> out;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
     const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int64_t v = 0;
+    T v = 0;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 1) {
-      OLMO2_THROW(UsageError, "--", option, ": \"", item,
-                  "\" is not a layer count (expected positive integers separated by commas)");
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < min) {
+      OLMO2_THROW(UsageError, "--", option, ": \"", item, "\" is not a ", what);
     }
-    layers.push_back(v);
+    out.push_back(v);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  return layers;
+  return out;
+}
+}  // namespace
+
+std::vector<int64_t> parse_layer_list(const std::string& text, const std::string& option) {
+  return parse_list<int64_t>(text, option, 1, "layer count (expected positive integers separated by commas)");
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& option) {
-  std::vector<int32_t> ids;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    int32_t v = 0;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 0) {
-      OLMO2_THROW(UsageError, "--", option, ": \"", item,
-                  "\" is not a token id (expected non-negative integers separated by commas)");
-    }
-    ids.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return ids;
+  return parse_list<int32_t>(text, option, 0, "token id (expected non-negative integers separated by commas)");
 }
 
 CliConfig parse_command_line(int argc, const char* const* argv) {
