@@ -1,10 +1,130 @@
 #include "runtime/bpe.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <queue>
 
 #include "ops/error.h"
 
 namespace olmo2 {
+
+namespace {
+
+/// Pieces up to this many bytes (nearly all of them) take merge_short.
+constexpr size_t kShort = 64;
+
+/// The BPE of `piece` (2 … kShort bytes) from its byte ids, by the textbook loop on the
+/// stack: rescan every adjacent pair for the lowest rank (the leftmost among equal
+/// ranks), merge it, repeat. Quadratic, but n is bounded and nothing is allocated.
+/// `lookup(left, right)` gives the Merge of two ids or null.
+template <class Lookup>
+void merge_short(std::string_view piece, const int32_t* byte_id, const Lookup& lookup, std::vector<int32_t>& out) {
+  int32_t sym[kShort], rank[kShort], result[kShort];  // rank[i]: merge of (sym[i], sym[i+1])
+  size_t size = piece.size();
+  for (size_t i = 0; i < size; ++i) sym[i] = byte_id[static_cast<unsigned char>(piece[i])];
+  auto look = [&](size_t i) {
+    const auto* m = i + 1 < size ? lookup(sym[i], sym[i + 1]) : nullptr;
+    rank[i] = m ? m->rank : INT32_MAX;
+    result[i] = m ? m->result : -1;
+  };
+  for (size_t i = 0; i + 1 < size; ++i) look(i);
+  while (size > 1) {
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < size; ++i) {
+      if (rank[i] < rank[best]) best = i;
+    }
+    if (rank[best] == INT32_MAX) break;
+    sym[best] = result[best];
+    std::copy(sym + best + 2, sym + size, sym + best + 1);
+    std::copy(rank + best + 2, rank + size, rank + best + 1);
+    std::copy(result + best + 2, result + size, result + best + 1);
+    --size;
+    look(best);
+    if (best > 0) look(best - 1);
+  }
+  out.insert(out.end(), sym, sym + size);
+}
+
+/// A merge of the symbol starting at byte `pos` with its right neighbour, ending at
+/// byte `end` when recorded.
+template <class Index>
+struct Candidate {
+  int32_t rank;
+  int32_t result;
+  Index pos;
+  Index end;
+};
+
+/// Min-heap order for std::priority_queue: lowest rank on top, leftmost on equal ranks.
+template <class Index>
+struct Later {
+  bool operator()(const Candidate<Index>& a, const Candidate<Index>& b) const {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
+};
+
+/// The same BPE in O(n log n) for a piece of any length ≥ 2 (below the maximum of
+/// `Index`), with candidate merges over a linked list of symbols.
+///
+/// A live symbol starting at byte p spans [p, p + len); its right neighbour starts at
+/// p + len and its left one at prev. A merge absorbs the right symbol into the left one
+/// (id −1 marks it dead), so a live symbol only ever grows and a dead one never
+/// returns. Candidates are not removed when a merge changes their symbols (lazy
+/// invalidation): one is skipped when taken unless the symbol at `pos` is live and it
+/// and its right neighbour together still span [pos, end) — then both are exactly the
+/// symbols it was made for. The valid candidates are always exactly the adjacent pairs
+/// that have a merge, so taking the least (rank, pos) each time applies the same merges
+/// in the same order as merge_short's rescan.
+template <class Index, class Lookup>
+void merge_long(std::string_view piece, const int32_t* byte_id, const Lookup& lookup, std::vector<int32_t>& out) {
+  struct Symbol {
+    int32_t id;
+    Index len;
+    Index prev;  // unused at position 0, which is always the first symbol
+  };
+  using C = Candidate<Index>;
+  const Index n = static_cast<Index>(piece.size());
+  std::unique_ptr<Symbol[]> sym(new Symbol[n]);  // uninitialized until the loop below
+  for (Index i = 0; i < n; ++i) sym[i] = Symbol{byte_id[static_cast<unsigned char>(piece[i])], 1, Index(i - 1)};
+  // The candidate of the live symbol at p with its right neighbour, if they merge.
+  auto candidate = [&](Index p, C& c) {
+    const Index q = p + sym[p].len;
+    if (q >= n) return false;
+    const auto* m = lookup(sym[p].id, sym[q].id);
+    if (m == nullptr) return false;
+    c = C{m->rank, m->result, p, Index(q + sym[q].len)};
+    return true;
+  };
+  std::vector<C> storage;
+  // Never reallocated: n − 1 initial candidates, then each merge pops one and pushes at
+  // most two, over at most n − 1 merges.
+  storage.reserve(2 * size_t(n));
+  for (Index i = 0; i + 1 < n; ++i) {
+    if (C c; candidate(i, c)) storage.push_back(c);
+  }
+  std::priority_queue<C, std::vector<C>, Later<Index>> heap(Later<Index>{}, std::move(storage));
+  auto push = [&](Index p) {
+    if (C c; candidate(p, c)) heap.push(c);
+  };
+  while (!heap.empty()) {
+    const C c = heap.top();
+    heap.pop();
+    Symbol& l = sym[c.pos];
+    if (l.id < 0) continue;  // absorbed into its left neighbour since
+    const Index q = c.pos + l.len;
+    if (q >= c.end || q + sym[q].len != c.end) continue;  // it or its right neighbour merged since
+    l.id = c.result;
+    l.len = c.end - c.pos;
+    sym[q].id = -1;
+    if (c.end < n) sym[c.end].prev = c.pos;
+    if (c.pos > 0) push(l.prev);
+    push(c.pos);
+  }
+  for (Index p = 0; p < n; p += sym[p].len) out.push_back(sym[p].id);
+}
+
+}  // namespace
 
 Bpe::Bpe(std::vector<std::string> vocab, const std::vector<std::pair<std::string, std::string>>& merges,
          bool ignore_merges)
@@ -41,76 +161,21 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
       return;
     }
   }
-  const size_t n = piece.size();
-  if (n == 1) {
+  if (piece.size() == 1) {
     out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
     return;
   }
-  // Symbols form a linked list over the piece's byte positions: a live symbol starting
-  // at byte p spans [p, p + len), its right neighbour starts at p + len and its left
-  // one at prev. A merge absorbs the right symbol into the left one (id −1 marks it
-  // dead), so a live symbol only ever grows and a dead one never returns.
-  struct Symbol {
-    int32_t id;
-    size_t len;
-    size_t prev;  // unused at position 0, which is always the first symbol
+  auto lookup = [this](int32_t a, int32_t b) -> const Merge* {
+    auto it = merges_.find(key(a, b));
+    return it == merges_.end() ? nullptr : &it->second;
   };
-  // The merge of the symbol at `pos` with its right neighbour, pushed when both ended
-  // where they do now: it is stale (skipped when popped) unless the symbol at `pos` is
-  // live and it and its neighbour together still span [pos, end).
-  struct Candidate {
-    int32_t rank;
-    int32_t result;
-    size_t pos;
-    size_t end;
-  };
-  // Heap order: the top is the lowest rank, the leftmost among equal ranks.
-  auto later = [](const Candidate& a, const Candidate& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
-  };
-  // Every merge pops one candidate and pushes at most two, so the heap never holds more
-  // than the n − 1 initial candidates plus one per merge: under 2n.
-  constexpr size_t kSmall = 64;
-  Symbol small_sym[kSmall];
-  Candidate small_heap[2 * kSmall];
-  std::vector<Symbol> big_sym;
-  std::vector<Candidate> big_heap;
-  Symbol* sym = small_sym;
-  Candidate* heap = small_heap;
-  if (n > kSmall) {
-    big_sym.resize(n);
-    big_heap.resize(2 * n);
-    sym = big_sym.data();
-    heap = big_heap.data();
+  if (piece.size() <= kShort) {
+    merge_short(piece, byte_id_, lookup, out);
+  } else if (piece.size() < UINT32_MAX) {
+    merge_long<uint32_t>(piece, byte_id_, lookup, out);
+  } else {
+    merge_long<size_t>(piece, byte_id_, lookup, out);
   }
-  size_t heap_size = 0;
-  for (size_t i = 0; i < n; ++i) sym[i] = Symbol{byte_id_[static_cast<unsigned char>(piece[i])], 1, i - 1};
-  // Appends the candidate merge of the live symbol at p and its right neighbour, if any.
-  auto add = [&](size_t p) {
-    const size_t q = p + sym[p].len;
-    if (q >= n) return false;
-    auto it = merges_.find(key(sym[p].id, sym[q].id));
-    if (it == merges_.end()) return false;
-    heap[heap_size++] = Candidate{it->second.rank, it->second.result, p, q + sym[q].len};
-    return true;
-  };
-  for (size_t i = 0; i + 1 < n; ++i) add(i);
-  std::make_heap(heap, heap + heap_size, later);
-  while (heap_size > 0) {
-    std::pop_heap(heap, heap + heap_size, later);
-    const Candidate c = heap[--heap_size];
-    Symbol& l = sym[c.pos];
-    if (l.id < 0) continue;  // absorbed into its left neighbour since
-    const size_t q = c.pos + l.len;
-    if (q >= c.end || q + sym[q].len != c.end) continue;  // either symbol merged since
-    l.id = c.result;
-    l.len = c.end - c.pos;
-    sym[q].id = -1;
-    if (c.end < n) sym[c.end].prev = c.pos;
-    if (c.pos > 0 && add(l.prev)) std::push_heap(heap, heap + heap_size, later);
-    if (add(c.pos)) std::push_heap(heap, heap + heap_size, later);
-  }
-  for (size_t p = 0; p < n; p += sym[p].len) out.push_back(sym[p].id);
 }
 
 }  // namespace olmo2
