@@ -21,17 +21,6 @@
 
 namespace olmo2 {
 
-parallel::ModelShape model_shape(const ModelConfig& c) {
-  return {.layers = c.num_hidden_layers,
-          .hidden = c.hidden_size,
-          .heads = c.num_attention_heads,
-          .kv_heads = c.num_key_value_heads,
-          .head_dim = c.head_dim,
-          .intermediate = c.intermediate_size,
-          .vocab = c.vocab_size,
-          .tied_embeddings = c.tie_word_embeddings};
-}
-
 void run_info(const CliConfig& cfg, std::ostream& out) {
   const ModelConfig c = ModelConfig::load(cfg.model);
   // The plan first: a layout the model cannot take is refused before anything is printed.

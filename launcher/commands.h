@@ -15,9 +15,6 @@ namespace olmo2 {
 /// Throws InputError for a bad config.json or a layout the model cannot be split into.
 void run_info(const CliConfig& cfg, std::ostream& out);
 
-/// The sizes of `c` the partition plan needs.
-parallel::ModelShape model_shape(const ModelConfig& c);
-
 /// `olmo2 generate`: loads the model and prints greedy output ids (text or JSON).
 /// Under mpirun/srun or with a layout (--tp/--pp/--dp/--pp-layers) it runs sharded:
 /// each rank loads its slices, rank 0 prints. Errors every rank sees alike (config,

@@ -220,6 +220,17 @@ json ModelConfig::to_json() const {
   return j;
 }
 
+parallel::ModelShape model_shape(const ModelConfig& c) {
+  return {.layers = c.num_hidden_layers,
+          .hidden = c.hidden_size,
+          .heads = c.num_attention_heads,
+          .kv_heads = c.num_key_value_heads,
+          .head_dim = c.head_dim,
+          .intermediate = c.intermediate_size,
+          .vocab = c.vocab_size,
+          .tied_embeddings = c.tie_word_embeddings};
+}
+
 int64_t ModelConfig::parameter_count() const {
   const int64_t h = hidden_size, q = num_attention_heads * head_dim,
                 kv = num_key_value_heads * head_dim, inter = intermediate_size;

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "ops/dtype.h"
+#include "parallel/partition.h"
 
 namespace olmo2 {
 
@@ -54,5 +55,8 @@ struct ModelConfig {
   /// Multi-line human-readable summary (for `olmo2 info`).
   std::string summary() const;
 };
+
+/// The sizes the partition plan needs (parallel/ does not read configs).
+parallel::ModelShape model_shape(const ModelConfig& c);
 
 }  // namespace olmo2

@@ -32,14 +32,6 @@ int world_rank() {
   return r;
 }
 
-parallel::ModelShape shape_of(const ModelConfig& c) {
-  parallel::ModelShape s;
-  s.layers = c.num_hidden_layers, s.hidden = c.hidden_size, s.heads = c.num_attention_heads;
-  s.kv_heads = c.num_key_value_heads, s.head_dim = c.head_dim, s.intermediate = c.intermediate_size;
-  s.vocab = c.vocab_size, s.tied_embeddings = c.tie_word_embeddings;
-  return s;
-}
-
 std::vector<int32_t> ref_ids(const SafetensorsFile& ref, int b) {
   const TensorInfo& info = ref.tensors().at("ids." + std::to_string(b));
   std::vector<int32_t> ids(static_cast<size_t>(info.shape[0]));
@@ -80,7 +72,7 @@ TEST(ShardedForward, EveryLayoutMatchesOneProcessOnEveryFixture) {
     for (const parallel::Layout& lay : layouts(world)) {
       parallel::PartitionPlan plan;
       try {
-        plan = parallel::make_partition_plan(shape_of(whole.config()), lay.tp, lay.pp, lay.dp);
+        plan = parallel::make_partition_plan(model_shape(whole.config()), lay.tp, lay.pp, lay.dp);
       } catch (const InputError&) {
         continue;  // a refused layout for this model (tested in parallel_partition_test)
       }
