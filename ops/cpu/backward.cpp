@@ -1,0 +1,373 @@
+#include "ops/backward.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace olmo2::ops {
+
+namespace {
+bool is_set(const TensorView& t) { return !t.empty(); }
+
+void check_rows(const TensorView& t, const char* op, const char* name) {
+  OLMO2_CHECK(
+      t.dim() == 2 && t.dtype() == DType::F32 && t.device() == Device::CPU && t.stride(1) == 1, op,
+      ": ", name, " must be a 2-d f32 CPU view with contiguous rows, got ", t.shape_str());
+}
+
+void check_same(const TensorView& a, const TensorView& b, const char* op, const char* name) {
+  check_rows(b, op, name);
+  OLMO2_CHECK(a.shape() == b.shape(), op, ": ", name, " ", b.shape_str(), " vs ", a.shape_str());
+}
+
+void check_vec(const TensorView& t, int64_t d, const char* op, const char* name) {
+  OLMO2_CHECK(t.dim() == 1 && t.size(0) == d && t.dtype() == DType::F32 &&
+                  t.device() == Device::CPU && t.stride(0) == 1,
+              op, ": ", name, " must be a contiguous f32 CPU vector of ", d, ", got ",
+              t.shape_str());
+}
+
+blasint bi(int64_t v) { return static_cast<blasint>(v); }
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+void linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy,
+                     const TensorView& dx, const TensorView& dw, bool accumulate_dw,
+                     bool accumulate_dx) {
+  check_rows(x, "linear_backward", "x");
+  check_rows(w, "linear_backward", "w");
+  check_rows(dy, "linear_backward", "dy");
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  OLMO2_CHECK(w.size(1) == k && dy.size(0) == m && dy.size(1) == n, "linear_backward: x ",
+              x.shape_str(), " w ", w.shape_str(), " dy ", dy.shape_str());
+  if (is_set(dx)) {
+    check_same(x, dx, "linear_backward", "dx");
+    if (m > 0 && k > 0) {
+      if (n == 0) {
+        if (!accumulate_dx)
+          for (int64_t i = 0; i < m; ++i)
+            std::memset(dx.f32() + i * dx.stride(0), 0, sizeof(float) * k);
+      } else {
+        // dx[M, K] = dy[M, N] · w[N, K]
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, dy.f32(),
+                    bi(dy.stride(0)), w.f32(), bi(w.stride(0)), accumulate_dx ? 1.0f : 0.0f,
+                    dx.f32(), bi(dx.stride(0)));
+      }
+    }
+  }
+  if (is_set(dw)) {
+    check_same(w, dw, "linear_backward", "dw");
+    if (n > 0 && k > 0) {
+      if (m == 0) {
+        if (!accumulate_dw)
+          for (int64_t i = 0; i < n; ++i)
+            std::memset(dw.f32() + i * dw.stride(0), 0, sizeof(float) * k);
+      } else {
+        // dw[N, K] (+)= dy[M, N]ᵀ · x[M, K]
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0f, dy.f32(),
+                    bi(dy.stride(0)), x.f32(), bi(x.stride(0)), accumulate_dw ? 1.0f : 0.0f,
+                    dw.f32(), bi(dw.stride(0)));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+void embedding_backward(const int32_t* ids, int64_t n, const TensorView& dout,
+                        const TensorView& dtable) {
+  check_rows(dout, "embedding_backward", "dout");
+  check_rows(dtable, "embedding_backward", "dtable");
+  OLMO2_CHECK(dout.size(0) == n && dout.size(1) == dtable.size(1), "embedding_backward: dout ",
+              dout.shape_str(), " dtable ", dtable.shape_str(), " n ", n);
+  const int64_t vocab = dtable.size(0), h = dtable.size(1);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      OLMO2_THROW(InputError, "token id ", ids[i], " at position ", i,
+                  " is outside the vocabulary [0, ", vocab, ")");
+    }
+  }
+  // Threads split the columns, so repeated ids never race; each thread walks all tokens.
+  const int64_t chunk = 256;
+  const int64_t n_chunks = (h + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n * h > (1 << 16) && n_chunks > 1)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t lo = c * chunk, hi = std::min(h, lo + chunk);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* src = dout.f32() + i * dout.stride(0);
+      float* dst = dtable.f32() + static_cast<int64_t>(ids[i]) * dtable.stride(0);
+      for (int64_t j = lo; j < hi; ++j) dst[j] += src[j];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const TensorView& dy,
+                               float* sumsq, float* dot) {
+  check_rows(x, "rmsnorm_backward", "x");
+  check_same(x, dy, "rmsnorm_backward", "dy");
+  const int64_t rows = x.size(0), d = x.size(1);
+  check_vec(w, d, "rmsnorm_backward", "w");
+  const float* wp = w.f32();
+#pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* xr = x.f32() + t * x.stride(0);
+    const float* gr = dy.f32() + t * dy.stride(0);
+    float ss = 0.0f, dt = 0.0f;
+    for (int64_t i = 0; i < d; ++i) {
+      ss += xr[i] * xr[i];
+      dt += gr[i] * wp[i] * xr[i];
+    }
+    sumsq[t] = ss;
+    dot[t] = dt;
+  }
+}
+
+void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
+                             const TensorView& dy, const float* sumsq, const float* dot,
+                             const TensorView& dx, const TensorView& dw) {
+  check_rows(x, "rmsnorm_backward", "x");
+  check_same(x, dy, "rmsnorm_backward", "dy");
+  check_same(x, dx, "rmsnorm_backward", "dx");
+  const int64_t rows = x.size(0), d = x.size(1);
+  check_vec(w, d, "rmsnorm_backward", "w");
+  const bool want_dw = is_set(dw);
+  if (want_dw) check_vec(dw, d, "rmsnorm_backward", "dw");
+  OLMO2_CHECK(d_total >= d && d_total > 0, "rmsnorm_backward: global width ", d_total,
+              " below the local width ", d);
+  const float inv_d = 1.0f / static_cast<float>(d_total);
+  const float* wp = w.f32();
+  const bool par = rows * d > (1 << 14);
+  const int n_threads = par ? omp_get_max_threads() : 1;
+  // Per-thread partial weight gradients, summed after the loop (no races on dw).
+  std::vector<float> dw_part(want_dw ? static_cast<size_t>(n_threads) * d : 0, 0.0f);
+#pragma omp parallel num_threads(n_threads) if (par)
+  {
+    float* mine =
+        want_dw ? dw_part.data() + static_cast<size_t>(omp_get_thread_num()) * d : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < rows; ++t) {
+      const float* xr = x.f32() + t * x.stride(0);
+      const float* gr = dy.f32() + t * dy.stride(0);
+      float* dr = dx.f32() + t * dx.stride(0);
+      const float r = 1.0f / std::sqrt(sumsq[t] * inv_d + eps);
+      const float c = r * r * r * dot[t] * inv_d;
+      for (int64_t i = 0; i < d; ++i) {
+        const float xi = xr[i], gi = gr[i];  // read before dx (may alias) is written
+        if (mine) mine[i] += gi * xi * r;
+        dr[i] = r * wp[i] * gi - xi * c;
+      }
+    }
+  }
+  if (want_dw) {
+    float* dwp = dw.f32();
+    for (int th = 0; th < n_threads; ++th)
+      for (int64_t i = 0; i < d; ++i) dwp[i] += dw_part[static_cast<size_t>(th) * d + i];
+  }
+}
+
+void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const TensorView& dy,
+                      const TensorView& dx, const TensorView& dw) {
+  check_rows(x, "rmsnorm_backward", "x");
+  const int64_t rows = x.size(0);
+  std::vector<float> sumsq(static_cast<size_t>(rows)), dot(static_cast<size_t>(rows));
+  rmsnorm_backward_partials(x, w, dy, sumsq.data(), dot.data());
+  rmsnorm_backward_finish(x, w, eps, x.size(1), dy, sumsq.data(), dot.data(), dx, dw);
+}
+
+// ---------------------------------------------------------------------------------------
+void rope_backward(const TensorView& dy, const int32_t* positions, int n_heads, int head_dim,
+                   float theta) {
+  OLMO2_CHECK(dy.dim() == 2 && dy.size(1) == static_cast<int64_t>(n_heads) * head_dim &&
+                  head_dim % 2 == 0 && dy.stride(1) == 1,
+              "rope_backward: dy ", dy.shape_str(), " n_heads ", n_heads, " head_dim ", head_dim);
+  const int half = head_dim / 2;
+  // Same fp32 inv_freq and angle arithmetic as the forward `rope`.
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) {
+    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  }
+  float* base = dy.f32();
+  const int64_t rows = dy.size(0);
+#pragma omp parallel for schedule(static) if (rows * n_heads > 64)
+  for (int64_t t = 0; t < rows; ++t) {
+    std::vector<float> c(half), s(half);
+    for (int i = 0; i < half; ++i) {
+      const float a = static_cast<float>(positions[t]) * inv_freq[i];
+      c[i] = std::cos(a);
+      s[i] = std::sin(a);
+    }
+    float* row = base + t * dy.stride(0);
+    for (int hd = 0; hd < n_heads; ++hd) {
+      float* v = row + static_cast<int64_t>(hd) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float g1 = v[i], g2 = v[i + half];
+        v[i] = g1 * c[i] + g2 * s[i];
+        v[i + half] = g2 * c[i] - g1 * s[i];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                               const TensorView& dout, int n_heads, int n_kv_heads,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+  const char* op = "causal_attention_backward";
+  check_rows(q, op, "q");
+  check_rows(k, op, "k");
+  check_same(q, dout, op, "dout");
+  check_same(q, dq, op, "dq");
+  check_same(k, v, op, "v");
+  check_same(k, dk, op, "dk");
+  check_same(k, dv, op, "dv");
+  OLMO2_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, ": heads ", n_heads,
+              " kv heads ", n_kv_heads);
+  const int64_t t_len = q.size(0), s_len = k.size(0);
+  const int64_t hd = q.size(1) / n_heads;
+  OLMO2_CHECK(q.size(1) == hd * n_heads && k.size(1) == hd * n_kv_heads && s_len >= t_len, op,
+              ": q ", q.shape_str(), " k ", k.shape_str(), " heads ", n_heads, "/", n_kv_heads);
+  for (int64_t s = 0; s < s_len; ++s) {
+    std::memset(dk.f32() + s * dk.stride(0), 0, sizeof(float) * k.size(1));
+    std::memset(dv.f32() + s * dv.stride(0), 0, sizeof(float) * k.size(1));
+  }
+  if (t_len == 0) return;
+  const int64_t past = s_len - t_len;
+  const int group = n_heads / n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // One kv head per OpenMP thread: the query heads of a group add into the same dk/dv
+  // columns, so they run sequentially on that thread (no races, no atomics).
+#pragma omp parallel if (static_cast <int64_t>(n_heads) * t_len * s_len > 4096)
+  {
+    std::vector<float> p(static_cast<size_t>(t_len * s_len));
+    std::vector<float> dp(static_cast<size_t>(t_len * s_len));
+#pragma omp for schedule(static)
+    for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+      const float* kh = k.f32() + kvh * hd;
+      const float* vh = v.f32() + kvh * hd;
+      float* dkh = dk.f32() + kvh * hd;
+      float* dvh = dv.f32() + kvh * hd;
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float* qh = q.f32() + h * hd;
+        const float* doh = dout.f32() + h * hd;
+        float* dqh = dq.f32() + h * hd;
+        // Recompute P exactly as the forward (f32 path).
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(t_len), bi(s_len), bi(hd), 1.0f, qh,
+                    bi(q.stride(0)), kh, bi(k.stride(0)), 0.0f, p.data(), bi(s_len));
+        // dP[t, s] = dO_t · v_s
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bi(t_len), bi(s_len), bi(hd), 1.0f,
+                    doh, bi(dout.stride(0)), vh, bi(v.stride(0)), 0.0f, dp.data(), bi(s_len));
+        for (int64_t t = 0; t < t_len; ++t) {
+          float* row = p.data() + t * s_len;
+          float* drow = dp.data() + t * s_len;
+          const int64_t visible = past + t + 1;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t s = 0; s < visible; ++s) {
+            row[s] *= scale;
+            mx = std::max(mx, row[s]);
+          }
+          float sum = 0.0f;
+          for (int64_t s = 0; s < visible; ++s) {
+            row[s] = std::exp(row[s] - mx);
+            sum += row[s];
+          }
+          const float inv = 1.0f / sum;
+          float pdp = 0.0f;
+          for (int64_t s = 0; s < visible; ++s) {
+            row[s] *= inv;
+            pdp += row[s] * drow[s];
+          }
+          // dS (already multiplied by the score scale) replaces dP in place.
+          for (int64_t s = 0; s < visible; ++s) drow[s] = row[s] * (drow[s] - pdp) * scale;
+          for (int64_t s = visible; s < s_len; ++s) row[s] = drow[s] = 0.0f;
+        }
+        // dq_h = dS · K_h
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(t_len), bi(hd), bi(s_len), 1.0f,
+                    dp.data(), bi(s_len), kh, bi(k.stride(0)), 0.0f, dqh, bi(dq.stride(0)));
+        // dk_kvh += dSᵀ · Q_h
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(s_len), bi(hd), bi(t_len), 1.0f,
+                    dp.data(), bi(s_len), qh, bi(q.stride(0)), 1.0f, dkh, bi(dk.stride(0)));
+        // dv_kvh += Pᵀ · dO_h
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(s_len), bi(hd), bi(t_len), 1.0f,
+                    p.data(), bi(s_len), doh, bi(dout.stride(0)), 1.0f, dvh, bi(dv.stride(0)));
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout,
+                     const TensorView& dgate, const TensorView& dup) {
+  check_rows(gate, "swiglu_backward", "gate");
+  check_same(gate, up, "swiglu_backward", "up");
+  check_same(gate, dout, "swiglu_backward", "dout");
+  check_same(gate, dgate, "swiglu_backward", "dgate");
+  check_same(gate, dup, "swiglu_backward", "dup");
+  const int64_t rows = gate.size(0), cols = gate.size(1);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* g = gate.f32() + t * gate.stride(0);
+    const float* u = up.f32() + t * up.stride(0);
+    const float* d = dout.f32() + t * dout.stride(0);
+    float* dg = dgate.f32() + t * dgate.stride(0);
+    float* du = dup.f32() + t * dup.stride(0);
+    for (int64_t i = 0; i < cols; ++i) {
+      const float gi = g[i], ui = u[i], di = d[i];
+      const float sig = 1.0f / (1.0f + std::exp(-gi));
+      const float silu = gi * sig;
+      dg[i] = di * ui * sig * (1.0f + gi * (1.0f - sig));
+      du[i] = di * silu;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* targets, float z_coef,
+                                     float scale, const TensorView& dlogits) {
+  check_rows(logits, "cross_entropy_zloss", "logits");
+  const bool want_grad = is_set(dlogits);
+  if (want_grad) check_same(logits, dlogits, "cross_entropy_zloss", "dlogits");
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  OLMO2_CHECK(vocab > 0 || rows == 0, "cross_entropy_zloss: empty vocabulary");
+  for (int64_t t = 0; t < rows; ++t) {
+    if (targets[t] != kIgnoreIndex && (targets[t] < 0 || targets[t] >= vocab)) {
+      OLMO2_THROW(InputError, "target ", targets[t], " at row ", t,
+                  " is outside the vocabulary [0, ", vocab, ") and is not the ignore index ",
+                  kIgnoreIndex);
+    }
+  }
+  double ce = 0.0, zsq = 0.0;
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : ce, zsq, count) if (rows * vocab > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* x = logits.f32() + t * logits.stride(0);
+    float* dx = want_grad ? dlogits.f32() + t * dlogits.stride(0) : nullptr;
+    const int32_t tgt = targets[t];
+    if (tgt == kIgnoreIndex) {
+      if (dx) std::memset(dx, 0, sizeof(float) * vocab);
+      continue;
+    }
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, x[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(x[i] - mx));
+    const double lse = static_cast<double>(mx) + std::log(sum);
+    const double x_tgt = x[tgt];  // read before dlogits (may alias) is written
+    ce += lse - x_tgt;
+    zsq += lse * lse;
+    ++count;
+    if (dx) {
+      const float lse_f = static_cast<float>(lse);
+      const float coef = scale * (1.0f + 2.0f * z_coef * lse_f);
+      for (int64_t i = 0; i < vocab; ++i) dx[i] = coef * std::exp(x[i] - lse_f);
+      dx[tgt] -= scale;
+    }
+  }
+  return CrossEntropySums{ce, zsq, count};
+}
+
+}  // namespace olmo2::ops
