@@ -1,5 +1,7 @@
 #include "ops/backward.h"
 
+#include "ops/rope.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -182,35 +184,12 @@ void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const
 // ---------------------------------------------------------------------------------------
 void rope_backward(const TensorView& dy, const int32_t* positions, int n_heads, int head_dim,
                    float theta) {
-  OLMO2_CHECK(dy.dim() == 2 && dy.size(1) == static_cast<int64_t>(n_heads) * head_dim &&
-                  head_dim % 2 == 0 && dy.stride(1) == 1,
-              "rope_backward: dy ", dy.shape_str(), " n_heads ", n_heads, " head_dim ", head_dim);
-  const int half = head_dim / 2;
-  // Same fp32 inv_freq and angle arithmetic as the forward `rope`.
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
-    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-  }
-  float* base = dy.f32();
-  const int64_t rows = dy.size(0);
-#pragma omp parallel for schedule(static) if (rows * n_heads > 64)
-  for (int64_t t = 0; t < rows; ++t) {
-    std::vector<float> c(half), s(half);
-    for (int i = 0; i < half; ++i) {
-      const float a = static_cast<float>(positions[t]) * inv_freq[i];
-      c[i] = std::cos(a);
-      s[i] = std::sin(a);
-    }
-    float* row = base + t * dy.stride(0);
-    for (int hd = 0; hd < n_heads; ++hd) {
-      float* v = row + static_cast<int64_t>(hd) * head_dim;
-      for (int i = 0; i < half; ++i) {
-        const float g1 = v[i], g2 = v[i + half];
-        v[i] = g1 * c[i] + g2 * s[i];
-        v[i + half] = g2 * c[i] - g1 * s[i];
-      }
-    }
-  }
+  // The rotation by −a is the forward at position −p: (−p)·f = −(p·f) exactly in fp32,
+  // and cos/sin are even/odd, so this reuses the forward's angles bit for bit.
+  const int64_t rows = dy.dim() == 2 ? dy.size(0) : 0;
+  std::vector<int32_t> negated(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < rows; ++t) negated[static_cast<size_t>(t)] = -positions[t];
+  rope(dy, negated.data(), n_heads, head_dim, theta);
 }
 
 // ---------------------------------------------------------------------------------------
