@@ -6,13 +6,12 @@
 #include <cmath>
 #include <cstring>
 
-#include <mpi.h>
-
 #include "parallel/partition.h"
 #include "parallel/process_groups.h"
 #include "parallel/tp_qk_norm.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
+#include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
@@ -20,17 +19,8 @@ namespace {
 
 using parallel::Topology;
 
-int world_size() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using parallel::test::world_rank;
+using parallel::test::world_size;
 
 std::vector<int32_t> ref_ids(const SafetensorsFile& ref, int b) {
   const TensorInfo& info = ref.tensors().at("ids." + std::to_string(b));

@@ -12,6 +12,7 @@
 
 #include "ops/error.h"
 #include "parallel/topology.h"
+#include "tests/parallel/mpi_test_util.h"
 
 namespace olmo2::parallel {
 namespace {
@@ -27,16 +28,7 @@ std::vector<Layout> all_layouts(int world) {
   return out;
 }
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using test::message_of;
 
 // Checks one axis's groups: size, sorted, contains the rank, members differ only on
 // that axis and member i has index i there, colors equal exactly within a group, and
