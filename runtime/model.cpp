@@ -103,6 +103,15 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
   return m;
 }
 
+Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& shard,
+                                    ModelWeights weights) {
+  Olmo2Model m;
+  m.config_ = config;
+  m.shard_ = shard;
+  m.weights_ = std::move(weights);
+  return m;
+}
+
 Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std) {
   Olmo2Model m;
   m.config_ = c;

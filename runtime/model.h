@@ -99,8 +99,15 @@ class Olmo2Model {
   /// weights, built in memory (benchmarks, tests).
   static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f);
 
+  /// A model holding `weights` (f32, the shapes `shard` implies; not checked here) —
+  /// how training builds the model it initialised or loaded.
+  static Olmo2Model from_weights(const ModelConfig& config, const ShardSpec& shard,
+                                 ModelWeights weights);
+
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
+  /// Writable weights, for the optimizer.
+  ModelWeights& mutable_weights() { return weights_; }
   /// dtype activations are rounded to (bf16 for a bf16 checkpoint, else f32).
   DType activation_dtype() const { return act_; }
 
