@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -18,6 +20,7 @@
 #include "runtime/model.h"
 #include "runtime/tokenize_corpus.h"
 #include "runtime/tokenizer.h"
+#include "runtime/trainer.h"
 
 namespace olmo2 {
 
@@ -38,11 +41,16 @@ void run_info(const CliConfig& cfg, std::ostream& out) {
 
 namespace {
 void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& out) {
+  std::string text;
+  if (!cfg.prompt.empty()) text = Tokenizer::from_file(cfg.tokenizer).decode(r.output_ids, true);
   if (cfg.format == "json") {
     nlohmann::json j = {{"prompt_ids", cfg.prompt_ids},
                         {"output_ids", r.output_ids},
                         {"finish_reason", r.finish_reason}};
+    if (!cfg.prompt.empty()) j["prompt"] = cfg.prompt, j["text"] = text;
     out << j.dump() << "\n";
+  } else if (!cfg.prompt.empty()) {
+    out << cfg.prompt << text << "\nfinish_reason: " << r.finish_reason << "\n";
   } else {
     out << "output_ids:";
     for (size_t i = 0; i < r.output_ids.size(); ++i) out << (i ? "," : " ") << r.output_ids[i];
@@ -51,8 +59,16 @@ void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& o
 }
 }  // namespace
 
-void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher) {
+void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_launcher) {
+  CliConfig cfg = given;
   if (cfg.threads > 0) set_num_threads(cfg.threads);
+  if (!cfg.prompt.empty()) {
+    if (!std::filesystem::is_regular_file(cfg.tokenizer)) {
+      OLMO2_THROW(InputError, "--prompt needs a tokenizer: no file ", cfg.tokenizer,
+                  " (give --tokenizer FILE or use --prompt-ids)");
+    }
+    cfg.prompt_ids = Tokenizer::from_file(cfg.tokenizer).encode(cfg.prompt);
+  }
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
     const Olmo2Model model = Olmo2Model::load(cfg.model);
@@ -119,6 +135,26 @@ void run_tokenize(const CliConfig& cfg, std::istream& in, std::ostream& out, std
   err << "tokenized " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes / 1e6
       << " MB in " << t << " s (" << s.bytes / 1e6 / std::max(t, 1e-9) << " MB/s) into "
       << s.outputs.size() << " files in " << cfg.output << "\n";
+}
+
+}  // namespace olmo2
+
+namespace olmo2 {
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+}  // namespace
+
+void run_train(const CliConfig& cfg) {
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  Trainer trainer(cfg.train);
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  const ModelConfig& c = trainer.model().config();
+  std::cerr << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
+            << c.hidden_size << ", vocab " << c.vocab_size << ") for " << cfg.train.steps << " steps of "
+            << cfg.train.global_batch << " x " << cfg.train.seq_len << " tokens\n";
+  trainer.run([] { return g_stop_signal != 0; });
 }
 
 }  // namespace olmo2

@@ -23,6 +23,11 @@ void run_info(const CliConfig& cfg, std::ostream& out);
 /// job through MPI_Abort, so no peer hangs.
 void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher);
 
+/// `olmo2 train` on one process: builds the Trainer (every check before any work),
+/// then runs it; SIGTERM/SIGINT stop it after the current step with a checkpoint (when
+/// --save-dir is set). Throws InputError for bad options or data, TrainingStopped.
+void run_train(const CliConfig& cfg);
+
 /// Thrown after an error that has already been reported: exit 1 quietly.
 struct SilentExit {};
 

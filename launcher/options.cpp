@@ -8,6 +8,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "launcher/train_options.h"
+
 namespace olmo2 {
 
 namespace po = boost::program_options;
@@ -20,7 +22,10 @@ const char* kUsage =
     "  info      --model DIR [--tp N --pp N --dp N --pp-layers a,b,...]\n"
     "                                                print the configuration, parameter count\n"
     "                                                and the partition plan per rank\n"
-    "  generate  --model DIR --prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
+    "  train     --model-config FILE|--model DIR --data FILES... --seq-len N --global-batch N\n"
+    "            --steps N [--micro-batch N --lr X --save-dir DIR --resume ...]\n"
+    "                                                train on one process (OLMo 2 recipe)\n"
+    "  generate  --model DIR --prompt TEXT|--prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "                                                greedy generation\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
@@ -32,6 +37,10 @@ po::options_description describe(const std::string& command) {
   d.add_options()("help,h", "print this help")("config", po::value<std::string>(),
                                                 "INI file with options (the command line wins)")(
       "threads", po::value<int>(), "CPU threads (default: all cores)");
+  if (command == "train") {
+    add_train_options(d);
+    return d;
+  }
   if (command == "tokenize") {
     d.add_options()("tokenizer", po::value<std::string>(), "tokenizer.json (byte-level BPE)")(
         "output", po::value<std::string>(), "directory for the .npy token files")(
@@ -45,7 +54,9 @@ po::options_description describe(const std::string& command) {
       "dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)")(
       "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
   if (command == "generate") {
-    d.add_options()("prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
+    d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
+        "tokenizer", po::value<std::string>(), "tokenizer.json for --prompt (default: the model's)")(
+        "prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
         "format", po::value<std::string>(), "output format: text or json (default text)")(
         "collective-timeout", po::value<double>(),
@@ -95,9 +106,10 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.help_text = kUsage;
     return cfg;
   }
-  if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "tokenize") {
+  if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "tokenize" &&
+      cfg.command != "train") {
     OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command,
-                "\" (expected info, generate or tokenize)");
+                "\" (expected info, generate, train or tokenize)");
   }
   const po::options_description desc = describe(cfg.command);
   po::variables_map vm;
@@ -125,6 +137,10 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   if (vm.count("threads")) {
     cfg.threads = vm["threads"].as<int>();
     if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
+  }
+  if (cfg.command == "train") {
+    cfg.train = read_train_options(vm);
+    return cfg;
   }
   if (cfg.command == "tokenize") {
     if (!vm.count("tokenizer")) OLMO2_THROW(UsageError, "tokenize: --tokenizer FILE is required");
@@ -160,8 +176,15 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     }
   }
   if (cfg.command == "generate") {
-    if (!vm.count("prompt-ids")) OLMO2_THROW(UsageError, "generate: --prompt-ids is required");
-    cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");
+    if (vm.count("prompt-ids") == vm.count("prompt")) {
+      OLMO2_THROW(UsageError, "generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
+    }
+    if (vm.count("prompt-ids")) cfg.prompt_ids = parse_id_list(vm["prompt-ids"].as<std::string>(), "prompt-ids");
+    if (vm.count("prompt")) {
+      cfg.prompt = vm["prompt"].as<std::string>();
+      if (cfg.prompt.empty()) OLMO2_THROW(UsageError, "generate: --prompt is empty");
+      cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
+    }
     if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
     if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);
     if (vm.count("format")) cfg.format = vm["format"].as<std::string>();

@@ -332,17 +332,28 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* ta
     }
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, x[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(x[i] - mx));
-    const double lse = static_cast<double>(mx) + std::log(sum);
     const double x_tgt = x[tgt];  // read before dlogits (may alias) is written
+    // One fp32 exp per element: kept in dx (if wanted) and summed in blocks of fp32
+    // added into fp64.
+    double sum = 0.0;
+    for (int64_t b = 0; b < vocab; b += 256) {
+      const int64_t e = std::min(vocab, b + 256);
+      float part = 0.0f;
+      if (dx) {
+        for (int64_t i = b; i < e; ++i) part += (dx[i] = std::exp(x[i] - mx));
+      } else {
+        for (int64_t i = b; i < e; ++i) part += std::exp(x[i] - mx);
+      }
+      sum += part;
+    }
+    const double lse = static_cast<double>(mx) + std::log(sum);
     ce += lse - x_tgt;
     zsq += lse * lse;
     ++count;
     if (dx) {
-      const float lse_f = static_cast<float>(lse);
-      const float coef = scale * (1.0f + 2.0f * z_coef * lse_f);
-      for (int64_t i = 0; i < vocab; ++i) dx[i] = coef * std::exp(x[i] - lse_f);
+      // softmax = exp(x − mx) / sum; dx = scale·(1 + 2·z·lse)·softmax − scale·onehot.
+      const float coef = static_cast<float>(scale * (1.0 + 2.0 * z_coef * lse) / sum);
+      for (int64_t i = 0; i < vocab; ++i) dx[i] *= coef;
       dx[tgt] -= scale;
     }
   }

@@ -111,9 +111,10 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 99999999999"), 2, "\"99999999999\" is not a token id");
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --threads 0"), 2, "--threads must be at least 1");
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --format xml"), 2, "--format must be text or json");
-  expect_one_line_error(run_olmo2("generate" + m), 2, "--prompt-ids is required");
+  expect_one_line_error(run_olmo2("generate" + m), 2, "give exactly one of --prompt TEXT and --prompt-ids");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
-  expect_one_line_error(run_olmo2("train" + m), 2, "unknown subcommand \"train\"");
+  expect_one_line_error(run_olmo2("serve" + m), 2, "unknown subcommand \"serve\"");
+  expect_one_line_error(run_olmo2("train" + m), 2, "train: --seq-len is required");
   EXPECT_EQ(run_olmo2("").status, 2);
   EXPECT_EQ(run_olmo2("generate --help").status, 0);
 }

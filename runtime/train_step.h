@@ -1,0 +1,51 @@
+// One micro-batch of OLMo 2 training on one process: the forward that keeps the
+// activations the backward needs, the fused cross-entropy + Z-loss, and the backward
+// through every layer into the parameter gradients (DESIGN §5).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/data_loader.h"
+#include "runtime/model.h"
+
+namespace olmo2 {
+
+/// Loss sums of one micro-batch; none is divided by anything, so micro-batches (and
+/// later DP ranks) add up and the caller divides once by the global token count
+/// (case C4: never average averages).
+struct LossSums {
+  double ce_sum = 0.0;    ///< Σ over counted targets of −log softmax(logits)[target]
+  double z_sq_sum = 0.0;  ///< Σ over counted targets of logsumexp(logits)² (not × coefficient)
+  int64_t count = 0;      ///< number of targets that are not kIgnoreIndex
+  LossSums& operator+=(const LossSums& o) {
+    ce_sum += o.ce_sum, z_sq_sum += o.z_sq_sum, count += o.count;
+    return *this;
+  }
+};
+
+/// Number of targets of `samples` that are not kIgnoreIndex.
+int64_t count_targets(const std::vector<Sample>& samples);
+
+/// Forward and backward of one micro-batch. `samples` may have different lengths
+/// (each ≥ 1 token; labels the same length as input_ids, −100 for "no target"). Runs
+/// the f32 forward of Olmo2Model (transformers' modeling_olmo2.py) keeping per layer
+/// its input, the q/k projections before and after QK-norm + RoPE, v, the attention
+/// output, the o/down projections before their post-norms, the residual after
+/// attention and the gate/up projections; then computes per token
+///   ℓ_t = CE_t + z_coef·logsumexp_t²
+/// and back-propagates scale·Σ_t ℓ_t. Gradients are ACCUMULATED into `grads` (same
+/// structure as model.weights(); see zeros_like_weights), so micro-batches add up;
+/// pass scale = 1/(target count of the whole global batch). The lm_head and loss run
+/// in chunks of `loss_chunk_tokens` rows so the [tokens, vocab] logits never exist
+/// whole. Needs a whole (unsharded) f32 model. Throws InputError for an empty
+/// sample, mismatched labels, or an id/label outside the vocabulary (naming it);
+/// ShapeError when `grads` does not match the model.
+LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads,
+                          const std::vector<Sample>& samples, float z_coef, float scale,
+                          int64_t loss_chunk_tokens = 512);
+
+/// The same loss sums without a backward (evaluation, finite-difference checks).
+LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef);
+
+}  // namespace olmo2

@@ -1,0 +1,125 @@
+// `olmo2 train` on one process: the OLMo 2 recipe (DESIGN §5) — token-weighted loss
+// with Z-loss over micro-batches, AdamW with warm-up + cosine/linear/constant
+// schedule, global grad-norm clipping, non-finite guards, atomic HF-layout
+// checkpoints and exact resume.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/data_loader.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/model.h"
+#include "runtime/optimizer.h"
+#include "runtime/parameters.h"
+
+namespace olmo2 {
+
+/// Everything `olmo2 train` is told (command line or INI file). Defaults are the
+/// OLMo 2 recipe's where it has one.
+struct TrainOptions {
+  std::string model_dir;     ///< --model: continue from this HF checkpoint
+  std::string model_config;  ///< --model-config: a config.json to start from scratch
+  std::string tokenizer;     ///< --tokenizer: copied into checkpoints (generate --prompt)
+  std::vector<std::string> data;  ///< --data: .npy token files
+  int64_t seq_len = 0;       ///< --seq-len (tokens per sequence)
+  int64_t global_batch = 0;  ///< --global-batch (sequences per optimizer step)
+  int64_t micro_batch = 0;   ///< --micro-batch (sequences per forward/backward; 0: global)
+  int64_t steps = 0;         ///< --steps (optimizer steps of the run, counted from step 0)
+  double lr = 4e-4;          ///< --lr peak learning rate
+  double min_lr_ratio = 0.1; ///< --min-lr-ratio: final lr / peak
+  int64_t warmup_steps = 0;  ///< --warmup-steps
+  std::string schedule = "cosine";  ///< --schedule cosine|linear|constant
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double clip_grad = 1.0;    ///< --clip-grad (≤ 0: off)
+  double z_loss = 1e-5;      ///< --z-loss coefficient
+  double init_std = 0.02;    ///< --init-std
+  uint64_t seed = 0;         ///< --seed: initialisation and data order
+  std::string save_dir;      ///< --save-dir
+  int64_t save_interval = 0; ///< --save-interval steps (0: only at the end)
+  int keep = 3;              ///< --keep: newest checkpoints kept (0: all)
+  std::string resume;        ///< --resume DIR, or "auto": the newest in save_dir if any
+  int64_t log_interval = 1;  ///< --log-interval steps between human-readable lines
+  std::string log_format = "text";  ///< --log-format text|json (json: one object per step on stdout)
+  std::string on_nonfinite = "skip"; ///< --on-nonfinite skip|stop
+  /// --debug-scale-loss STEP:FACTOR multiplies step STEP's loss (and gradients) by
+  /// FACTOR (may be nan or inf): injects spikes and non-finite values in tests.
+  int64_t debug_scale_step = -1;
+  double debug_scale_factor = 1.0;
+  /// --debug-stop-after N: behave as if SIGTERM arrived during step N (tests of resume).
+  int64_t debug_stop_after = 0;
+};
+
+/// Checks `o` on its own (no files read). Throws InputError naming the option and
+/// value: neither or both of model_dir/model_config, no data, non-positive sizes or
+/// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
+/// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir.
+void validate(const TrainOptions& o);
+
+/// What one optimizer step did.
+struct StepRecord {
+  int64_t step = 0;          ///< 1-based index of the step just taken
+  double loss = 0;           ///< cross-entropy, token-weighted mean over the global batch
+  double z_loss = 0;         ///< z_coef · mean logsumexp² (the objective is loss + z_loss)
+  double grad_norm = 0;      ///< global L2 norm before clipping
+  double lr = 0;             ///< learning rate applied
+  int64_t tokens = 0;        ///< input tokens seen by the run so far (all steps)
+  int64_t target_tokens = 0; ///< non-ignored targets in this step
+  double seconds = 0;        ///< wall time of the step
+  double tokens_per_second = 0;
+  bool skipped = false;      ///< the update was not applied (non-finite loss or gradient)
+  nlohmann::json to_json() const;
+};
+
+/// Thrown when training stops on purpose (--on-nonfinite stop); the message says why.
+class TrainingStopped : public Error {
+ public:
+  using Error::Error;
+};
+
+/// One training run. The constructor does every check that can fail before any work:
+/// options, data files and batch shapes, the model config (seq_len ≤ context), the
+/// checkpoint to resume from. Throws InputError naming what is wrong.
+class Trainer {
+ public:
+  explicit Trainer(TrainOptions options);
+
+  /// Takes one optimizer step over the next global batch: zero grads; forward/backward
+  /// of each micro-batch with scale 1/(targets of the global batch); if the loss or
+  /// the grad norm is not finite, no update (counted; or TrainingStopped with
+  /// on_nonfinite = stop); else clip to clip_grad and AdamW with the scheduled lr.
+  StepRecord step();
+
+  /// Writes a checkpoint of the current state into save_dir (atomic); returns its path.
+  std::string save();
+
+  /// Runs until `steps`, logging and saving as configured; stops early (after saving)
+  /// when `stop_requested()` turns true between steps (SIGTERM/SIGINT).
+  void run(const std::function<bool()>& stop_requested);
+
+  int64_t steps_done() const { return step_; }
+  int64_t skipped_steps() const { return skipped_; }
+  const Olmo2Model& model() const { return *model_; }
+  const TrainOptions& options() const { return options_; }
+  /// The training state json saved beside the model (also what resume checks).
+  nlohmann::json state_json() const;
+
+ private:
+  void resume_from(const std::string& dir);
+  TrainOptions options_;
+  std::unique_ptr<Olmo2Model> model_;
+  ModelWeights grads_;
+  std::vector<Parameter> params_;
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<AdamW> optimizer_;
+  LrSchedule schedule_;
+  int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
+};
+
+}  // namespace olmo2

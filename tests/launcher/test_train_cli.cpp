@@ -1,0 +1,182 @@
+// `olmo2 train` end to end on a tiny model: exact resume, non-finite handling, the
+// JSON log, and options refused before any work.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/model.h"
+#include "runtime/npy.h"
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+/// A tiny OLMo 2 config.json and a token file of 4096 random ids in `dir`.
+struct TinySetup {
+  test::TempDir dir;
+  TinySetup() {
+    json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 96},
+              {"hidden_size", 32}, {"intermediate_size", 48}, {"num_hidden_layers", 2},
+              {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
+              {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
+              {"eos_token_id", 95}, {"pad_token_id", 94}};
+    std::ofstream(dir.file("config.json")) << c.dump(1);
+    std::mt19937 rng(3);
+    std::vector<uint32_t> ids(4096);
+    // Mostly a learnable pattern (a cycle of 23 ids), some noise, an eos every 64.
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<uint32_t>(i % 64 == 0 ? 95 : rng() % 8 == 0 ? rng() % 90 : (i * 7) % 23);
+    }
+    NpyWriter w(dir.file("tokens.npy"));
+    w.append(ids);
+    w.close();
+  }
+  std::string base(const std::string& save = "", int seq_len = 16, int global_batch = 4) const {
+    std::string a = "train --model-config " + dir.file("config.json") + " --data " + dir.file("tokens.npy") +
+                    " --seq-len " + std::to_string(seq_len) + " --global-batch " + std::to_string(global_batch) +
+                    " --micro-batch 2 --lr 1e-2 --warmup-steps 2 --threads 2";
+    if (!save.empty()) a += " --save-dir " + save;
+    return a;
+  }
+};
+
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) v.push_back(json::parse(line));
+  return v;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(TrainCli, JsonLogHasEveryFieldAndTheLossFalls) {
+  TinySetup s;
+  const test::RunResult r = test::run_olmo2(s.base() + " --steps 12 --log-format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 12u);
+  for (const char* key : {"step", "loss", "z_loss", "grad_norm", "lr", "tokens", "tokens_per_second"}) {
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+  }
+  EXPECT_EQ(lines[11]["step"], 12);
+  EXPECT_EQ(lines[11]["tokens"], 12 * 4 * 16);
+  EXPECT_NEAR(lines[0]["loss"].get<double>(), std::log(96.0), 0.2);  // uniform at init
+  EXPECT_LT(lines[11]["loss"].get<double>(), lines[0]["loss"].get<double>() - 1.0);
+  EXPECT_NEAR(lines[0]["lr"].get<double>(), 5e-3, 1e-12);  // warm-up step 1 of 2
+  EXPECT_THAT(r.err, HasSubstr("step 12/12"));
+}
+
+// Resume: 6 steps straight vs 3 steps, save, resume, 3 more. Same thread count and
+// deterministic kernels, so the losses and the final weights are bitwise equal.
+TEST(TrainCli, ResumeContinuesTheExactSameRun) {
+  TinySetup s;
+  const std::string a = s.dir.file("a"), b = s.dir.file("b");
+  const test::RunResult full = test::run_olmo2(s.base(a) + " --steps 6 --log-format json");
+  ASSERT_EQ(full.status, 0) << full.err;
+  const test::RunResult first = test::run_olmo2(s.base(b) + " --steps 6 --save-interval 3 --log-format json "
+                                                             "--debug-stop-after 3");
+  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_TRUE(fs::exists(b + "/step-00000003/model.safetensors"));
+  ASSERT_FALSE(fs::exists(b + "/step-00000006"));
+  const test::RunResult second = test::run_olmo2(s.base(b) + " --steps 6 --resume --log-format json");
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("resumed from"));
+  const std::vector<json> f = json_lines(full.out), p1 = json_lines(first.out), p2 = json_lines(second.out);
+  ASSERT_EQ(f.size(), 6u);
+  ASSERT_EQ(p1.size(), 3u);
+  ASSERT_EQ(p2.size(), 3u);
+  for (int i = 0; i < 6; ++i) {
+    const json& got = i < 3 ? p1[i] : p2[i - 3];
+    EXPECT_EQ(got["step"], f[i]["step"]);
+    EXPECT_EQ(got["loss"].get<double>(), f[i]["loss"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(got["grad_norm"].get<double>(), f[i]["grad_norm"].get<double>()) << "step " << i + 1;
+    EXPECT_EQ(got["lr"].get<double>(), f[i]["lr"].get<double>());
+  }
+  EXPECT_EQ(slurp(a + "/step-00000006/model.safetensors"), slurp(b + "/step-00000006/model.safetensors"));
+  EXPECT_EQ(slurp(a + "/step-00000006/training_state.safetensors"),
+            slurp(b + "/step-00000006/training_state.safetensors"));
+}
+
+TEST(TrainCli, NonFiniteLossSkipsTheUpdate) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt");
+  const test::RunResult r =
+      test::run_olmo2(s.base(d) + " --steps 3 --save-interval 1 --keep 0 --log-format json --debug-scale-loss 2:nan");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_FALSE(lines[0]["skipped"].get<bool>());
+  EXPECT_TRUE(lines[1]["skipped"].get<bool>());
+  EXPECT_FALSE(lines[2]["skipped"].get<bool>());
+  EXPECT_THAT(r.err, HasSubstr("SKIPPED"));
+  // The weights after the skipped step are those of step 1.
+  EXPECT_EQ(slurp(d + "/step-00000001/model.safetensors"), slurp(d + "/step-00000002/model.safetensors"));
+  EXPECT_NE(slurp(d + "/step-00000002/model.safetensors"), slurp(d + "/step-00000003/model.safetensors"));
+  const json st = json::parse(slurp(d + "/step-00000003/training_state.json"));
+  EXPECT_EQ(st["state"]["skipped_steps"], 1);
+  EXPECT_EQ(st["state"]["optimizer_steps"], 2);
+}
+
+TEST(TrainCli, NonFiniteLossCanStopTheRun) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt");
+  const test::RunResult r =
+      test::run_olmo2(s.base(d) + " --steps 4 --save-interval 1 --on-nonfinite stop --debug-scale-loss 3:inf");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("step 3: non-finite loss"));
+  EXPECT_TRUE(fs::exists(d + "/step-00000002"));
+  EXPECT_FALSE(fs::exists(d + "/step-00000003"));
+}
+
+TEST(TrainCli, InconsistentOptionsAreRefusedBeforeAnyWork) {
+  TinySetup s;
+  const std::string d = s.dir.file("never");
+  struct Bad {
+    std::string args, message;
+  };
+  const Bad cases[] = {
+      {s.base(d, 16, 5) + " --steps 2", "--global-batch 5 is not divisible by --micro-batch 2"},
+      {s.base(d, 65) + " --steps 2", "--seq-len 65 exceeds the model's context"},
+      {"train --model-config " + s.dir.file("config.json") + " --data " + s.dir.file("missing.npy") +
+           " --seq-len 16 --global-batch 4 --steps 2 --save-dir " + d,
+       "missing.npy"},
+      {s.base(d) + " --steps 2 --model " + s.dir.path(), "exactly one of --model"},
+      {s.base(d) + " --steps 0", "--steps must be at least 1"},
+      {s.base(d) + " --steps 2 --schedule cosin", "cosin"},
+      {s.base(d) + " --steps 2 --warmup-steps 3", "warm"},
+      {s.base(d, 16, 4096) + " --steps 2", "global batch 4096 is larger than the 256 windows"},
+  };
+  for (const Bad& b : cases) {
+    const test::RunResult r = test::run_olmo2(b.args);
+    EXPECT_NE(r.status, 0) << b.args;
+    EXPECT_THAT(r.err, HasSubstr(b.message)) << b.args;
+    EXPECT_FALSE(fs::exists(d)) << "a refused run wrote " << d;
+  }
+}
+
+TEST(TrainCli, OptionsFromAnIniFile) {
+  TinySetup s;
+  std::ofstream(s.dir.file("train.ini")) << "model-config = " << s.dir.file("config.json") << "\ndata = "
+                                         << s.dir.file("tokens.npy") << "\nseq-len = 16\nglobal-batch = 4\n"
+                                         << "steps = 2\nlog-format = json\n";
+  const test::RunResult r = test::run_olmo2("train --config " + s.dir.file("train.ini") + " --steps 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_lines(r.out).size(), 3u);  // the command line wins
+}
+
+}  // namespace
+}  // namespace olmo2
