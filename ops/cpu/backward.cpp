@@ -5,6 +5,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "ops/cpu/fast_exp.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -331,6 +333,7 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* ta
       continue;
     }
     float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
     for (int64_t i = 0; i < vocab; ++i) mx = std::max(mx, x[i]);
     const double x_tgt = x[tgt];  // read before dlogits (may alias) is written
     // One fp32 exp per element: kept in dx (if wanted) and summed in blocks of fp32
@@ -340,9 +343,11 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* ta
       const int64_t e = std::min(vocab, b + 256);
       float part = 0.0f;
       if (dx) {
-        for (int64_t i = b; i < e; ++i) part += (dx[i] = std::exp(x[i] - mx));
+#pragma omp simd reduction(+ : part)
+        for (int64_t i = b; i < e; ++i) part += (dx[i] = cpu::fast_exp(x[i] - mx));
       } else {
-        for (int64_t i = b; i < e; ++i) part += std::exp(x[i] - mx);
+#pragma omp simd reduction(+ : part)
+        for (int64_t i = b; i < e; ++i) part += cpu::fast_exp(x[i] - mx);
       }
       sum += part;
     }
