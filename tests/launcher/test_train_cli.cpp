@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -166,6 +169,26 @@ TEST(TrainCli, InconsistentOptionsAreRefusedBeforeAnyWork) {
     EXPECT_THAT(r.err, HasSubstr(b.message)) << b.args;
     EXPECT_FALSE(fs::exists(d)) << "a refused run wrote " << d;
   }
+}
+
+// SIGTERM (Slurm's pre-emption signal) stops after the current step with a checkpoint.
+TEST(TrainCli, SigtermSavesAndExitsCleanly) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt"), out = s.dir.file("log.jsonl");
+  const std::string script = std::string(OLMO2_BINARY) + " " + s.base(d) + " --steps 100000 --log-format json >" +
+                             out + " 2>" + s.dir.file("err") + " & pid=$!; while [ ! -s " + out +
+                             " ]; do sleep 0.05; done; kill -TERM $pid; wait $pid";
+  const int raw = std::system(("bash -c '" + script + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 0) << slurp(s.dir.file("err"));
+  const std::vector<json> lines = json_lines(slurp(out));
+  ASSERT_FALSE(lines.empty());
+  const int64_t last = lines.back()["step"].get<int64_t>();
+  EXPECT_LT(last, 100000);
+  char name[32];
+  std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last));
+  EXPECT_TRUE(fs::exists(d + name + "/training_state.json")) << d + name;
+  EXPECT_THAT(slurp(s.dir.file("err")), HasSubstr("stop requested"));
 }
 
 TEST(TrainCli, OptionsFromAnIniFile) {
