@@ -342,9 +342,13 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* ta
     for (int64_t b = 0; b < vocab; b += 256) {
       const int64_t e = std::min(vocab, b + 256);
       float part = 0.0f;
-      if (dx) {
+      if (dx) {  // in place on dx (a copy of the row unless dlogits aliases logits)
+        if (dx != x) std::memcpy(dx + b, x + b, sizeof(float) * static_cast<size_t>(e - b));
 #pragma omp simd reduction(+ : part)
-        for (int64_t i = b; i < e; ++i) part += (dx[i] = cpu::fast_exp(x[i] - mx));
+        for (int64_t i = b; i < e; ++i) {
+          dx[i] = cpu::fast_exp(dx[i] - mx);
+          part += dx[i];
+        }
       } else {
 #pragma omp simd reduction(+ : part)
         for (int64_t i = b; i < e; ++i) part += cpu::fast_exp(x[i] - mx);
