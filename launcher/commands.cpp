@@ -72,7 +72,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
     const Olmo2Model model = Olmo2Model::load(cfg.model);
-    print_result(cfg, generate_greedy(model, cfg.prompt_ids, cfg.max_tokens), out);
+    print_result(cfg, generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling), out);
     return;
   }
   parallel::MpiRuntime mpi;
@@ -95,8 +95,8 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   try {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank));
-    const GenerateResult r = generate_greedy(model, cfg.prompt_ids, cfg.max_tokens,
-                                             ParallelContext{groups.tp.get(), groups.pp.get()});
+    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
+                                      ParallelContext{groups.tp.get(), groups.pp.get()});
     if (rank == 0) print_result(cfg, r, out);
     groups.world->barrier();
   } catch (const std::exception& e) {

@@ -26,6 +26,7 @@ const char* kUsage =
     "            --steps N [--micro-batch N --lr X --save-dir DIR --resume ...]\n"
     "                                                train on one process (OLMo 2 recipe)\n"
     "  generate  --model DIR --prompt TEXT|--prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
+    "            [--temperature T --top-k K --top-p P --seed S]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "                                                greedy generation\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
@@ -57,6 +58,10 @@ po::options_description describe(const std::string& command) {
     d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
         "tokenizer", po::value<std::string>(), "tokenizer.json for --prompt (default: the model's)")(
         "prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
+        "temperature", po::value<double>(), "sampling temperature (default 0: greedy)")(
+        "top-k", po::value<int64_t>(), "sample among the k most likely tokens (default 0: all)")(
+        "top-p", po::value<double>(), "nucleus sampling probability mass in (0, 1] (default 1)")(
+        "seed", po::value<uint64_t>(), "sampling seed (default 0)")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
         "format", po::value<std::string>(), "output format: text or json (default text)")(
         "collective-timeout", po::value<double>(),
@@ -184,6 +189,15 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
       cfg.prompt = vm["prompt"].as<std::string>();
       if (cfg.prompt.empty()) OLMO2_THROW(UsageError, "generate: --prompt is empty");
       cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
+    }
+    if (vm.count("temperature")) cfg.sampling.temperature = vm["temperature"].as<double>();
+    if (vm.count("top-k")) cfg.sampling.top_k = vm["top-k"].as<int64_t>();
+    if (vm.count("top-p")) cfg.sampling.top_p = vm["top-p"].as<double>();
+    if (vm.count("seed")) cfg.sampling.seed = vm["seed"].as<uint64_t>();
+    try {
+      validate(cfg.sampling);
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "generate: ", e.what());
     }
     if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
     if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);

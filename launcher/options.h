@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/error.h"
+#include "runtime/sampling.h"
 #include "runtime/trainer.h"
 
 namespace olmo2 {
@@ -25,6 +26,7 @@ struct CliConfig {
   std::vector<int32_t> prompt_ids;  ///< --prompt-ids 1,2,3
   std::string prompt;               ///< --prompt TEXT (generate: encoded with `tokenizer`)
   TrainOptions train;               ///< train: every option
+  SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::string format = "text";      ///< --format text|json
   int threads = 0;                  ///< --threads N (0: all cores)

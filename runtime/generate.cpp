@@ -38,8 +38,14 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
                                int64_t max_tokens, const ParallelContext& ctx) {
+  return generate(model, prompt, max_tokens, SamplingParams{}, ctx);
+}
+
+GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                        const SamplingParams& sampling, const ParallelContext& ctx) {
   const ModelConfig& c = model.config();
   check_generate_request(c, prompt, max_tokens);
+  Sampler sampler(sampling);
   const int64_t plen = static_cast<int64_t>(prompt.size());
   KVCache cache(c, model.shard(), plen + max_tokens);
   parallel::Communicator* pp = ctx.pp && ctx.pp->size() > 1 ? ctx.pp : nullptr;
@@ -50,7 +56,7 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
   opts.last_logits_only = true;
   while (static_cast<int64_t>(r.output_ids.size()) < max_tokens) {
     ForwardResult out = model.forward({std::span<const int32_t>(next)}, {&cache}, opts, ctx);
-    int32_t tok = model.shard().final_norm ? argmax(out.logits[0].f32(), c.vocab_size) : -1;
+    int32_t tok = model.shard().final_norm ? sampler.next(out.logits[0].f32(), c.vocab_size) : -1;
     if (pp) pp->broadcast(std::as_writable_bytes(std::span<int32_t>(&tok, 1)), pp->size() - 1);
     r.output_ids.push_back(tok);
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end()) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/model.h"
+#include "runtime/sampling.h"
 
 namespace olmo2 {
 
@@ -28,6 +29,14 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 /// group, so every rank returns the same result, equal to the single-process one.
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
                                int64_t max_tokens, const ParallelContext& ctx);
+
+/// Generation with `sampling` (greedy when its temperature is 0, identical to
+/// generate_greedy). Sharded: the last pipeline stage draws each token (every TP rank
+/// of it holds the same gathered logits and the same seeded sampler) and broadcasts
+/// it, so every layout gives the same tokens. Throws as generate_greedy, and
+/// InputError for invalid sampling parameters.
+GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                        const SamplingParams& sampling, const ParallelContext& ctx = {});
 
 /// The checks generate_greedy makes before any work (empty prompt, ids outside the
 /// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a

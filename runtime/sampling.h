@@ -1,0 +1,38 @@
+// Next-token sampling: temperature, top-k, top-p (nucleus), seeded.
+#pragma once
+
+#include <cstdint>
+
+namespace olmo2 {
+
+/// How the next token is chosen from the logits. temperature 0 is greedy (argmax).
+struct SamplingParams {
+  double temperature = 0.0;  ///< ≥ 0; logits are divided by it before the softmax
+  int64_t top_k = 0;         ///< keep the k most likely tokens (0: all)
+  double top_p = 1.0;        ///< keep the smallest set of most likely tokens whose
+                             ///< probabilities sum to ≥ top_p, in (0, 1]
+  uint64_t seed = 0;         ///< the same seed and logits give the same tokens
+};
+
+/// Throws InputError naming the field: temperature < 0 or not finite, top_k < 0,
+/// top_p outside (0, 1].
+void validate(const SamplingParams& p);
+
+/// Draws tokens with its own generator (splitmix64 seeded by params.seed, advanced
+/// once per sampled token), so a request's tokens depend only on its seed and its
+/// logits. Order of operations (as Hugging Face's logits processors): temperature,
+/// top-k, then top-p over the renormalised remaining probabilities; the draw is
+/// u ∈ [0, 1) with 53 random bits, taking the first candidate (most likely first)
+/// whose cumulative probability exceeds u.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  /// Token id from logits[0 … n). Greedy (first index on ties) when temperature is 0.
+  int32_t next(const float* logits, int64_t n);
+
+ private:
+  SamplingParams p_;
+  uint64_t state_;
+};
+
+}  // namespace olmo2
