@@ -220,16 +220,24 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
   const TrainOptions& o = options_;
   const bool json = o.log_format == "json";
   int64_t last_saved = -1;
+  // The text line shows the step's loss and, like Megatron's log, the mean over the
+  // steps since the previous line (single-batch losses are noisy).
+  double loss_sum = 0;
+  int64_t loss_n = 0;
   while (step_ < o.steps) {
     const StepRecord r = step();
     if (json) std::cout << r.to_json().dump() << std::endl;
+    if (!r.skipped) loss_sum += r.loss, ++loss_n;
     if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped) {
       char line[256];
       std::snprintf(line, sizeof line,
-                    "step %lld/%lld  loss %.4f  z_loss %.3g  grad_norm %.3f  lr %.3g  %.0f tok/s%s\n",
-                    static_cast<long long>(r.step), static_cast<long long>(o.steps), r.loss, r.z_loss,
-                    r.grad_norm, r.lr, r.tokens_per_second, r.skipped ? "  SKIPPED (non-finite)" : "");
+                    "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "
+                    "%.0f tok/s%s\n",
+                    static_cast<long long>(r.step), static_cast<long long>(o.steps), r.loss,
+                    static_cast<long long>(loss_n), loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
+                    r.z_loss, r.grad_norm, r.lr, r.tokens_per_second, r.skipped ? "  SKIPPED (non-finite)" : "");
       std::cerr << line << std::flush;
+      loss_sum = 0, loss_n = 0;
     }
     const bool stop = (stop_requested && stop_requested()) || step_ == o.debug_stop_after;
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
