@@ -85,7 +85,24 @@ Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
     resume_dir = opt.resume;
   }
   ModelConfig config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : read_config_file(opt.model_config);
-  if (!resume_dir.empty()) config = ModelConfig::load(resume_dir);
+  if (!resume_dir.empty()) {
+    const ModelConfig saved = ModelConfig::load(resume_dir);
+    const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
+        {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
+        {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
+        {"num_attention_heads", &ModelConfig::num_attention_heads},
+        {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
+    for (const auto& [name, field] : fields) {
+      if (saved.*field != config.*field) {
+        OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
+                    opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
+                    " (a checkpoint continues the model it was trained from)");
+      }
+    }
+    config = saved;
+  } else if (opt.resume == "auto") {
+    std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
+  }
   if (opt.seq_len > config.max_position_embeddings) {
     OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
                 config.max_position_embeddings, ")");

@@ -114,6 +114,24 @@ TEST(TrainCli, ResumeContinuesTheExactSameRun) {
             slurp(b + "/step-00000006/training_state.safetensors"));
 }
 
+TEST(TrainCli, ResumeRefusesAnotherModelOrDataOrder) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt");
+  ASSERT_EQ(test::run_olmo2(s.base(d) + " --steps 2").status, 0);
+  json c = json::parse(slurp(s.dir.file("config.json")));
+  c["hidden_size"] = 48;
+  std::ofstream(s.dir.file("other.json")) << c.dump();
+  const std::string args = "train --model-config " + s.dir.file("other.json") + " --data " + s.dir.file("tokens.npy") +
+                           " --seq-len 16 --global-batch 4 --micro-batch 2 --steps 4 --save-dir " + d + " --resume";
+  const test::RunResult r = test::run_olmo2(args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("hidden_size is 32 but"));
+  const test::RunResult seq = test::run_olmo2(s.base(d, 8) + " --steps 4 --resume");
+  EXPECT_EQ(seq.status, 1);
+  EXPECT_THAT(seq.err, HasSubstr("seq_len"));
+  EXPECT_TRUE(fs::exists(d + "/step-00000002/model.safetensors"));
+}
+
 TEST(TrainCli, NonFiniteLossSkipsTheUpdate) {
   TinySetup s;
   const std::string d = s.dir.file("ckpt");
