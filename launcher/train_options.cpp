@@ -78,7 +78,12 @@ TrainOptions read_train_options(const po::variables_map& vm) {
     if (f.empty() || *end != '\0') OLMO2_THROW(UsageError, "--debug-scale-loss: bad factor \"", f, "\"");
     o.debug_scale_step = step, o.debug_scale_factor = factor;
   }
-  validate(o);
+  if (vm.count("save-dir") && o.save_dir.empty()) OLMO2_THROW(UsageError, "--save-dir is empty");
+  try {
+    validate(o);
+  } catch (const InputError& e) {  // an inconsistent command line: exit 2 like any usage error
+    OLMO2_THROW(UsageError, "train: ", e.what());
+  }
   return o;
 }
 

@@ -128,6 +128,22 @@ DataLoader::DataLoader(const std::vector<std::string>& files, DataLoaderOptions 
   order_ = window_permutation(window_start_.back(), options_.seed, epoch_);
 }
 
+void DataLoader::check_token_ids() const {
+  std::vector<uint32_t> block(1 << 16);
+  for (const NpyFile& f : files_) {
+    for (uint64_t begin = 0; begin < f.size(); begin += block.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), f.size() - begin));
+      f.read(begin, std::span<uint32_t>(block.data(), n));
+      for (size_t i = 0; i < n; ++i) {
+        if (block[i] >= static_cast<uint64_t>(options_.vocab_size)) {
+          OLMO2_THROW(InputError, "file ", f.path(), ": token at offset ", begin + i, " has id ", block[i],
+                      ", not below vocab_size ", options_.vocab_size);
+        }
+      }
+    }
+  }
+}
+
 Sample DataLoader::window(int64_t index) const {
   OLMO2_CHECK(index >= 0 && index < num_windows(), "window ", index, " of ", num_windows());
   const uint64_t w = static_cast<uint64_t>(index);

@@ -100,6 +100,11 @@ class DataLoader {
   /// InputError on a token id ≥ vocab_size, as batch() does.
   Sample window(int64_t index) const;
 
+  /// Reads every token of every file once and throws InputError naming the file,
+  /// offset and id of the first id ≥ vocab_size — so a bad token is refused before
+  /// training starts rather than when its batch comes up. Reads in blocks; O(tokens).
+  void check_token_ids() const;
+
   /// Moves to the next step; after the last step of an epoch, to step 0 of the next
   /// epoch (whose order is computed then).
   void advance();

@@ -1,6 +1,12 @@
 #include "runtime/trainer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +15,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/init.h"
+#include "runtime/tokenizer.h"
 #include "runtime/train_step.h"
 
 namespace olmo2 {
@@ -32,10 +39,11 @@ void validate(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) OLMO2_THROW(InputError, "--weight-decay must be ≥ 0, got ", o.weight_decay);
   if (!(o.beta1 >= 0 && o.beta1 < 1)) OLMO2_THROW(InputError, "--beta1 must be in [0, 1), got ", o.beta1);
   if (!(o.beta2 >= 0 && o.beta2 < 1)) OLMO2_THROW(InputError, "--beta2 must be in [0, 1), got ", o.beta2);
-  if (!(o.eps > 0)) OLMO2_THROW(InputError, "--eps must be > 0, got ", o.eps);
+  if (!(o.eps > 0)) OLMO2_THROW(InputError, "--adam-eps must be > 0, got ", o.eps);
   if (!(o.z_loss >= 0)) OLMO2_THROW(InputError, "--z-loss must be ≥ 0, got ", o.z_loss);
   if (!(o.init_std > 0)) OLMO2_THROW(InputError, "--init-std must be > 0, got ", o.init_std);
-  if (std::isnan(o.clip_grad)) OLMO2_THROW(InputError, "--clip-grad is nan");
+  if (!(o.clip_grad >= 0)) OLMO2_THROW(InputError, "--clip-grad must be ≥ 0 (0: off), got ", o.clip_grad);
+  if (o.debug_stop_after < 0) OLMO2_THROW(InputError, "--debug-stop-after must be ≥ 0, got ", o.debug_stop_after);
   if (o.keep < 0) OLMO2_THROW(InputError, "--keep must be ≥ 0, got ", o.keep);
   if (o.save_interval < 0) OLMO2_THROW(InputError, "--save-interval must be ≥ 0, got ", o.save_interval);
   if (o.save_interval > 0 && o.save_dir.empty()) OLMO2_THROW(InputError, "--save-interval needs --save-dir");
@@ -109,9 +117,15 @@ Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
   }
   DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
   loader_ = std::make_unique<DataLoader>(opt.data, dl);
-  if (!opt.tokenizer.empty() && !fs::is_regular_file(opt.tokenizer)) {
-    OLMO2_THROW(InputError, "--tokenizer: no file ", opt.tokenizer);
+  loader_->check_token_ids();
+  if (!opt.tokenizer.empty()) {
+    const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
+    if (tok.vocab_size() > config.vocab_size) {
+      OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
+                  " tokens, more than the model's vocab_size ", config.vocab_size);
+    }
   }
+  if (!opt.save_dir.empty()) lock_save_dir(resume_dir);
   schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
 
   if (!resume_dir.empty() || !opt.model_dir.empty()) {
@@ -125,6 +139,32 @@ Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
   if (resume_dir.empty() && opt.model_dir.empty()) init_parameters(params_, opt.seed, opt.init_std);
   optimizer_ = std::make_unique<AdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay});
   if (!resume_dir.empty()) resume_from(resume_dir);
+}
+
+Trainer::~Trainer() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void Trainer::lock_save_dir(const std::string& resume_dir) {
+  const std::string& dir = options_.save_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot create the directory (",
+                ec ? ec.message() : "not a directory", ")");
+  }
+  const std::string lock = dir + "/.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot write ", lock, " (", std::strerror(errno), ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, " is in use by another olmo2 train (", lock,
+                " is locked); give each run its own --save-dir");
+  }
+  const std::string latest = latest_checkpoint(dir);
+  if (!latest.empty() && (resume_dir.empty() || fs::canonical(resume_dir).parent_path() != fs::canonical(dir))) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, " already holds checkpoints of another run (newest ", latest,
+                "); give --resume to continue it, or another --save-dir");
+  }
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -151,7 +191,16 @@ void Trainer::resume_from(const std::string& dir) {
     views.emplace(name, moments.back().view());
   }
   optimizer_->restore(views, j.value("optimizer_steps", int64_t{-1}));
+  if (step_ >= options_.steps) {
+    OLMO2_THROW(InputError, "--resume ", dir, ": the checkpoint is at step ", step_, " and --steps is ",
+                options_.steps, ": nothing to do (raise --steps to train further)");
+  }
   std::cerr << "resumed from " << dir << " at step " << step_ << "\n";
+  const nlohmann::json now = state_json().at("schedule");
+  if (j.contains("schedule") && j.at("schedule") != now) {
+    std::cerr << "note: the learning-rate schedule differs from the checkpoint's (" << j.at("schedule").dump()
+              << " -> " << now.dump() << "); the run continues with the new one\n";
+  }
 }
 
 nlohmann::json Trainer::state_json() const {
@@ -241,11 +290,18 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
   // steps since the previous line (single-batch losses are noisy).
   double loss_sum = 0;
   int64_t loss_n = 0;
+  if (o.save_dir.empty()) std::cerr << "note: no --save-dir: no checkpoint will be written\n";
   while (step_ < o.steps) {
-    const StepRecord r = step();
+    StepRecord r;
+    try {
+      r = step();
+    } catch (const TrainingStopped&) {
+      if (!o.save_dir.empty()) std::cerr << "saved the unchanged weights: " << save() << "\n";
+      throw;
+    }
     if (json) std::cout << r.to_json().dump() << std::endl;
     if (!r.skipped) loss_sum += r.loss, ++loss_n;
-    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped) {
+    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1) {
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "

@@ -84,11 +84,18 @@ class TrainingStopped : public Error {
 };
 
 /// One training run. The constructor does every check that can fail before any work:
-/// options, data files and batch shapes, the model config (seq_len ≤ context), the
-/// checkpoint to resume from. Throws InputError naming what is wrong.
+/// options, data files (every token id < vocab) and batch shapes, the model config
+/// (seq_len ≤ context), the tokenizer file, the checkpoint to resume from (same model
+/// shape, data order and micro-batch; fewer steps than --steps), and the save
+/// directory: created, writable, locked (flock on save_dir/.lock, so two runs cannot
+/// share it) and, unless resuming from it, free of earlier checkpoints. Throws
+/// InputError naming what is wrong.
 class Trainer {
  public:
   explicit Trainer(TrainOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   /// Takes one optimizer step over the next global batch: zero grads; forward/backward
   /// of each micro-batch with scale 1/(targets of the global batch); if the loss or
@@ -112,6 +119,7 @@ class Trainer {
 
  private:
   void resume_from(const std::string& dir);
+  void lock_save_dir(const std::string& resume_dir);
   TrainOptions options_;
   std::unique_ptr<Olmo2Model> model_;
   ModelWeights grads_;
@@ -120,6 +128,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
+  int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run
 };
 
 }  // namespace olmo2

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -207,6 +210,59 @@ TEST(TrainCli, SigtermSavesAndExitsCleanly) {
   std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last));
   EXPECT_TRUE(fs::exists(d + name + "/training_state.json")) << d + name;
   EXPECT_THAT(slurp(s.dir.file("err")), HasSubstr("stop requested"));
+}
+
+// The save directory is checked before step 1: writable, not shared with a running
+// job, and not holding another run's checkpoints (which a fresh run would overwrite).
+TEST(TrainCli, SaveDirectoryIsCheckedBeforeTraining) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt");
+  ASSERT_EQ(test::run_olmo2(s.base(d) + " --steps 2").status, 0);
+  const std::string before = slurp(d + "/step-00000002/model.safetensors");
+  const test::RunResult fresh = test::run_olmo2(s.base(d) + " --steps 3 --log-format json");
+  EXPECT_EQ(fresh.status, 1);
+  EXPECT_THAT(fresh.err, HasSubstr("already holds checkpoints of another run"));
+  EXPECT_EQ(fresh.out, "");
+  EXPECT_EQ(slurp(d + "/step-00000002/model.safetensors"), before);
+
+  const test::RunResult under_file = test::run_olmo2(s.base(s.dir.file("tokens.npy") + "/sub") + " --steps 2 --log-format json");
+  EXPECT_EQ(under_file.status, 1);
+  EXPECT_THAT(under_file.err, HasSubstr("cannot create the directory"));
+  EXPECT_EQ(under_file.out, "") << "refused before any step";
+
+  // Another process holds the lock.
+  const std::string other = s.dir.file("other");
+  fs::create_directories(other);
+  const int fd = ::open((other + "/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const test::RunResult locked = test::run_olmo2(s.base(other) + " --steps 2");
+  EXPECT_EQ(locked.status, 1);
+  EXPECT_THAT(locked.err, HasSubstr("is in use by another olmo2 train"));
+  ::close(fd);
+  EXPECT_EQ(test::run_olmo2(s.base(other) + " --steps 2").status, 0) << "the lock is released with its holder";
+
+  const test::RunResult done = test::run_olmo2(s.base(d) + " --steps 2 --resume");
+  EXPECT_EQ(done.status, 1);
+  EXPECT_THAT(done.err, HasSubstr("nothing to do"));
+}
+
+TEST(TrainCli, BadTokenIdsAndMpiJobsAreRefusedUpFront) {
+  TinySetup s;
+  {
+    std::vector<uint32_t> ids(4096, 5);
+    ids[4000] = 96;  // = vocab_size, far from the first batches
+    NpyWriter w(s.dir.file("bad.npy"));
+    w.append(ids);
+    w.close();
+  }
+  const test::RunResult bad = test::run_olmo2("train --model-config " + s.dir.file("config.json") + " --data " +
+                                              s.dir.file("bad.npy") + " --seq-len 16 --global-batch 4 --steps 1");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, HasSubstr("token at offset 4000 has id 96, not below vocab_size 96"));
+  const test::RunResult mpi = test::run_olmo2_with("OMPI_COMM_WORLD_SIZE=2 " + std::string(OLMO2_BINARY), s.base() + " --steps 2");
+  EXPECT_EQ(mpi.status, 1);
+  EXPECT_THAT(mpi.err, HasSubstr("runs on one process for now"));
 }
 
 TEST(TrainCli, OptionsFromAnIniFile) {
