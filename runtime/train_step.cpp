@@ -10,6 +10,8 @@
 #include "ops/gemm.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "parallel/tp_qk_norm.h"
+#include "parallel/vocab_parallel_loss.h"
 
 namespace olmo2 {
 namespace {
@@ -67,24 +69,43 @@ Tensor copy_of(const Tensor& t) {
 }
 
 LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
-             float z_coef, float scale, int64_t chunk) {
+             float z_coef, float scale, int64_t chunk, const ParallelContext& ctx) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  OLMO2_CHECK(model.shard().layers.size() == c.num_hidden_layers && model.shard().q_heads.size() ==
-                  c.num_attention_heads && model.shard().vocab_rows.size() == c.vocab_size,
-              "training on one process needs the whole model");
+  const ShardSpec& sh = model.shard();
+  parallel::Communicator* tp = ctx.tp && ctx.tp->size() > 1 ? ctx.tp : nullptr;
+  OLMO2_CHECK(sh.layers.size() == c.num_hidden_layers && sh.embedding && sh.final_norm,
+              "training needs every layer on this rank (pipeline stages are not supported yet)");
+  OLMO2_CHECK(tp || sh.q_heads.size() == c.num_attention_heads, "a tensor-parallel shard needs ctx.tp");
+  if (tp && (!sh.k_counts || sh.kv_heads.size() * tp->size() != c.num_key_value_heads)) {
+    OLMO2_THROW(InputError, "training with tp = ", tp->size(), " needs the ", c.num_key_value_heads,
+                " kv heads split without replication (kv heads divisible by tp)");
+  }
   OLMO2_CHECK(chunk > 0, "loss chunk ", chunk);
   const Batch b = pack(samples, c.vocab_size);
   const int64_t n = b.total(), h = c.hidden_size, hd = c.head_dim;
-  const int nh = static_cast<int>(c.num_attention_heads), nkv = static_cast<int>(c.num_key_value_heads);
-  const int64_t qw = nh * hd, kvw = nkv * hd, inter = c.intermediate_size, V = c.vocab_size;
+  const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
+  const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size(), V = sh.vocab_rows.size();
+  const int64_t q_width = c.num_attention_heads * hd, k_width = c.num_key_value_heads * hd;
+  auto all_reduce = [&](const Tensor& t) {
+    if (tp) tp->all_reduce_sum(std::span<float>(t.f32(), static_cast<size_t>(t.numel())));
+  };
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
   const size_t nseq = samples.size();
   auto seq = [&](const Tensor& t, size_t i) { return t.view().rows(b.offset[i], b.offset[i + 1]); };
 
   // ---- forward, keeping activations ----
   Tensor x = Tensor::zeros({n, h});
-  ops::embedding(b.ids.data(), n, w.embed_tokens.view(), x.view());
+  if (tp) {  // vocab-parallel embedding: each rank its rows, one all-reduce
+    for (int64_t t = 0; t < n; ++t) {
+      if (b.ids[t] >= sh.vocab_rows.begin && b.ids[t] < sh.vocab_rows.end) {
+        std::memcpy(x.f32() + t * h, w.embed_tokens.f32() + (b.ids[t] - sh.vocab_rows.begin) * h, sizeof(float) * h);
+      }
+    }
+    all_reduce(x);
+  } else {
+    ops::embedding(b.ids.data(), n, w.embed_tokens.view(), x.view());
+  }
   std::vector<LayerActivations> acts(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
@@ -94,9 +115,15 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     ops::linear(x.view(), lw.q_proj.view(), a.q0.view());
     ops::linear(x.view(), lw.k_proj.view(), a.k0.view());
     ops::linear(x.view(), lw.v_proj.view(), a.v.view());
-    a.qr = Tensor::zeros({n, qw}), a.kr = Tensor::zeros({n, kvw});
-    ops::rmsnorm(a.q0.view(), lw.q_norm.view(), eps, a.qr.view());
-    ops::rmsnorm(a.k0.view(), lw.k_norm.view(), eps, a.kr.view());
+    if (tp) {  // whole-projection QK-norm: one [T, 2] all-reduce of sums of squares
+      a.qr = copy_of(a.q0), a.kr = copy_of(a.k0);
+      parallel::tp_qk_norm(a.qr.view(), lw.q_norm.view(), q_width, a.kr.view(), lw.k_norm.view(), k_width, true,
+                           eps, *tp);
+    } else {
+      a.qr = Tensor::zeros({n, qw}), a.kr = Tensor::zeros({n, kvw});
+      ops::rmsnorm(a.q0.view(), lw.q_norm.view(), eps, a.qr.view());
+      ops::rmsnorm(a.k0.view(), lw.k_norm.view(), eps, a.kr.view());
+    }
     ops::rope(a.qr.view(), b.pos.data(), nh, static_cast<int>(hd), theta);
     ops::rope(a.kr.view(), b.pos.data(), nkv, static_cast<int>(hd), theta);
     a.attn = Tensor::zeros({n, qw});
@@ -105,6 +132,7 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     }
     a.p = Tensor::zeros({n, h});
     ops::linear(a.attn.view(), lw.o_proj.view(), a.p.view());
+    all_reduce(a.p);  // row-parallel o_proj: partial sums
     Tensor normed = Tensor::zeros({n, h});
     ops::rmsnorm(a.p.view(), lw.post_attention_layernorm.view(), eps, normed.view());
     ops::add_inplace(x.view(), normed.view());
@@ -116,6 +144,7 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     ops::swiglu(a.gate.view(), a.up.view(), s.view());
     a.m = Tensor::zeros({n, h});
     ops::linear(s.view(), lw.down_proj.view(), a.m.view());
+    all_reduce(a.m);  // row-parallel down_proj
     ops::rmsnorm(a.m.view(), lw.post_feedforward_layernorm.view(), eps, normed.view());
     ops::add_inplace(x.view(), normed.view());
   }
@@ -135,7 +164,10 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     const TensorView lg = logits.view().rows(0, r1 - r0);
     ops::linear(xn.view().rows(r0, r1), head, lg);
     const ops::CrossEntropySums cs =
-        ops::cross_entropy_zloss(lg, b.targets.data() + r0, z_coef, scale, grads ? lg : TensorView{});
+        tp ? parallel::vocab_parallel_cross_entropy(lg, sh.vocab_rows.begin, sh.vocab_real.size(), c.vocab_size,
+                                                    b.targets.data() + r0, z_coef, scale,
+                                                    grads ? lg : TensorView{}, *tp)
+           : ops::cross_entropy_zloss(lg, b.targets.data() + r0, z_coef, scale, grads ? lg : TensorView{});
     sums.ce_sum += cs.ce_sum, sums.z_sq_sum += cs.z_sq_sum, sums.count += cs.count;
     if (grads) ops::linear_backward(xn.view().rows(r0, r1), head, lg, dxn.view().rows(r0, r1), dhead);
   }
@@ -143,7 +175,10 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
 
   // ---- backward ----
   ModelWeights& g = *grads;
-  Tensor dx = Tensor::zeros({n, h});  // gradient of the residual stream
+  all_reduce(dxn);  // vocab-parallel lm_head: each rank's share of d(normed hidden)
+  Tensor dx = Tensor::zeros({n, h});  // gradient of the residual stream (replicated over TP)
+  Tensor dxp = tp ? Tensor::zeros({n, h}) : Tensor();  // TP: this rank's partial input gradient
+  std::vector<float> qk_stats(tp ? static_cast<size_t>(4 * n) : 0);
   ops::rmsnorm_backward(x.view(), w.norm.view(), eps, dxn.view(), dx.view(), g.norm.view());
   Tensor dh = Tensor::zeros({n, h}), ds = Tensor::zeros({n, inter}), dgate = Tensor::zeros({n, inter}),
          dup = Tensor::zeros({n, inter}), s = Tensor::zeros({n, inter}), dattn = Tensor::zeros({n, qw}),
@@ -158,10 +193,14 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     ops::swiglu(a.gate.view(), a.up.view(), s.view());
     ops::linear_backward(s.view(), lw.down_proj.view(), dh.view(), ds.view(), lg.down_proj.view());
     ops::swiglu_backward(a.gate.view(), a.up.view(), ds.view(), dgate.view(), dup.view());
-    ops::linear_backward(a.x1.view(), lw.gate_proj.view(), dgate.view(), dx.view(), lg.gate_proj.view(),
-                         true, true);
-    ops::linear_backward(a.x1.view(), lw.up_proj.view(), dup.view(), dx.view(), lg.up_proj.view(), true,
-                         true);
+    // Column-parallel gate/up: each rank's input gradient is partial; sum them over TP.
+    const TensorView din = tp ? dxp.view() : dx.view();
+    ops::linear_backward(a.x1.view(), lw.gate_proj.view(), dgate.view(), din, lg.gate_proj.view(), true, !tp);
+    ops::linear_backward(a.x1.view(), lw.up_proj.view(), dup.view(), din, lg.up_proj.view(), true, true);
+    if (tp) {
+      all_reduce(dxp);
+      ops::add_inplace(dx.view(), dxp.view());
+    }
     a.gate = Tensor(), a.up = Tensor(), a.m = Tensor(), a.x1 = Tensor();
     // Attention block: x1 = x + norm(o(attention(rope(qnorm(q(x))), rope(knorm(k(x))), v(x)))).
     ops::rmsnorm_backward(a.p.view(), lw.post_attention_layernorm.view(), eps, dx.view(), dh.view(),
@@ -173,14 +212,42 @@ LossSums run(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sam
     }
     ops::rope_backward(dq.view(), b.pos.data(), nh, static_cast<int>(hd), theta);
     ops::rope_backward(dk.view(), b.pos.data(), nkv, static_cast<int>(hd), theta);
-    ops::rmsnorm_backward(a.q0.view(), lw.q_norm.view(), eps, dq.view(), dq.view(), lg.q_norm.view());
-    ops::rmsnorm_backward(a.k0.view(), lw.k_norm.view(), eps, dk.view(), dk.view(), lg.k_norm.view());
-    ops::linear_backward(a.x.view(), lw.q_proj.view(), dq.view(), dx.view(), lg.q_proj.view(), true, true);
-    ops::linear_backward(a.x.view(), lw.k_proj.view(), dk.view(), dx.view(), lg.k_proj.view(), true, true);
-    ops::linear_backward(a.x.view(), lw.v_proj.view(), dv.view(), dx.view(), lg.v_proj.view(), true, true);
+    if (tp) {  // whole-projection QK-norm backward: one [T, 4] all-reduce of Σx², Σg·w·x for q and k
+      float* st = qk_stats.data();
+      std::vector<float> part(static_cast<size_t>(2 * n));
+      ops::rmsnorm_backward_partials(a.q0.view(), lw.q_norm.view(), dq.view(), part.data(), part.data() + n);
+      ops::rmsnorm_backward_partials(a.k0.view(), lw.k_norm.view(), dk.view(), st + 2 * n, st + 3 * n);
+      std::memcpy(st, part.data(), sizeof(float) * static_cast<size_t>(2 * n));
+      tp->all_reduce_sum(qk_stats);
+      ops::rmsnorm_backward_finish(a.q0.view(), lw.q_norm.view(), eps, q_width, dq.view(), st, st + n, dq.view(),
+                                   lg.q_norm.view());
+      ops::rmsnorm_backward_finish(a.k0.view(), lw.k_norm.view(), eps, k_width, dk.view(), st + 2 * n, st + 3 * n,
+                                   dk.view(), lg.k_norm.view());
+    } else {
+      ops::rmsnorm_backward(a.q0.view(), lw.q_norm.view(), eps, dq.view(), dq.view(), lg.q_norm.view());
+      ops::rmsnorm_backward(a.k0.view(), lw.k_norm.view(), eps, dk.view(), dk.view(), lg.k_norm.view());
+    }
+    {
+      const TensorView din = tp ? dxp.view() : dx.view();
+      ops::linear_backward(a.x.view(), lw.q_proj.view(), dq.view(), din, lg.q_proj.view(), true, !tp);
+      ops::linear_backward(a.x.view(), lw.k_proj.view(), dk.view(), din, lg.k_proj.view(), true, true);
+      ops::linear_backward(a.x.view(), lw.v_proj.view(), dv.view(), din, lg.v_proj.view(), true, true);
+      if (tp) {
+        all_reduce(dxp);
+        ops::add_inplace(dx.view(), dxp.view());
+      }
+    }
     a = LayerActivations{};  // free this layer's activations early
   }
-  ops::embedding_backward(b.ids.data(), n, dx.view(), g.embed_tokens.view());
+  if (tp) {  // vocab-parallel: each rank adds the rows of the ids it holds
+    for (int64_t t = 0; t < n; ++t) {
+      if (b.ids[t] < sh.vocab_rows.begin || b.ids[t] >= sh.vocab_rows.end) continue;
+      float* row = g.embed_tokens.f32() + (b.ids[t] - sh.vocab_rows.begin) * h;
+      for (int64_t i = 0; i < h; ++i) row[i] += dx.f32()[t * h + i];
+    }
+  } else {
+    ops::embedding_backward(b.ids.data(), n, dx.view(), g.embed_tokens.view());
+  }
   return sums;
 }
 
@@ -195,16 +262,17 @@ int64_t count_targets(const std::vector<Sample>& samples) {
 }
 
 LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads, const std::vector<Sample>& samples,
-                          float z_coef, float scale, int64_t loss_chunk_tokens) {
+                          float z_coef, float scale, int64_t loss_chunk_tokens, const ParallelContext& ctx) {
   const ModelWeights& w = model.weights();
   OLMO2_CHECK(grads.layers.size() == w.layers.size() && grads.embed_tokens.shape() == w.embed_tokens.shape() &&
                   grads.lm_head.shape() == w.lm_head.shape() && grads.norm.shape() == w.norm.shape(),
               "gradients do not match the model (use zeros_like_weights)");
-  return run(model, &grads, samples, z_coef, scale, loss_chunk_tokens);
+  return run(model, &grads, samples, z_coef, scale, loss_chunk_tokens, ctx);
 }
 
-LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef) {
-  return run(model, nullptr, samples, z_coef, 1.0f, 512);
+LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef,
+                      const ParallelContext& ctx) {
+  return run(model, nullptr, samples, z_coef, 1.0f, 512, ctx);
 }
 
 }  // namespace olmo2

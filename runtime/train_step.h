@@ -38,14 +38,27 @@ int64_t count_targets(const std::vector<Sample>& samples);
 /// structure as model.weights(); see zeros_like_weights), so micro-batches add up;
 /// pass scale = 1/(target count of the whole global batch). The lm_head and loss run
 /// in chunks of `loss_chunk_tokens` rows so the [tokens, vocab] logits never exist
-/// whole. Needs a whole (unsharded) f32 model. Throws InputError for an empty
+/// whole.
+///
+/// Tensor parallel (`ctx.tp` with more than one rank; the model loaded with a TP
+/// ShardSpec holding every layer): vocab-parallel embedding (one all-reduce);
+/// column-parallel q/k/v/gate/up and row-parallel o/down (an all-reduce of each
+/// row-parallel output forward, and of the partial input gradient of each block's
+/// column-parallel products backward — two per layer each way); the whole-projection
+/// QK-norm with one [T, 2] all-reduce forward and one [T, 4] (Σx², Σg·w·x for q and k)
+/// backward; vocab-parallel lm_head and cross-entropy (parallel/vocab_parallel_loss.h)
+/// with an all-reduce of d(normed hidden). Sharded parameters get their slice's
+/// gradient; replicated ones (post-norms, final norm) the full, identical gradient on
+/// every rank. kv heads must not be replicated (KV divisible by tp), else InputError.
+/// Throws InputError for an empty
 /// sample, mismatched labels, or an id/label outside the vocabulary (naming it);
 /// ShapeError when `grads` does not match the model.
 LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads,
                           const std::vector<Sample>& samples, float z_coef, float scale,
-                          int64_t loss_chunk_tokens = 512);
+                          int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {});
 
 /// The same loss sums without a backward (evaluation, finite-difference checks).
-LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef);
+LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef,
+                      const ParallelContext& ctx = {});
 
 }  // namespace olmo2
