@@ -13,6 +13,7 @@
 #include "parallel/process_groups.h"
 #include "parallel/vocab_parallel_loss.h"
 #include "runtime/checkpoint.h"
+#include "runtime/grad_norm.h"
 #include "runtime/init.h"
 #include "runtime/parameters.h"
 #include "runtime/train_step.h"
@@ -64,6 +65,10 @@ void expect_same_gradients(const std::string& dir, const std::string& what) {
     }
     EXPECT_LE(diff, 1e-5 * scale + 1e-9) << what << " " << ps[i].name << " rank " << rank << " tp " << world;
   }
+  // Case C5 on real gradients: the grad norm at tp = world equals one process's.
+  const double norm_whole = global_grad_norm(pw, nullptr, nullptr);
+  const double norm_tp = global_grad_norm(ps, groups.tp.get(), nullptr);
+  EXPECT_NEAR(norm_tp, norm_whole, 1e-6 * norm_whole) << what << " rank " << rank;
   groups.world->barrier();
 }
 
@@ -92,6 +97,21 @@ TEST(ShardedTraining, PaddedVocabulary) {
   for (const Parameter& p : params) contents.model_tensors.emplace_back(p.name, p.value->view());
   const std::string saved = save_checkpoint(dir.path(), 1, contents, 0);
   expect_same_gradients(saved, "padded vocab 103");
+}
+
+// Case C5 with the numbers.
+TEST(ShardedTraining, CaseC5ReplicatedGradientsCountOnce) {
+  const int world = world_size();
+  if (world != 2) GTEST_SKIP() << "case C5 is written for 2 ranks, have " << world;
+  auto groups = parallel::make_process_groups(Topology::make(2, 2, 1, 1), 60.0);
+  const int r = groups.tp->rank();
+  Tensor w = Tensor::zeros({2}), g = Tensor::zeros({2}), wr = Tensor::zeros({2}), gr = Tensor::zeros({2});
+  g.f32()[0] = r == 0 ? 1.0f : 2.0f, g.f32()[1] = r == 0 ? 2.0f : 0.0f;  // column-parallel shards
+  gr.f32()[0] = 3.0f, gr.f32()[1] = 4.0f;                                 // a replicated gain
+  Parameter col{"col.weight", {4}, &w, &g, true, 0, 2 * r, 2 * r + 2, false};
+  Parameter gain{"post_attention_layernorm.weight", {2}, &wr, &gr, true, -1, 0, 0, true};
+  const double norm = global_grad_norm({col, gain}, groups.tp.get(), nullptr);
+  EXPECT_NEAR(norm, std::sqrt(34.0), 1e-6);  // 5.8310, not √59 = 7.6811
 }
 
 // Case C2: logsumexp over the whole vocabulary, not each rank's slice.
