@@ -14,6 +14,7 @@
 #include "parallel/vocab_parallel_loss.h"
 #include "runtime/checkpoint.h"
 #include "runtime/grad_norm.h"
+#include "runtime/grad_sync.h"
 #include "runtime/init.h"
 #include "runtime/parameters.h"
 #include "runtime/train_step.h"
@@ -112,6 +113,32 @@ TEST(ShardedTraining, CaseC5ReplicatedGradientsCountOnce) {
   Parameter gain{"post_attention_layernorm.weight", {2}, &wr, &gr, true, -1, 0, 0, true};
   const double norm = global_grad_norm({col, gain}, groups.tp.get(), nullptr);
   EXPECT_NEAR(norm, std::sqrt(34.0), 1e-6);  // 5.8310, not √59 = 7.6811
+}
+
+// Data parallel: bucketed all-reduce of the gradients (item 3 of the distributed issue).
+TEST(ShardedTraining, GradientBucketsSumOverDataParallelRanks) {
+  const int world = world_size();
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
+  const int r = groups.dp->rank();
+  // Three tensors of 5, 13 and 2 elements: rank r holds g = (r + 1)·(i + 1) + tensor.
+  std::vector<Tensor> w, g;
+  for (int64_t n : {5, 13, 2}) w.push_back(Tensor::zeros({n})), g.push_back(Tensor::zeros({n}));
+  std::vector<Parameter> params;
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (int64_t i = 0; i < g[t].numel(); ++i) g[t].f32()[i] = float((r + 1) * (i + 1)) + float(t);
+    const char* names[] = {"p0", "p1", "p2"};
+    params.push_back(Parameter{names[t], g[t].shape(), &w[t], &g[t]});
+  }
+  const uint64_t before = groups.dp->sequence();
+  all_reduce_gradients(params, *groups.dp, 4 * 8);  // 8 floats per bucket: 20 floats → 3 buckets
+  EXPECT_EQ(groups.dp->sequence() - before, world > 1 ? 3u : 0u);
+  const float ranks_sum = float(world * (world + 1) / 2);
+  for (size_t t = 0; t < g.size(); ++t) {
+    for (int64_t i = 0; i < g[t].numel(); ++i) {
+      EXPECT_EQ(g[t].f32()[i], ranks_sum * float(i + 1) + float(world) * float(t)) << "tensor " << t << " element " << i;
+    }
+  }
+  EXPECT_THROW(all_reduce_gradients(params, *groups.dp, 3), InputError);
 }
 
 // Case C2: logsumexp over the whole vocabulary, not each rank's slice.

@@ -1,0 +1,24 @@
+// Data-parallel gradient synchronisation: sum every gradient over the DP group.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "runtime/parameters.h"
+
+namespace olmo2 {
+
+/// Sums every parameter's gradient over the data-parallel group `dp`, in place, so
+/// that every replica holds the same total. The gradients, taken in parameter order
+/// as one flat f32 sequence, are cut into buckets of at most `bucket_bytes` (a large
+/// tensor spans several buckets, small ones share one), each packed into one buffer
+/// and summed with one all-reduce — ceil(total bytes / bucket_bytes) collectives, the
+/// same on every rank. The caller scales by 1/(global target count) before or after
+/// (DESIGN §5: the token count is reduced across ranks, never averages of averages).
+/// No-op for a group of one. Throws InputError for bucket_bytes < 4, CollectiveTimeout
+/// if a peer never joins. Source: PyTorch DDP's gradient buckets (25 MiB default).
+void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp,
+                          int64_t bucket_bytes = int64_t{25} << 20);
+
+}  // namespace olmo2
