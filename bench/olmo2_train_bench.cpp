@@ -117,17 +117,11 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-ModelConfig read_config_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot open " + path);
-  return ModelConfig::from_json(nlohmann::json::parse(f), path);
-}
-
 /// "demo": configs/olmo2-demo-27m.json; "wide": hidden 512, 8 layers of 8 heads of 64,
 /// intermediate 1536, vocab 100352, untied (≈130M parameters); else a config.json path.
 ModelConfig size_config(const std::string& size, const Options& o) {
-  if (size == "demo") return read_config_file(o.demo_config);
-  if (size != "wide") return read_config_file(size);
+  if (size == "demo") return ModelConfig::load_file(o.demo_config);
+  if (size != "wide") return ModelConfig::load_file(size);
   ModelConfig c;
   c.vocab_size = 100352;
   c.hidden_size = 512;

@@ -13,6 +13,15 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
+const char* dtype_to_safetensors(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
+  }
+  return "?";
+}
+
 bool dtype_from_safetensors(const std::string& tag, DType* out) {
   if (tag == "F32") *out = DType::F32;
   else if (tag == "BF16") *out = DType::BF16;

@@ -19,6 +19,9 @@ const char* dtype_name(DType t);
 /// Parses a safetensors dtype tag ("F32", "BF16", "F16"); false for any other tag.
 bool dtype_from_safetensors(const std::string& tag, DType* out);
 
+/// The safetensors dtype tag of `t` ("F32", "BF16", "F16"); inverse of the above.
+const char* dtype_to_safetensors(DType t);
+
 /// bf16 bits → f32 (exact).
 inline float bf16_to_f32(uint16_t bits) {
   uint32_t u = static_cast<uint32_t>(bits) << 16;

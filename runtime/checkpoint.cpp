@@ -1,5 +1,7 @@
 #include "runtime/checkpoint.h"
 
+#include "runtime/safetensors_writer.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,38 +106,12 @@ void fsync_dir(const std::string& dir) {
   if (rc != 0) OLMO2_THROW(Error, "fsync of directory ", dir, " failed: ", os_error(err));
 }
 
-const char* safetensors_tag(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "F32";
-    case DType::BF16:
-      return "BF16";
-    case DType::F16:
-      return "F16";
-  }
-  return "?";
-}
-
-// The safetensors layout of runtime/safetensors_writer.cpp (tensors in name order,
-// header padded with spaces to a multiple of 8, {"format": "pt"} metadata), written
-// through FileWriter so that it is fsynced and every OS error is reported.
+// The safetensors layout of runtime/safetensors_writer.h, written through FileWriter so
+// that it is fsynced and every OS error is reported.
 void write_safetensors(const std::string& path, const std::map<std::string, TensorView>& tensors) {
-  json header = {{"__metadata__", {{"format", "pt"}}}};
-  uint64_t offset = 0;
-  for (const auto& [name, view] : tensors) {
-    header[name] = {{"dtype", safetensors_tag(view.dtype())},
-                    {"shape", view.shape()},
-                    {"data_offsets", {offset, offset + view.bytes()}}};
-    offset += view.bytes();
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  char len[8];
-  const uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  const std::string header = safetensors_header(tensors);
   FileWriter out(path);
-  out.write(len, 8);
-  out.write(text);
+  out.write(header);
   for (const auto& [name, view] : tensors) out.write(view.data(), view.bytes());
   out.close();
 }

@@ -177,10 +177,15 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
 
 ModelConfig ModelConfig::load(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  std::ifstream in(path);
-  if (!std::filesystem::is_regular_file(path) || !in) {
+  if (!std::filesystem::is_regular_file(path)) {
     OLMO2_THROW(InputError, "cannot open ", path, " (is --model a model directory?)");
   }
+  return load_file(path);
+}
+
+ModelConfig ModelConfig::load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!std::filesystem::is_regular_file(path) || !in) OLMO2_THROW(InputError, "cannot read ", path);
   json j;
   try {
     j = json::parse(in);

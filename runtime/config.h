@@ -44,6 +44,10 @@ struct ModelConfig {
   /// Reads `dir/config.json`. Throws InputError when it is missing or invalid.
   static ModelConfig load(const std::string& dir);
 
+  /// Reads a config.json file at `path` (e.g. `olmo2 train --model-config`). Throws
+  /// InputError when it cannot be read or is invalid, naming the path.
+  static ModelConfig load_file(const std::string& path);
+
   /// The config.json object `transformers` reads back as the same model.
   nlohmann::json to_json() const;
 

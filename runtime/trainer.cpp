@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "runtime/checkpoint.h"
@@ -65,21 +64,6 @@ nlohmann::json StepRecord::to_json() const {
           {"tokens_per_second", tokens_per_second}, {"skipped", skipped}};
 }
 
-namespace {
-
-ModelConfig read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!fs::is_regular_file(path) || !in) OLMO2_THROW(InputError, "--model-config: cannot read ", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    OLMO2_THROW(InputError, path, " is not valid JSON: ", e.what());
-  }
-  return ModelConfig::from_json(j, path);
-}
-
-}  // namespace
 
 Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
   validate(options_);
@@ -92,7 +76,7 @@ Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
     if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
     resume_dir = opt.resume;
   }
-  ModelConfig config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : read_config_file(opt.model_config);
+  ModelConfig config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
   if (!resume_dir.empty()) {
     const ModelConfig saved = ModelConfig::load(resume_dir);
     const std::pair<const char*, int64_t ModelConfig::*> fields[] = {

@@ -31,6 +31,47 @@ import sys
 import warnings
 
 
+def load_checked(ckpt, failures, attn_implementation=None):
+    """Loads `ckpt` with AutoConfig + AutoModelForCausalLM (float32) and appends to
+    `failures` every problem transformers reports: a config that is not an
+    Olmo2Config, missing / unexpected / mismatched keys, loading messages about them.
+    Prints transformers' log lines and Python warnings. Returns (config, model) in
+    eval mode."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    records = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    tf_logger = logging.getLogger("transformers")
+    handler = Collect(level=logging.WARNING)
+    tf_logger.addHandler(handler)
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = AutoConfig.from_pretrained(ckpt)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            ckpt, dtype=torch.float32, output_loading_info=True, **extra)
+    tf_logger.removeHandler(handler)
+    if type(config).__name__ != "Olmo2Config":
+        failures.append(f"{ckpt}: config is {type(config).__name__}, not Olmo2Config")
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        if info.get(kind):
+            failures.append(f"{ckpt}: {kind}: {sorted(map(str, info[kind]))}")
+    for message in records:
+        print(f"  transformers log: {message}")
+        if any(w in message.lower() for w in ("missing", "unexpected", "not used", "newly initialized",
+                                              "mismatch")):
+            failures.append(f"{ckpt}: loading reported: {message}")
+    for w in caught:
+        print(f"  python warning: {w.category.__name__}: {w.message}")
+    model.eval()
+    return config, model
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint_dir")
@@ -44,43 +85,11 @@ def main() -> int:
 
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     failures = []
-
-    # Collect everything transformers logs or warns while loading.
-    records = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    tf_logger = logging.getLogger("transformers")
-    handler = Collect(level=logging.WARNING)
-    tf_logger.addHandler(handler)
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        config = AutoConfig.from_pretrained(args.checkpoint_dir)
-        model, info = AutoModelForCausalLM.from_pretrained(
-            args.checkpoint_dir, dtype=torch.float32, output_loading_info=True)
-    tf_logger.removeHandler(handler)
-
+    config, model = load_checked(args.checkpoint_dir, failures)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     print(f"config: {type(config).__name__}, model: {type(model).__name__}, dtype {config.dtype}")
-    if type(config).__name__ != "Olmo2Config":
-        failures.append(f"config is {type(config).__name__}, not Olmo2Config")
-    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
-        found = info.get(kind) or []
-        if found:
-            failures.append(f"{kind}: {sorted(map(str, found))}")
-    for message in records:
-        print(f"transformers log: {message}")
-        if any(w in message.lower() for w in ("missing", "unexpected", "not used", "newly initialized",
-                                              "mismatch")):
-            failures.append(f"loading reported: {message}")
-    for w in caught:
-        print(f"python warning: {w.category.__name__}: {w.message}")
 
     params = sum(p.numel() for p in model.parameters())
     print(f"parameters: {params}")

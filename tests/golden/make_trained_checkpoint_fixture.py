@@ -37,25 +37,24 @@ Checks, each a failure (exit 1) when it does not hold:
 """
 import argparse
 import json
-import logging
 import os
 import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 
 import numpy as np
 import safetensors
 import safetensors.torch
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "fixtures", "trained")
+sys.path.insert(0, HERE)
+from check_hf_checkpoint import load_checked  # noqa: E402  (the same load checks)
 
 CONFIG = {
     "architectures": ["Olmo2ForCausalLM"],
@@ -107,34 +106,7 @@ def with_arg(args, name, value):
 
 
 def load(ckpt, failures):
-    records = []
-
-    class Collect(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    tf_logger = logging.getLogger("transformers")
-    handler = Collect(level=logging.WARNING)
-    tf_logger.addHandler(handler)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        config = AutoConfig.from_pretrained(ckpt)
-        model, info = AutoModelForCausalLM.from_pretrained(
-            ckpt, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
-    tf_logger.removeHandler(handler)
-    if type(config).__name__ != "Olmo2Config":
-        failures.append(f"{ckpt}: config is {type(config).__name__}, not Olmo2Config")
-    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
-        if info.get(kind):
-            failures.append(f"{ckpt}: {kind}: {sorted(map(str, info[kind]))}")
-    for m in records:
-        print(f"  transformers log: {m}")
-        if any(w in m.lower() for w in ("missing", "unexpected", "not used", "newly initialized", "mismatch")):
-            failures.append(f"{ckpt}: loading reported: {m}")
-    for w in caught:
-        print(f"  python warning: {w.category.__name__}: {w.message}")
-    model.eval()
-    return config, model
+    return load_checked(ckpt, failures, attn_implementation="eager")
 
 
 def logits_of(model, seqs):

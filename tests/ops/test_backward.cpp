@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/ops/random_tensor.h"
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/elementwise.h"
@@ -25,13 +26,7 @@ namespace {
 using ::testing::HasSubstr;
 using Vec = std::vector<double>;
 
-Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t = Tensor::zeros(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-  return t;
-}
+using test::random_tensor;
 
 Vec to_d(const Tensor& t) { return Vec(t.f32(), t.f32() + t.numel()); }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "tests/ops/random_tensor.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -18,13 +19,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-Tensor random_tensor(std::vector<int64_t> shape, uint64_t seed, float scale = 1.0f) {
-  Tensor t = Tensor::zeros(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = dist(rng);
-  return t;
-}
+using test::random_tensor;
 
 TEST(Linear, MatchesNaiveProductWithStridedRows) {
   const int64_t m = 7, k = 33, n = 19;
