@@ -265,6 +265,28 @@ TEST(TrainCli, BadTokenIdsAndMpiJobsAreRefusedUpFront) {
   EXPECT_THAT(mpi.err, HasSubstr("runs on one process for now"));
 }
 
+// The recipe's knobs reach the run: schedule shape, Z-loss coefficient, weight decay.
+TEST(TrainCli, ScheduleZLossAndWeightDecayOptionsTakeEffect) {
+  TinySetup s;
+  auto lines = [&](const std::string& extra) {
+    const test::RunResult r = test::run_olmo2(s.base() + " --steps 4 --log-format json" + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json_lines(r.out);
+  };
+  // base(): lr 1e-2, warm-up 2 of 4 steps.
+  const std::vector<json> constant = lines(" --schedule constant");
+  EXPECT_DOUBLE_EQ(constant[3]["lr"].get<double>(), 1e-2);
+  const std::vector<json> linear = lines(" --schedule linear --min-lr-ratio 0.5");
+  EXPECT_NEAR(linear[3]["lr"].get<double>(), 1e-2 - 0.5e-2 * 0.5, 1e-12);  // progress (3-2)/(4-2)
+  const std::vector<json> no_z = lines(" --z-loss 0");
+  EXPECT_EQ(no_z[0]["z_loss"].get<double>(), 0.0);
+  const std::vector<json> big_z = lines(" --z-loss 0.1");
+  EXPECT_NEAR(big_z[0]["z_loss"].get<double>() / 0.1, std::pow(std::log(96.0), 2), 1.0);  // lse ≈ ln V at init
+  const std::vector<json> decay = lines(" --weight-decay 0");
+  EXPECT_EQ(decay[0]["loss"].get<double>(), constant[0]["loss"].get<double>());  // same first step
+  EXPECT_NE(decay[3]["loss"].get<double>(), lines("")[3]["loss"].get<double>());  // decay changes the weights
+}
+
 TEST(TrainCli, OptionsFromAnIniFile) {
   TinySetup s;
   std::ofstream(s.dir.file("train.ini")) << "model-config = " << s.dir.file("config.json") << "\ndata = "
