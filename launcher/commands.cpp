@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/threads.h"
+#include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
 #include "runtime/config.h"
@@ -145,16 +146,59 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 }  // namespace
 
-void run_train(const CliConfig& cfg) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
-  Trainer trainer(cfg.train);
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+namespace {
+void print_banner(const Trainer& trainer, const TrainOptions& o, const std::string& layout) {
   const ModelConfig& c = trainer.model().config();
   std::cerr << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
-            << c.hidden_size << ", vocab " << c.vocab_size << ") for " << cfg.train.steps << " steps of "
-            << cfg.train.global_batch << " x " << cfg.train.seq_len << " tokens\n";
-  trainer.run([] { return g_stop_signal != 0; });
+            << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
+            << " x " << o.seq_len << " tokens" << layout << "\n";
+}
+}  // namespace
+
+void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  const TrainOptions& o = cfg.train;
+  // SIGTERM/SIGINT (Slurm pre-emption, Ctrl-C) and SIGUSR1 (which mpirun forwards to
+  // every rank without killing the job) stop after the current step, with a checkpoint.
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
+  const bool layout = o.tp > 1 || o.pp > 1 || o.dp > 1 || !o.pp_layers.empty();
+  if (!layout && !under_mpi_launcher) {
+    Trainer trainer(o);
+    print_banner(trainer, o, "");
+    trainer.run([] { return g_stop_signal != 0; });
+    return;
+  }
+  parallel::MpiRuntime mpi;
+  const int rank = mpi.world_rank();
+  parallel::Topology topology;
+  try {  // the same on every rank: report once, exit together
+    topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp);
+  } catch (const std::exception& e) {
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    mpi.barrier();
+    throw SilentExit{};
+  }
+  try {
+    parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
+    Trainer trainer(o, &groups);
+    const parallel::Layout l = topology.layout();
+    if (rank == 0) {
+      print_banner(trainer, o, " on " + std::to_string(mpi.world_size()) + " ranks (tp " + std::to_string(l.tp) +
+                                   ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
+                                   (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")");
+    }
+    trainer.run([] { return g_stop_signal != 0; });
+    groups.world->barrier();
+  } catch (const parallel::AgreedError& e) {  // every rank threw it: one message, status 1
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    throw SilentExit{};
+  } catch (const TrainingStopped& e) {  // decided on every rank alike
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    throw SilentExit{};
+  } catch (const std::exception& e) {
+    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
+    parallel::MpiRuntime::abort(1);
+  }
 }
 
 }  // namespace olmo2

@@ -23,10 +23,15 @@ void run_info(const CliConfig& cfg, std::ostream& out);
 /// job through MPI_Abort, so no peer hangs.
 void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher);
 
-/// `olmo2 train` on one process: builds the Trainer (every check before any work),
-/// then runs it; SIGTERM/SIGINT stop it after the current step with a checkpoint (when
-/// --save-dir is set). Throws InputError for bad options or data, TrainingStopped.
-void run_train(const CliConfig& cfg);
+/// `olmo2 train`: builds the Trainer (every check before any work), then runs it;
+/// SIGTERM, SIGINT and SIGUSR1 (mpirun forwards SIGUSR1 to every rank) stop it after the
+/// current step with a checkpoint (when --save-dir is set). On one process unless a
+/// layout option is given or `under_mpi_launcher`; then on every rank of the MPI job:
+/// errors every rank sees alike (options, layout, data, checkpoint, a non-finite stop)
+/// are printed once by rank 0 and every rank exits 1 (SilentExit); anything else is
+/// printed with its rank and ends the job through MPI_Abort. Throws InputError for bad
+/// options or data, TrainingStopped.
+void run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 
 /// Thrown after an error that has already been reported: exit 1 quietly.
 struct SilentExit {};

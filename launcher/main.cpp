@@ -17,13 +17,6 @@ bool launched_by_mpi() {
   return false;
 }
 
-/// Ranks of the MPI job that started this process (1 when none did).
-long mpi_world_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
-    if (const char* s = std::getenv(v)) return std::strtol(s, nullptr, 10);
-  }
-  return 1;
-}
 
 /// Flushes stdout; a full disk or a closed pipe must not look like success.
 int finish_output() {
@@ -46,13 +39,7 @@ int main(int argc, char** argv) {
     }
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
-    else if (cfg.command == "train") {
-      if (mpi_world_size() > 1) {
-        OLMO2_THROW(InputError, "olmo2 train runs on one process for now; this job has ", mpi_world_size(),
-                    " ranks (start it without mpirun)");
-      }
-      run_train(cfg);
-    }
+    else if (cfg.command == "train") run_train(cfg, launched_by_mpi());
     else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);
     return finish_output();
   } catch (const SilentExit&) {

@@ -93,6 +93,14 @@ class Communicator {
   virtual void recv(std::span<float> data, int peer, int tag) = 0;
   /// Byte version of recv.
   virtual void recv(std::span<std::byte> data, int peer, int tag) = 0;
+  /// Sends `out` to group rank `peer` with `send_tag` and receives exactly in.size()
+  /// floats from the same peer with `recv_tag`, both posted at once, so two ranks that
+  /// exchange with each other cannot deadlock whatever the message sizes (what a
+  /// pipeline stage does when it sends an activation forward and receives a gradient
+  /// back: Megatron's send_forward_recv_backward). `out` and `in` must not overlap.
+  /// On a timeout the unfinished half stays posted (pending()).
+  virtual void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
+                         int recv_tag) = 0;
 
   /// Description of the operation left posted by a CollectiveTimeout, "" when none.
   /// While one is pending every other call throws Error.

@@ -285,4 +285,31 @@ void MpiCommunicator::recv_raw(void* data, size_t count, MPI_Datatype type, int 
       [&](int n, MPI_Request* r) { return MPI_Irecv(data, n, type, peer, tag, comm_, r); });
 }
 
+void MpiCommunicator::send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
+                                int recv_tag) {
+  check_peer("send_recv", peer, send_tag);
+  check_peer("send_recv", peer, recv_tag);
+  if (overlap(out.data(), out.size_bytes(), in.data(), in.size_bytes())) {
+    OLMO2_THROW(ShapeError, "send_recv on group ", name_, ": out and in overlap");
+  }
+  Op rop = begin("recv", in.size(), MPI_FLOAT, true);
+  rop.peer = peer, rop.tag = recv_tag, rop.check_count = true;
+  Op sop = begin("send", out.size(), MPI_FLOAT, true);
+  sop.peer = peer, sop.tag = send_tag;
+  MPI_Request rreq = MPI_REQUEST_NULL, sreq = MPI_REQUEST_NULL;
+  check(MPI_Irecv(in.data(), static_cast<int>(in.size()), MPI_FLOAT, peer, recv_tag, comm_, &rreq), "MPI_Irecv",
+        rop);
+  check(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_FLOAT, peer, send_tag, comm_, &sreq), "MPI_Isend",
+        sop);
+  // Both are posted: waiting for one, then the other, cannot deadlock.
+  const auto start = Clock::now();
+  try {
+    wait(&sreq, sop, 0.0);
+  } catch (const CollectiveTimeout&) {
+    MPI_Request_free(&rreq);  // the receive still completes into `in`, which must stay valid
+    throw;
+  }
+  wait(&rreq, rop, std::chrono::duration<double>(Clock::now() - start).count());
+}
+
 }  // namespace olmo2::parallel

@@ -59,6 +59,8 @@ class MpiCommunicator final : public Communicator {
   void send(std::span<const std::byte> data, int peer, int tag) override;
   void recv(std::span<float> data, int peer, int tag) override;
   void recv(std::span<std::byte> data, int peer, int tag) override;
+  void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
+                 int recv_tag) override;
 
   std::string pending() const override;
   void wait_pending() override;

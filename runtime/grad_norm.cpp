@@ -8,15 +8,12 @@ namespace olmo2 {
 
 double global_grad_norm(const std::vector<Parameter>& params, parallel::Communicator* tp,
                         parallel::Communicator* pp) {
-  const bool tp_root = !tp || tp->rank() == 0;
-  double sum = grad_norm_squared_local(params, false);
-  if (tp_root) {
-    std::vector<Parameter> replicated;
-    for (const Parameter& p : params) {
-      if (p.tp_replicated) replicated.push_back(p);
-    }
-    sum += grad_norm_squared_local(replicated, true);
+  const int tp_rank = tp ? tp->rank() : 0;
+  std::vector<Parameter> owned;
+  for (const Parameter& p : params) {
+    if (p.owned(tp_rank)) owned.push_back(p);
   }
+  double sum = grad_norm_squared_local(owned, true);
   for (parallel::Communicator* c : {tp, pp}) {
     if (!c || c->size() == 1) continue;
     const float hi = static_cast<float>(sum);

@@ -44,4 +44,29 @@ void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator
   flush();
 }
 
+void sum_kv_replica_gradients(std::vector<Parameter>& params, parallel::Communicator& tp) {
+  // Layout: per replicated parameter (in list order, the same on every rank of the TP
+  // group), a slot of its full size; this rank writes its slice at its offset.
+  std::vector<std::pair<Parameter*, int64_t>> slots;  // parameter, offset of its full tensor
+  int64_t total = 0;
+  for (Parameter& p : params) {
+    if (p.kv_replicas <= 1) continue;
+    int64_t full = 1;
+    for (int64_t d : p.full_shape) full *= d;
+    slots.emplace_back(&p, total);
+    total += full;
+  }
+  if (slots.empty() || tp.size() == 1) return;
+  std::vector<float> buf(static_cast<size_t>(total), 0.0f);
+  for (auto& [p, off] : slots) {  // k/v rows and k_norm elements: a contiguous row range
+    const int64_t row = p->full_shape.size() == 2 ? p->full_shape[1] : 1;
+    std::memcpy(buf.data() + off + p->shard_begin * row, p->grad->f32(), sizeof(float) * static_cast<size_t>(p->numel()));
+  }
+  tp.all_reduce_sum(buf);
+  for (auto& [p, off] : slots) {
+    const int64_t row = p->full_shape.size() == 2 ? p->full_shape[1] : 1;
+    std::memcpy(p->grad->f32(), buf.data() + off + p->shard_begin * row, sizeof(float) * static_cast<size_t>(p->numel()));
+  }
+}
+
 }  // namespace olmo2

@@ -21,4 +21,14 @@ namespace olmo2 {
 void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp,
                           int64_t bucket_bytes = int64_t{25} << 20);
 
+/// Under TP with KV < tp a kv head lives on kv_replicas consecutive ranks, and each
+/// holds a partial gradient of its k_proj, v_proj and k_norm (from its own query heads;
+/// see forward_backward). This sums those partials over each replica set, in place, so
+/// every replica holds the full gradient: one all-reduce over `tp` of a buffer with a
+/// slot per kv head of the whole model's k/v/k_norm gradients for this rank's layers,
+/// each rank filling the slot of its head. No-op (no collective) when nothing is
+/// replicated — the same on every rank of the group. CollectiveTimeout if a peer never
+/// joins. Gradients add linearly, so one call after all micro-batches suffices.
+void sum_kv_replica_gradients(std::vector<Parameter>& params, parallel::Communicator& tp);
+
 }  // namespace olmo2

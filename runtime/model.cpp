@@ -32,6 +32,7 @@ ShardSpec ShardSpec::from_plan(const parallel::PartitionPlan& plan, int rank) {
   s.vocab_rows = r.vocab_rows, s.vocab_real = r.vocab_real;
   s.embedding = r.embedding, s.final_norm = r.final_norm;
   s.k_counts = r.kv_replica == 0;
+  s.kv_replicas = r.kv_replicas, s.kv_replica = r.kv_replica;
   s.padded_vocab = plan.padded_vocab;
   return s;
 }

@@ -37,6 +37,8 @@ struct ShardSpec {
   bool embedding = true;   ///< stage 0: embed_tokens
   bool final_norm = true;  ///< last stage: model.norm and lm_head
   bool k_counts = true;    ///< this rank contributes its k sum to the QK-norm all-reduce
+  int kv_replicas = 1;     ///< TP ranks holding this rank's kv heads (> 1 when KV < tp)
+  int kv_replica = 0;      ///< which of them this rank is (0 owns the head; k_counts)
   int64_t padded_vocab = 0;
   /// The whole model on one rank.
   static ShardSpec whole(const ModelConfig& c);

@@ -42,7 +42,7 @@ ModelWeights zero_weights(const ModelConfig& c, const ShardSpec& sh) {
 }
 
 ModelWeights zeros_like_weights(const ModelWeights& w) {
-  auto z = [](const Tensor& t) { return t.numel() > 0 ? Tensor::zeros(t.shape()) : Tensor(); };
+  auto z = [](const Tensor& t) { return !t.shape().empty() && t.numel() > 0 ? Tensor::zeros(t.shape()) : Tensor(); };
   ModelWeights g;
   g.embed_tokens = z(w.embed_tokens);
   for (const LayerWeights& l : w.layers) {
@@ -64,7 +64,7 @@ std::vector<Parameter> list_parameters(ModelWeights& w, ModelWeights& g, const M
   std::vector<Parameter> out;
   auto add = [&](std::string name, Tensor& value, Tensor& grad, std::vector<int64_t> full, int dim,
                  parallel::Range range, bool replicated) {
-    if (value.numel() == 0) return;
+    if (value.shape().empty() || value.numel() == 0) return;  // a tensor this stage does not hold
     if (grad.shape() != value.shape()) {
       OLMO2_THROW(ShapeError, "gradient of ", name, " has the wrong shape");
     }
@@ -77,6 +77,10 @@ std::vector<Parameter> list_parameters(ModelWeights& w, ModelWeights& g, const M
                        value.shape() == p.full_shape;
     if (dim >= 0 && !whole) p.shard_dim = dim, p.shard_begin = range.begin, p.shard_end = range.end;
     p.tp_replicated = replicated;
+    if (p.name.find(".k_proj.") != std::string::npos || p.name.find(".v_proj.") != std::string::npos ||
+        p.name.find(".k_norm.") != std::string::npos) {
+      p.kv_replicas = sh.kv_replicas, p.kv_replica = sh.kv_replica;
+    }
     out.push_back(std::move(p));
   };
   const int64_t vb = sh.vocab_rows.begin, ve = sh.vocab_rows.end;

@@ -32,6 +32,15 @@ struct Parameter {
   /// True when every rank of the TP group holds an identical copy (norm gains of
   /// width hidden_size): the global grad norm counts it once, not once per rank (C5).
   bool tp_replicated = false;
+  /// k_proj, v_proj and k_norm of a kv head held by several TP ranks (KV < tp): how many
+  /// hold it (1: not replicated) and which of them this rank is. Each replica's gradient
+  /// is partial until sum_kv_replica_gradients; then only replica 0 counts it in the
+  /// grad norm and writes it to a checkpoint.
+  int kv_replicas = 1, kv_replica = 0;
+  /// True when this rank's copy is the one counted in the grad norm and written to a
+  /// checkpoint within its DP replica: not a TP-replicated gain on TP rank ≠ 0 (`tp_rank`),
+  /// not a kv-head replica other than the first.
+  bool owned(int tp_rank) const { return !(tp_replicated && tp_rank != 0) && kv_replica == 0; }
 
   int64_t numel() const { return value->numel(); }
   /// Index in the full (unsharded, unpadded) tensor of local element `i`, in row-major

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/data_loader.h"
@@ -27,6 +28,47 @@ struct LossSums {
 /// Number of targets of `samples` that are not kIgnoreIndex.
 int64_t count_targets(const std::vector<Sample>& samples);
 
+/// What one pipeline stage keeps of one micro-batch from its forward to its backward:
+/// the packed tokens, every layer's activations (see forward_backward) and, on the last
+/// stage, the gradient at its last layer's output. Opaque; owned through StageForward.
+struct StageActivations;
+/// Deletes a StageActivations (its type is complete only in train_step.cpp).
+struct StageActivationsDeleter {
+  void operator()(StageActivations* p) const;
+};
+using StageActivationsPtr = std::unique_ptr<StageActivations, StageActivationsDeleter>;
+
+/// Result of stage_forward.
+struct StageForward {
+  LossSums sums;  ///< last stage: the micro-batch's loss sums; zeros elsewhere
+  Tensor output;  ///< not the last stage: this stage's output [tokens, hidden] f32, for the next stage
+  StageActivationsPtr saved;  ///< for stage_backward; null without grads
+};
+
+/// Forward of one micro-batch through this rank's pipeline stage (the layers of
+/// model.shard()). Stage 0 embeds `samples`' ids; later stages take `input`, the previous
+/// stage's output, [tokens, hidden] f32 with tokens = Σ sample lengths (ShapeError
+/// otherwise). Every stage needs the samples (positions and sequence boundaries; the last
+/// stage the labels). The last stage also runs the final norm, lm_head and loss and —
+/// when `grads` is given — their backward at once (scale as in forward_backward), so its
+/// StageForward holds the loss sums and the gradient at its last layer's output; other
+/// stages return their output. With `grads` null nothing is kept (evaluation).
+/// TP collectives as in forward_backward. InputError for a bad sample, or a model with
+/// tied embeddings split over pipeline stages. Source: Megatron-LM's pipeline stage
+/// split of the transformer; the math is forward_backward's.
+StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
+                           const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
+                           const ParallelContext& ctx = {});
+
+/// Backward of one micro-batch through this rank's stage: `grad_output` is the gradient
+/// at the stage's output received from the next stage ([tokens, hidden] f32; ignored on
+/// the last stage, which kept its own). Accumulates the stage's parameter gradients into
+/// `grads` and returns the gradient at the stage's input for the previous stage (an
+/// empty tensor on stage 0, which adds it into the embedding gradient). Frees `saved`'s
+/// activations as it goes. ShapeError when grad_output has the wrong shape.
+Tensor stage_backward(const Olmo2Model& model, ModelWeights& grads, StageActivations& saved,
+                      const Tensor& grad_output, const ParallelContext& ctx = {});
+
 /// Forward and backward of one micro-batch. `samples` may have different lengths
 /// (each ≥ 1 token; labels the same length as input_ids, −100 for "no target"). Runs
 /// the f32 forward of Olmo2Model (transformers' modeling_olmo2.py) keeping per layer
@@ -49,8 +91,10 @@ int64_t count_targets(const std::vector<Sample>& samples);
 /// backward; vocab-parallel lm_head and cross-entropy (parallel/vocab_parallel_loss.h)
 /// with an all-reduce of d(normed hidden). Sharded parameters get their slice's
 /// gradient; replicated ones (post-norms, final norm) the full, identical gradient on
-/// every rank. kv heads must not be replicated (KV divisible by tp), else InputError.
-/// Throws InputError for an empty
+/// every rank. A kv head replicated on several TP ranks (KV < tp) gets on each replica a
+/// partial k/v/k_norm gradient (from its own query heads); sum_kv_replica_gradients
+/// (runtime/grad_sync.h) adds them up. Needs every layer on this rank (pipeline stages:
+/// runtime/pipeline_schedule.h). Throws InputError for an empty
 /// sample, mismatched labels, or an id/label outside the vocabulary (naming it);
 /// ShapeError when `grads` does not match the model.
 LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads,

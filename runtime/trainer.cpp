@@ -12,8 +12,12 @@
 #include <filesystem>
 #include <iostream>
 
+#include "parallel/agreement.h"
 #include "runtime/checkpoint.h"
+#include "runtime/grad_norm.h"
+#include "runtime/global_batch.h"
 #include "runtime/init.h"
+#include "runtime/sharded_state.h"
 #include "runtime/tokenizer.h"
 #include "runtime/train_step.h"
 
@@ -53,6 +57,14 @@ void validate(const TrainOptions& o) {
   if (o.on_nonfinite != "skip" && o.on_nonfinite != "stop") {
     OLMO2_THROW(InputError, "--on-nonfinite must be skip or stop, got \"", o.on_nonfinite, "\"");
   }
+  if (o.zero_stage != 0 && o.zero_stage != 1) {
+    OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
+  }
+  if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
+  if (o.tp < 1 || o.pp < 1 || o.dp < 0) {
+    OLMO2_THROW(InputError, "--tp and --pp must be at least 1 and --dp at least 1, got tp ", o.tp, ", pp ", o.pp,
+                ", dp ", o.dp);
+  }
   LrSchedule s{o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_schedule(o.schedule)};
   s.validate();
 }
@@ -65,65 +77,117 @@ nlohmann::json StepRecord::to_json() const {
 }
 
 
-Trainer::Trainer(TrainOptions o) : options_(std::move(o)) {
-  validate(options_);
-  const TrainOptions& opt = options_;
-  // Which checkpoint to resume from, if any (decided first: it defines the model).
-  std::string resume_dir;
-  if (opt.resume == "auto") {
-    resume_dir = latest_checkpoint(opt.save_dir);
-  } else if (!opt.resume.empty()) {
-    if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
-    resume_dir = opt.resume;
+Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std::move(o)), groups_(groups) {
+  if (groups_ && groups_->world->size() > 1) {
+    world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
+    dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
   }
-  ModelConfig config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
-  if (!resume_dir.empty()) {
-    const ModelConfig saved = ModelConfig::load(resume_dir);
-    const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
-        {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
-        {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
-        {"num_attention_heads", &ModelConfig::num_attention_heads},
-        {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
-    for (const auto& [name, field] : fields) {
-      if (saved.*field != config.*field) {
-        OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
-                    opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
-                    " (a checkpoint continues the model it was trained from)");
+  const TrainOptions& opt = options_;
+  // Phase 1, checks of the options and the layout, and (rank 0) which checkpoint to
+  // resume from; every rank learns whether any failed before anyone goes on.
+  std::string resume_dir;
+  ModelConfig config;
+  parallel::PartitionPlan plan;
+  parallel::agree(world_, [&] {
+    validate(opt);
+    if (world_) {
+      const parallel::Layout l = groups_->topology.layout();
+      if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
+        OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
+                    ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
+      }
+    } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
+      OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
+                  " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
+    }
+    if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
+      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
+                  " (each data-parallel rank takes an equal share)");
+    }
+    if (opt.global_batch % (micro_batch() * dp_size_) != 0) {
+      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
+                  micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
+    }
+    if (is_root()) {
+      if (opt.resume == "auto") {
+        resume_dir = latest_checkpoint(opt.save_dir);
+      } else if (!opt.resume.empty()) {
+        if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
+        resume_dir = opt.resume;
       }
     }
-    config = saved;
-  } else if (opt.resume == "auto") {
-    std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
-  }
-  if (opt.seq_len > config.max_position_embeddings) {
-    OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
-                config.max_position_embeddings, ")");
-  }
-  DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
-  loader_ = std::make_unique<DataLoader>(opt.data, dl);
-  loader_->check_token_ids();
-  if (!opt.tokenizer.empty()) {
-    const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
-    if (tok.vocab_size() > config.vocab_size) {
-      OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
-                  " tokens, more than the model's vocab_size ", config.vocab_size);
+  });
+  if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
+  // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
+  parallel::agree(world_, [&] {
+    config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
+    if (!resume_dir.empty()) {
+      const ModelConfig saved = ModelConfig::load(resume_dir);
+      const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
+          {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
+          {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
+          {"num_attention_heads", &ModelConfig::num_attention_heads},
+          {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
+      for (const auto& [name, field] : fields) {
+        if (saved.*field != config.*field) {
+          OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
+                      opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
+                      " (a checkpoint continues the model it was trained from)");
+        }
+      }
+      config = saved;
+    } else if (opt.resume == "auto" && is_root()) {
+      std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
     }
-  }
-  if (!opt.save_dir.empty()) lock_save_dir(resume_dir);
-  schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
-
-  if (!resume_dir.empty() || !opt.model_dir.empty()) {
-    model_ = std::make_unique<Olmo2Model>(Olmo2Model::load(resume_dir.empty() ? opt.model_dir : resume_dir));
-  } else {
-    model_ = std::make_unique<Olmo2Model>(
-        Olmo2Model::from_weights(config, ShardSpec::whole(config), zero_weights(config, ShardSpec::whole(config))));
-  }
-  grads_ = zeros_like_weights(model_->weights());
-  params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
-  if (resume_dir.empty() && opt.model_dir.empty()) init_parameters(params_, opt.seed, opt.init_std);
-  optimizer_ = std::make_unique<AdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay});
-  if (!resume_dir.empty()) resume_from(resume_dir);
+    if (opt.seq_len > config.max_position_embeddings) {
+      OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
+                  config.max_position_embeddings, ")");
+    }
+    ShardSpec shard = ShardSpec::whole(config);
+    if (world_) {
+      const parallel::Layout l = groups_->topology.layout();
+      plan = parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, opt.pp_layers);
+      shard = ShardSpec::from_plan(plan, world_->rank());
+      if (config.tie_word_embeddings && l.pp > 1) {
+        OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
+                                "parallelism cannot split over stages: use --pp 1");
+      }
+      layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
+    } else {
+      layout_ = "tp 1, pp 1, dp 1";
+    }
+    DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
+    loader_ = std::make_unique<DataLoader>(opt.data, dl);
+    loader_->check_token_ids();
+    if (!opt.tokenizer.empty()) {
+      const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
+      if (tok.vocab_size() > config.vocab_size) {
+        OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
+                    " tokens, more than the model's vocab_size ", config.vocab_size);
+      }
+    }
+    if (is_root() && !opt.save_dir.empty()) lock_save_dir(resume_dir);
+    schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
+    const std::string from = resume_dir.empty() ? opt.model_dir : resume_dir;
+    if (!from.empty()) {
+      model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
+    } else {
+      model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
+    }
+    grads_ = zeros_like_weights(model_->weights());
+    params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
+    if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
+    optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
+                                                     dp_, opt.zero_stage == 1);
+    if (!resume_dir.empty()) resume_from(resume_dir);
+  });
 }
+
+int64_t Trainer::micro_batch() const {
+  return options_.micro_batch ? options_.micro_batch : options_.global_batch / dp_size_;
+}
+
+ParallelContext Trainer::context() const { return ParallelContext{tp_, pp_}; }
 
 Trainer::~Trainer() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
@@ -161,41 +225,49 @@ void Trainer::resume_from(const std::string& dir) {
     tokens_ = j.at("tokens").get<int64_t>();
     loader_->restore(j.at("data_loader").get<DataLoaderState>());
     const int64_t micro = j.at("micro_batch").get<int64_t>();
-    if (micro != (options_.micro_batch ? options_.micro_batch : options_.global_batch)) {
-      OLMO2_THROW(InputError, "--resume ", dir, ": the checkpoint was trained with micro-batch ", micro,
-                  "; resuming with another changes the summation order (give --micro-batch ", micro, ")");
+    const std::string layout = j.value("layout", std::string("tp 1, pp 1, dp 1"));
+    if (layout != layout_ || micro != micro_batch()) {
+      if (is_root()) {
+        std::cerr << "note: resuming a run of " << layout << ", micro-batch " << micro << " in " << layout_
+                  << ", micro-batch " << micro_batch()
+                  << ": the weights and optimizer state are resharded; the sums run in another order, so the "
+                     "run continues within rounding of, not bit-identical to, an uninterrupted one\n";
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     OLMO2_THROW(InputError, "--resume ", dir, ": training_state.json: ", e.what());
   }
-  std::vector<Tensor> moments;
-  std::map<std::string, TensorView> views;
-  for (const auto& [name, view] : optimizer_->state_tensors()) {
-    moments.push_back(st.load_f32(name, view.shape()));
-    views.emplace(name, moments.back().view());
-  }
-  optimizer_->restore(views, j.value("optimizer_steps", int64_t{-1}));
+  // Moments are saved whole (HF names); each rank takes its slice.
+  optimizer_->restore(
+      [&](const std::string& name, const Parameter& p) {
+        const Tensor whole = st.load_f32(name, p.full_shape);
+        Tensor local = Tensor::zeros(p.value->shape());
+        copy_from_full(p, whole.view(), local.view());
+        return local;
+      },
+      j.value("optimizer_steps", int64_t{-1}));
   if (step_ >= options_.steps) {
     OLMO2_THROW(InputError, "--resume ", dir, ": the checkpoint is at step ", step_, " and --steps is ",
                 options_.steps, ": nothing to do (raise --steps to train further)");
   }
-  std::cerr << "resumed from " << dir << " at step " << step_ << "\n";
+  if (is_root()) std::cerr << "resumed from " << dir << " at step " << step_ << "\n";
   const nlohmann::json now = state_json().at("schedule");
-  if (j.contains("schedule") && j.at("schedule") != now) {
+  if (j.contains("schedule") && j.at("schedule") != now && is_root()) {
     std::cerr << "note: the learning-rate schedule differs from the checkpoint's (" << j.at("schedule").dump()
               << " -> " << now.dump() << "); the run continues with the new one\n";
   }
 }
 
 nlohmann::json Trainer::state_json() const {
-  const int64_t micro = options_.micro_batch ? options_.micro_batch : options_.global_batch;
   return {{"step", step_},
           {"optimizer_steps", optimizer_->steps()},
           {"tokens", tokens_},
           {"skipped_steps", skipped_},
           {"nonfinite_steps", nonfinite_},
           {"seed", options_.seed},
-          {"micro_batch", micro},
+          {"micro_batch", micro_batch()},
+          {"layout", layout_},
+          {"zero_stage", options_.zero_stage},
           {"data_loader", loader_->state()},
           {"schedule", {{"kind", options_.schedule}, {"peak_lr", options_.lr}, {"warmup_steps", options_.warmup_steps},
                         {"total_steps", options_.steps}, {"min_lr_ratio", options_.min_lr_ratio}}},
@@ -206,29 +278,41 @@ nlohmann::json Trainer::state_json() const {
 StepRecord Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const TrainOptions& o = options_;
-  const int64_t micro = o.micro_batch ? o.micro_batch : o.global_batch;
-  const int64_t n_micro = o.global_batch / micro;
+  const int64_t micro = micro_batch();
+  const int64_t n_micro = o.global_batch / (micro * dp_size_);
   std::vector<std::vector<Sample>> batches;
-  int64_t count = 0;
-  for (int64_t m = 0; m < n_micro; ++m) {
-    batches.push_back(loader_->batch(0, 1, m, micro));
-    count += count_targets(batches.back());
-  }
+  for (int64_t m = 0; m < n_micro; ++m) batches.push_back(loader_->batch(dp_rank_, dp_size_, m, micro));
   StepRecord r;
   r.step = step_ + 1;
-  r.target_tokens = count;
   r.lr = schedule_.lr(step_);
   for (const Parameter& p : params_) std::fill(p.grad->f32(), p.grad->f32() + p.numel(), 0.0f);
-  double factor = r.step == o.debug_scale_step ? o.debug_scale_factor : 1.0;
-  LossSums sums;
+  const bool debug_step = r.step == o.debug_scale_step;
+  const double factor = debug_step && o.debug_scale_rank < 0 ? o.debug_scale_factor : 1.0;
+  std::function<void(LossSums&)> inject;
+  if (debug_step && o.debug_scale_rank >= 0 && (world_ ? world_->rank() : 0) == o.debug_scale_rank) {
+    inject = [&](LossSums& s) {  // this rank's local loss and gradients only
+      s.ce_sum *= o.debug_scale_factor, s.z_sq_sum *= o.debug_scale_factor;
+      const float f = static_cast<float>(o.debug_scale_factor);
+      for (const Parameter& p : params_) {
+        for (int64_t i = 0; i < p.numel(); ++i) p.grad->f32()[i] *= f;
+      }
+    };
+  }
+  const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
+                                                      factor, TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20},
+                                                      inject);
+  const int64_t count = sums.count;
+  r.target_tokens = count;
+  r.grad_norm = global_grad_norm(params_, tp_, pp_);
   if (count > 0) {
-    const float scale = static_cast<float>(factor / static_cast<double>(count));
-    for (const auto& b : batches) sums += forward_backward(*model_, grads_, b, static_cast<float>(o.z_loss), scale);
     r.loss = factor * sums.ce_sum / static_cast<double>(count);
     r.z_loss = factor * o.z_loss * sums.z_sq_sum / static_cast<double>(count);
   }
-  r.grad_norm = std::sqrt(grad_norm_squared_local(params_, true));
-  if (!std::isfinite(r.loss) || !std::isfinite(r.z_loss) || !std::isfinite(r.grad_norm)) {
+  // One decision for every rank, from the reduced values (and a world vote, so that a
+  // rank whose copy differs cannot take another branch).
+  const bool nonfinite =
+      parallel::any_rank(world_, !std::isfinite(r.loss) || !std::isfinite(r.z_loss) || !std::isfinite(r.grad_norm));
+  if (nonfinite) {
     ++nonfinite_;
     if (o.on_nonfinite == "stop") {
       OLMO2_THROW(TrainingStopped, "step ", r.step, ": non-finite ",
@@ -239,7 +323,7 @@ StepRecord Trainer::step() {
     r.skipped = true;
   } else if (count > 0) {
     clip_grad_norm(params_, r.grad_norm, o.clip_grad);
-    optimizer_->step(params_, r.lr);
+    optimizer_->step(r.lr);
   }
   loader_->advance();
   ++step_;
@@ -252,40 +336,71 @@ StepRecord Trainer::step() {
 
 std::string Trainer::save() {
   OLMO2_CHECK(!options_.save_dir.empty(), "save() without --save-dir");
+  const std::map<std::string, Tensor> moments = optimizer_->full_state();  // collective over DP with ZeRO-1
   CheckpointContents c;
   c.config = model_->config();
   c.config.dtype = DType::F32;
-  for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
-  c.state_tensors = optimizer_->state_tensors();
   c.state = state_json();
   if (!options_.tokenizer.empty()) {
     c.tokenizer_file = options_.tokenizer;
   } else if (!options_.model_dir.empty() && fs::is_regular_file(options_.model_dir + "/tokenizer.json")) {
     c.tokenizer_file = options_.model_dir + "/tokenizer.json";
   }
-  return save_checkpoint(options_.save_dir, step_, c, options_.keep);
+  if (!world_) {
+    for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
+    for (const auto& [name, t] : moments) c.state_tensors.emplace(name, t.view());
+    return save_checkpoint(options_.save_dir, step_, c, options_.keep);
+  }
+  // Gather the whole model and moments on rank 0 from DP replica 0's owned slices.
+  std::vector<SliceToGather> slices;
+  const int tp_rank = tp_ ? tp_->rank() : 0;
+  for (const Parameter& p : params_) {
+    if (!p.owned(tp_rank)) continue;
+    slices.push_back({p.name, &p, p.value->f32()});
+    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).f32()});
+  }
+  const auto whole = gather_whole_tensors(slices, dp_rank_ == 0, *world_, 0);
+  std::string path;
+  parallel::agree(world_, [&] {
+    if (!is_root()) return;
+    std::map<std::string, const Tensor*> by_name;
+    for (const auto& [name, t] : whole) by_name.emplace(name, &t);
+    for (const std::string& name : parameter_names(c.config)) {
+      const auto it = by_name.find(name);
+      OLMO2_CHECK(it != by_name.end(), "checkpoint gather: no rank sent ", name);
+      c.model_tensors.emplace_back(name, it->second->view());
+      for (const char* kind : {"exp_avg.", "exp_avg_sq."}) c.state_tensors.emplace(kind + name, by_name.at(kind + name)->view());
+    }
+    path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
+  });
+  parallel::broadcast_string(*world_, path, 0);
+  return path;
 }
 
 void Trainer::run(const std::function<bool()>& stop_requested) {
   const TrainOptions& o = options_;
   const bool json = o.log_format == "json";
+  const bool root = is_root();
   int64_t last_saved = -1;
   // The text line shows the step's loss and, like Megatron's log, the mean over the
   // steps since the previous line (single-batch losses are noisy).
   double loss_sum = 0;
   int64_t loss_n = 0;
-  if (o.save_dir.empty()) std::cerr << "note: no --save-dir: no checkpoint will be written\n";
+  if (o.save_dir.empty() && root) std::cerr << "note: no --save-dir: no checkpoint will be written\n";
   while (step_ < o.steps) {
     StepRecord r;
     try {
       r = step();
     } catch (const TrainingStopped&) {
-      if (!o.save_dir.empty()) std::cerr << "saved the unchanged weights: " << save() << "\n";
+      if (!o.save_dir.empty()) {
+        const std::string path = save();
+        if (root) std::cerr << "saved the unchanged weights: " << path << "\n";
+      }
       throw;
     }
-    if (json) std::cout << r.to_json().dump() << std::endl;
+    if (json && root) std::cout << r.to_json().dump() << std::endl;
     if (!r.skipped) loss_sum += r.loss, ++loss_n;
-    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1) {
+    if (root && (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1)) {
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "
@@ -294,19 +409,24 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
                     static_cast<long long>(loss_n), loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
                     r.z_loss, r.grad_norm, r.lr, r.tokens_per_second, r.skipped ? "  SKIPPED (non-finite)" : "");
       std::cerr << line << std::flush;
-      loss_sum = 0, loss_n = 0;
     }
-    const bool stop = (stop_requested && stop_requested()) || step_ == o.debug_stop_after;
+    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1) loss_sum = 0, loss_n = 0;
+    // A signal may reach some ranks only: stop when any rank saw one (one vote).
+    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || step_ == o.debug_stop_after;
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string path = save();
       last_saved = step_;
-      std::cerr << "saved " << path << " ("
-                << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+      if (root) {
+        std::cerr << "saved " << path << " ("
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
+      }
     }
     if (stop) {
-      std::cerr << "stop requested: stopped after step " << step_
-                << (last_saved == step_ ? " (checkpoint written)" : "") << "\n";
+      if (root) {
+        std::cerr << "stop requested: stopped after step " << step_
+                  << (last_saved == step_ ? " (checkpoint written)" : "") << "\n";
+      }
       return;
     }
   }

@@ -1,7 +1,7 @@
-// `olmo2 train` on one process: the OLMo 2 recipe (DESIGN §5) — token-weighted loss
-// with Z-loss over micro-batches, AdamW with warm-up + cosine/linear/constant
-// schedule, global grad-norm clipping, non-finite guards, atomic HF-layout
-// checkpoints and exact resume.
+// `olmo2 train`: the OLMo 2 recipe (DESIGN §5) — token-weighted loss with Z-loss over
+// micro-batches, AdamW with warm-up + cosine/linear/constant schedule, global grad-norm
+// clipping, non-finite guards, atomic HF-layout checkpoints and exact resume — on one
+// process or over tensor-, pipeline- and data-parallel ranks (DESIGN §3–4).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/process_groups.h"
 #include "runtime/data_loader.h"
+#include "runtime/data_parallel_adamw.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
@@ -54,12 +56,24 @@ struct TrainOptions {
   double debug_scale_factor = 1.0;
   /// --debug-stop-after N: behave as if SIGTERM arrived during step N (tests of resume).
   int64_t debug_stop_after = 0;
+  /// --debug-scale-rank R: apply --debug-scale-loss on world rank R only (to its local
+  /// loss sums and gradients, after the backward); -1: on every rank, to the loss.
+  int debug_scale_rank = -1;
+
+  // Layout (used when the Trainer is given process groups).
+  int tp = 1, pp = 1;              ///< --tp, --pp
+  int dp = 0;                      ///< --dp (0: world / (tp · pp))
+  std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
+  int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
+  int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
+  double collective_timeout = 300; ///< --collective-timeout seconds (0: forever): a hung peer becomes an error
 };
 
 /// Checks `o` on its own (no files read). Throws InputError naming the option and
 /// value: neither or both of model_dir/model_config, no data, non-positive sizes or
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
-/// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir.
+/// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir,
+/// a zero stage other than 0 or 1, a bucket size < 1.
 void validate(const TrainOptions& o);
 
 /// What one optimizer step did.
@@ -83,27 +97,41 @@ class TrainingStopped : public Error {
   using Error::Error;
 };
 
-/// One training run. The constructor does every check that can fail before any work:
+/// One training run, on one process (no groups) or on every rank of a (tp, pp, dp)
+/// layout (ProcessGroups). Under MPI every public member is collective: every rank calls
+/// it in the same order. Rank 0 prints, locks the save directory and writes checkpoints.
+///
+/// The constructor does every check that can fail before any work:
 /// options, data files (every token id < vocab) and batch shapes, the model config
 /// (seq_len ≤ context), the tokenizer file, the checkpoint to resume from (same model
 /// shape, data order and micro-batch; fewer steps than --steps), and the save
 /// directory: created, writable, locked (flock on save_dir/.lock, so two runs cannot
-/// share it) and, unless resuming from it, free of earlier checkpoints. Throws
-/// InputError naming what is wrong.
+/// share it) and, unless resuming from it, free of earlier checkpoints; under MPI also the
+/// layout (world = tp·pp·dp, heads/kv heads/intermediate against tp, layers against pp,
+/// global batch divisible by micro-batch × dp, tied embeddings with pp > 1). Throws
+/// InputError naming what is wrong; under MPI every rank throws parallel::AgreedError
+/// with the same message (no rank is left in a collective).
 class Trainer {
  public:
-  explicit Trainer(TrainOptions options);
+  explicit Trainer(TrainOptions options, parallel::ProcessGroups* groups = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Takes one optimizer step over the next global batch: zero grads; forward/backward
-  /// of each micro-batch with scale 1/(targets of the global batch); if the loss or
-  /// the grad norm is not finite, no update (counted; or TrainingStopped with
-  /// on_nonfinite = stop); else clip to clip_grad and AdamW with the scheduled lr.
+  /// Takes one optimizer step over the next global batch: zero grads; the target count
+  /// of this DP rank's share, summed over DP; the micro-batches of this rank's share
+  /// through the 1F1B pipeline (forward/backward with scale 1/(global target count));
+  /// gradients summed over DP (buckets) and over kv-head replicas; the global grad norm
+  /// over TP and PP; the loss sums over DP and PP. If the loss or the grad norm is not
+  /// finite on any rank (one all-reduce over the world decides, so every rank takes the
+  /// same branch), no update (counted; or TrainingStopped with on_nonfinite = stop);
+  /// else clip to clip_grad and AdamW (ZeRO-1 if asked) with the scheduled lr.
   StepRecord step();
 
   /// Writes a checkpoint of the current state into save_dir (atomic); returns its path.
+  /// Under MPI the whole model and the optimizer moments are gathered on rank 0 (from DP
+  /// replica 0, ZeRO-1 shards first gathered over DP) and written there in the HF
+  /// layout; a failure on rank 0 is thrown on every rank (AgreedError).
   std::string save();
 
   /// Runs until `steps`, logging and saving as configured; stops early (after saving)
@@ -111,6 +139,12 @@ class Trainer {
   void run(const std::function<bool()>& stop_requested);
 
   int64_t steps_done() const { return step_; }
+  /// This rank's parameters (its shards), in HF state-dict order.
+  const std::vector<Parameter>& parameters() const { return params_; }
+  /// Micro-batch size in use (--micro-batch, default global batch / dp).
+  int64_t micro_batch() const;
+  /// True on world rank 0 (or without MPI): the rank that prints and writes.
+  bool is_root() const { return !world_ || world_->rank() == 0; }
   int64_t skipped_steps() const { return skipped_; }
   const Olmo2Model& model() const { return *model_; }
   const TrainOptions& options() const { return options_; }
@@ -120,12 +154,18 @@ class Trainer {
  private:
   void resume_from(const std::string& dir);
   void lock_save_dir(const std::string& resume_dir);
+  ParallelContext context() const;
   TrainOptions options_;
+  parallel::ProcessGroups* groups_ = nullptr;
+  parallel::Communicator* world_ = nullptr;  ///< null or size 1: one process
+  parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
+  int dp_rank_ = 0, dp_size_ = 1;
+  std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
   std::unique_ptr<Olmo2Model> model_;
   ModelWeights grads_;
   std::vector<Parameter> params_;
   std::unique_ptr<DataLoader> loader_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DataParallelAdamW> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
   int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run

@@ -91,6 +91,25 @@ TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {
   c.barrier();
 }
 
+TEST(MpiCommunicator, SendRecvExchangesLargeMessagesWithoutDeadlock) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  ProcessGroups g = make_process_groups(Topology::make(world_size(), 1, 1, 0), 30.0);
+  Communicator& c = *g.world;
+  // 4 MiB each way, far above any eager limit: two blocking sends would wait on each
+  // other forever (rendezvous); both posted at once they complete.
+  const size_t n = size_t{1} << 20;
+  if (c.rank() < 2) {
+    const int peer = 1 - c.rank();
+    std::vector<float> out(n, static_cast<float>(c.rank() + 1)), in(n, -1.0f);
+    c.send_recv(out, in, peer, 10 + c.rank(), 10 + peer);
+    EXPECT_EQ(in.front(), static_cast<float>(peer + 1));
+    EXPECT_EQ(in.back(), static_cast<float>(peer + 1));
+    EXPECT_THROW(c.send_recv(out, std::span<float>(out.data() + 1, 4), peer, 1, 1), ShapeError)
+        << "overlapping buffers are refused before anything is posted";
+  }
+  c.barrier();
+}
+
 // Every rank but the last enters `late_op` on `c` (timeout `seconds`) and times out; the
 // last rank waits on `sync` until they all have, then joins late, so the pending
 // operation completes and each timed-out rank finishes it with wait_pending().

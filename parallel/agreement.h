@@ -1,0 +1,35 @@
+// Decisions every rank of a job takes together, so that no rank is left waiting in a
+// collective that its peers skipped (DESIGN §3: layout and input errors before any work;
+// issue #6: skip, stop and save decided from reduced values).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "parallel/communicator.h"
+
+namespace olmo2::parallel {
+
+/// An error every rank of the job raised together (see agree): the launcher prints it
+/// once, on rank 0, and every rank exits with the same status without aborting the job.
+class AgreedError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+/// Runs `fn` on this rank, then one all-reduce (max) over `world` tells every rank
+/// whether any rank's `fn` threw. If one did, the message of the lowest such rank is
+/// broadcast and every rank throws AgreedError with it (prefixed "rank R: " when
+/// world has more than one rank). `fn` must not use `world`. With `world` null, `fn`
+/// runs and its exceptions pass through unchanged. CollectiveTimeout if a peer never
+/// arrives.
+void agree(Communicator* world, const std::function<void()>& fn);
+
+/// True on every rank when `flag` is true on any rank of `world` (all-reduce max);
+/// `flag` itself when world is null.
+bool any_rank(Communicator* world, bool flag);
+
+/// Broadcasts `text` from `root` over `comm` (its length, then its bytes).
+void broadcast_string(Communicator& comm, std::string& text, int root);
+
+}  // namespace olmo2::parallel
