@@ -18,6 +18,15 @@ bool launched_by_mpi() {
 }
 
 
+/// This process's rank in the job mpirun or srun started (0 when none did): before MPI
+/// is initialised, a command-line error is printed by rank 0 only, not once per rank.
+long rank_from_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* s = std::getenv(v)) return std::strtol(s, nullptr, 10);
+  }
+  return 0;
+}
+
 /// Flushes stdout; a full disk or a closed pipe must not look like success.
 int finish_output() {
   std::cout.flush();
@@ -45,7 +54,7 @@ int main(int argc, char** argv) {
   } catch (const SilentExit&) {
     return 1;
   } catch (const UsageError& e) {
-    std::cerr << "olmo2: error: " << e.what() << "\n";
+    if (rank_from_launcher() == 0) std::cerr << "olmo2: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "olmo2: error: " << e.what() << "\n";
