@@ -176,14 +176,17 @@ std::vector<StepRecord> run_layout(const TrainOptions& o, const Layout& l, int s
   auto groups = parallel::make_process_groups(Topology::make(world_size(), l.tp, l.pp, l.dp), 120.0);
   Trainer t(with_layout(o, l), &groups);
   std::vector<StepRecord> out;
+  double worst = 0;
   for (int i = 0; i < steps; ++i) {
     out.push_back(t.step());
     if (!ref) continue;
     const size_t k = static_cast<size_t>(first_step + i);
+    worst = std::max(worst, std::fabs(out.back().loss - ref->loss[k]) / ref->loss[k]);
     EXPECT_NEAR(out.back().loss, ref->loss[k], kLossTol * ref->loss[k]) << l.name() << " step " << k + 1;
     EXPECT_NEAR(out.back().grad_norm, ref->grad_norm[k], kLossTol * ref->grad_norm[k]) << l.name() << " step " << k + 1;
   }
   if (!o.save_dir.empty()) t.save();
+  if (ref && world_rank() == 0) std::printf("[ losses  ] %s: worst relative difference %.2e\n", l.name().c_str(), worst);
   return out;
 }
 
