@@ -19,13 +19,22 @@ void agree(Communicator* world, const std::function<void()>& fn) {
     failed = true;
     message = e.what();
   }
-  // max of (size − rank) over failing ranks picks the lowest failing rank.
-  float code = failed ? static_cast<float>(world->size() - world->rank()) : 0.0f;
-  world->all_reduce_max(std::span<float>(&code, 1));
-  if (code == 0.0f) return;
-  const int root = world->size() - static_cast<int>(code);
+  // One flag per rank, summed: who failed.
+  std::vector<float> flags(static_cast<size_t>(world->size()), 0.0f);
+  flags[static_cast<size_t>(world->rank())] = failed ? 1.0f : 0.0f;
+  world->all_reduce_sum(flags);
+  int root = -1, count = 0;
+  for (int r = 0; r < world->size(); ++r) {
+    if (flags[static_cast<size_t>(r)] == 0.0f) continue;
+    if (root < 0) root = r;
+    ++count;
+  }
+  if (root < 0) return;
   broadcast_string(*world, message, root);
-  if (world->size() > 1) message = "rank " + std::to_string(root) + ": " + message;
+  if (count < world->size()) {
+    message = "rank " + std::to_string(root) +
+              (count > 1 ? " (and " + std::to_string(count - 1) + " other ranks)" : std::string()) + ": " + message;
+  }
   OLMO2_THROW(AgreedError, message);
 }
 

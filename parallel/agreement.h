@@ -17,10 +17,10 @@ class AgreedError : public InputError {
   using InputError::InputError;
 };
 
-/// Runs `fn` on this rank, then one all-reduce (max) over `world` tells every rank
-/// whether any rank's `fn` threw. If one did, the message of the lowest such rank is
-/// broadcast and every rank throws AgreedError with it (prefixed "rank R: " when
-/// world has more than one rank). `fn` must not use `world`. With `world` null, `fn`
+/// Runs `fn` on this rank, then one all-reduce over `world` (a flag per rank) tells
+/// every rank which ranks' `fn` threw. If any did, the message of the lowest such rank
+/// is broadcast and every rank throws AgreedError with it: as is when every rank
+/// failed, else prefixed "rank R: " (or "rank R (and K other ranks): "). `fn` must not use `world`. With `world` null, `fn`
 /// runs and its exceptions pass through unchanged. CollectiveTimeout if a peer never
 /// arrives.
 void agree(Communicator* world, const std::function<void()>& fn);

@@ -24,6 +24,22 @@
 namespace olmo2 {
 namespace fs = std::filesystem;
 
+namespace {
+/// FNV-1a over the window count and the tokens of the first and last windows: cheap,
+/// and different for token files that differ in size or at either end.
+uint64_t fingerprint(const DataLoader& loader) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+  };
+  mix(static_cast<uint64_t>(loader.num_windows()));
+  for (const int64_t w : {int64_t{0}, loader.num_windows() - 1}) {
+    for (const int32_t id : loader.window(w).input_ids) mix(static_cast<uint32_t>(id));
+  }
+  return h;
+}
+}  // namespace
+
 void validate(const TrainOptions& o) {
   if (o.model_dir.empty() == o.model_config.empty()) {
     OLMO2_THROW(InputError, "give exactly one of --model DIR (continue from a checkpoint) and "
@@ -100,6 +116,11 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std
       OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
                   " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
     }
+    const int world = world_ ? world_->size() : 1;
+    if (opt.debug_scale_rank >= world) {
+      OLMO2_THROW(InputError, "--debug-scale-rank ", opt.debug_scale_rank, " is not a rank of this job (", world,
+                  " ranks)");
+    }
     if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
       OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
                   " (each data-parallel rank takes an equal share)");
@@ -119,6 +140,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
   // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
+  uint64_t data_fingerprint = 0;
   parallel::agree(world_, [&] {
     config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
     if (!resume_dir.empty()) {
@@ -133,6 +155,17 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std
           OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
                       opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
                       " (a checkpoint continues the model it was trained from)");
+        }
+      }
+      if (is_root()) {
+        const nlohmann::json a = config.to_json(), b = saved.to_json();
+        std::string differ;
+        for (const auto& [k, v] : b.items()) {
+          if (k != "dtype" && (!a.contains(k) || a.at(k) != v)) differ += (differ.empty() ? "" : ", ") + k;
+        }
+        if (!differ.empty()) {
+          std::cerr << "note: resuming with the checkpoint's config.json; "
+                    << (opt.model_config.empty() ? opt.model_dir : opt.model_config) << " differs in " << differ << "\n";
         }
       }
       config = saved;
@@ -180,7 +213,27 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std
     optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
                                                      dp_, opt.zero_stage == 1);
     if (!resume_dir.empty()) resume_from(resume_dir);
+    data_fingerprint = fingerprint(*loader_);
+    // Where checkpoints copy tokenizer.json from: --tokenizer, else the checkpoint this
+    // run continues (updated to each new checkpoint, as older ones may be pruned).
+    if (!opt.tokenizer.empty()) {
+      tokenizer_source_ = opt.tokenizer;
+    } else if (!from.empty() && fs::is_regular_file(from + "/tokenizer.json")) {
+      tokenizer_source_ = from + "/tokenizer.json";
+    }
   });
+  // Every rank must read the same token files (their paths may differ by node).
+  if (world_) {
+    uint64_t root_fp = data_fingerprint;
+    world_->broadcast(std::as_writable_bytes(std::span<uint64_t>(&root_fp, 1)), 0);
+    parallel::agree(world_, [&] {
+      if (data_fingerprint != root_fp) {
+        OLMO2_THROW(InputError, "--data: this rank reads other token data than rank 0 (", loader_->num_windows(),
+                    " windows, fingerprint ", data_fingerprint, " vs ", root_fp,
+                    "); every rank must see the same files");
+      }
+    });
+  }
 }
 
 int64_t Trainer::micro_batch() const {
@@ -251,10 +304,13 @@ void Trainer::resume_from(const std::string& dir) {
                 options_.steps, ": nothing to do (raise --steps to train further)");
   }
   if (is_root()) std::cerr << "resumed from " << dir << " at step " << step_ << "\n";
-  const nlohmann::json now = state_json().at("schedule");
-  if (j.contains("schedule") && j.at("schedule") != now && is_root()) {
-    std::cerr << "note: the learning-rate schedule differs from the checkpoint's (" << j.at("schedule").dump()
-              << " -> " << now.dump() << "); the run continues with the new one\n";
+  // Hyper-parameters may change on resume (a longer run, a lower lr): say so.
+  const nlohmann::json now = state_json();
+  for (const char* key : {"schedule", "z_loss", "optimizer"}) {
+    if (j.contains(key) && j.at(key) != now.at(key) && is_root()) {
+      std::cerr << "note: " << key << " differs from the checkpoint's (" << j.at(key).dump() << " -> "
+                << now.at(key).dump() << "); the run continues with the new one\n";
+    }
   }
 }
 
@@ -272,6 +328,8 @@ nlohmann::json Trainer::state_json() const {
           {"schedule", {{"kind", options_.schedule}, {"peak_lr", options_.lr}, {"warmup_steps", options_.warmup_steps},
                         {"total_steps", options_.steps}, {"min_lr_ratio", options_.min_lr_ratio}}},
           {"z_loss", options_.z_loss},
+          {"optimizer", {{"weight_decay", options_.weight_decay}, {"beta1", options_.beta1}, {"beta2", options_.beta2},
+                         {"eps", options_.eps}, {"clip_grad", options_.clip_grad}, {"zero_stage", options_.zero_stage}}},
           {"rng", {{"note", "no stochastic ops: init and data order derive from seed"}, {"seed", options_.seed}}}};
 }
 
@@ -341,15 +399,13 @@ std::string Trainer::save() {
   c.config = model_->config();
   c.config.dtype = DType::F32;
   c.state = state_json();
-  if (!options_.tokenizer.empty()) {
-    c.tokenizer_file = options_.tokenizer;
-  } else if (!options_.model_dir.empty() && fs::is_regular_file(options_.model_dir + "/tokenizer.json")) {
-    c.tokenizer_file = options_.model_dir + "/tokenizer.json";
-  }
+  c.tokenizer_file = tokenizer_source_;
   if (!world_) {
     for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
     for (const auto& [name, t] : moments) c.state_tensors.emplace(name, t.view());
-    return save_checkpoint(options_.save_dir, step_, c, options_.keep);
+    const std::string path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
+    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
+    return path;
   }
   // Gather the whole model and moments on rank 0 from DP replica 0's owned slices.
   std::vector<SliceToGather> slices;
@@ -372,6 +428,7 @@ std::string Trainer::save() {
       for (const char* kind : {"exp_avg.", "exp_avg_sq."}) c.state_tensors.emplace(kind + name, by_name.at(kind + name)->view());
     }
     path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
+    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
   });
   parallel::broadcast_string(*world_, path, 0);
   return path;

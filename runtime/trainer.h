@@ -161,6 +161,7 @@ class Trainer {
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
+  std::string tokenizer_source_;  ///< tokenizer.json copied into checkpoints ("" = none)
   std::unique_ptr<Olmo2Model> model_;
   ModelWeights grads_;
   std::vector<Parameter> params_;

@@ -117,6 +117,32 @@ TEST(TrainCli, ResumeContinuesTheExactSameRun) {
             slurp(b + "/step-00000006/training_state.safetensors"));
 }
 
+// A resumed run keeps writing the tokenizer of the run it continues (the checkpoint it
+// came from may be pruned meanwhile) and says which hyper-parameters changed.
+TEST(TrainCli, ResumeCarriesTheTokenizerAndNotesChangedHyperParameters) {
+  TinySetup s;
+  std::string tok = test::source_path("data/dolma2-tokenizer.json");
+  if (!fs::exists(tok)) tok = test::source_path("../shared/data/dolma2-tokenizer.json");
+  // The dolma2 vocabulary (100278 ids) needs a model at least that wide: a thin one.
+  json c = json::parse(slurp(s.dir.file("config.json")));
+  c["vocab_size"] = 100352, c["hidden_size"] = 8, c["intermediate_size"] = 8, c["num_hidden_layers"] = 1;
+  c["num_attention_heads"] = 2, c["num_key_value_heads"] = 2;
+  std::ofstream(s.dir.file("wide.json")) << c.dump();
+  const std::string d = s.dir.file("run");
+  const std::string base = "train --model-config " + s.dir.file("wide.json") + " --data " + s.dir.file("tokens.npy") +
+                           " --seq-len 16 --global-batch 2 --threads 2 --keep 1 --save-dir " + d;
+  ASSERT_EQ(test::run_olmo2(base + " --steps 2 --tokenizer " + tok).status, 0);
+  ASSERT_TRUE(fs::exists(d + "/step-00000002/tokenizer.json"));
+  const test::RunResult r3 = test::run_olmo2(base + " --steps 3 --resume --z-loss 1e-3");
+  ASSERT_EQ(r3.status, 0) << r3.err;
+  EXPECT_THAT(r3.err, HasSubstr("note: schedule differs from the checkpoint's"));  // --steps 2 -> 3
+  EXPECT_THAT(r3.err, HasSubstr("note: z_loss differs from the checkpoint's (1e-05 -> 0.001)"));
+  EXPECT_TRUE(fs::exists(d + "/step-00000003/tokenizer.json"));
+  EXPECT_FALSE(fs::exists(d + "/step-00000002")) << "--keep 1";
+  ASSERT_EQ(test::run_olmo2(base + " --steps 4 --resume --z-loss 1e-3").status, 0);
+  EXPECT_EQ(slurp(d + "/step-00000004/tokenizer.json"), slurp(tok));
+}
+
 TEST(TrainCli, ResumeRefusesAnotherModelOrDataOrder) {
   TinySetup s;
   const std::string d = s.dir.file("ckpt");

@@ -347,6 +347,26 @@ TEST(DistributedTraining, BatchesThatDoNotDivideAreRefusedOnEveryRank) {
   groups.world->barrier();
 }
 
+// Ranks that read different token files are stopped before training, naming the rank.
+TEST(DistributedTraining, RanksReadingDifferentDataAreRefused) {
+  const int world = world_size();
+  TinyRun s(4);
+  if (world_rank() == 0) {
+    std::vector<uint32_t> ids(4096, 3);
+    NpyWriter w(s.dir.file("other.npy"));
+    w.append(ids);
+    w.close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
+  TrainOptions o = with_layout(s.options(), {1, 1, world});
+  o.micro_batch = 1;
+  if (world_rank() == world - 1) o.data = {s.dir.file("other.npy")};
+  EXPECT_THAT(message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); }),
+              HasSubstr("rank " + std::to_string(world - 1) + ": --data: this rank reads other token data than rank 0"));
+  groups.world->barrier();
+}
+
 // Case C4 across DP: rank 0's share has 1 target, the others 3 each. The loss is the
 // token-weighted mean over the global batch and the gradients equal one process's.
 TEST(DistributedTraining, CaseC4TokenCountIsReducedAcrossDataParallelRanks) {
