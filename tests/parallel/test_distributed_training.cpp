@@ -270,7 +270,9 @@ TEST(DistributedTraining, AStopSeenByOneRankStopsEveryRank) {
   Trainer t(with_layout(s.options("stop"), l), &groups);
   t.run([&] { return world_rank() == world - 1 && t.steps_done() == 2; });
   EXPECT_EQ(t.steps_done(), 2) << "rank " << world_rank();
-  if (world_rank() == 0) EXPECT_EQ(latest_checkpoint(s.dir.file("stop")), s.dir.file("stop/step-00000002"));
+  if (world_rank() == 0) {
+    EXPECT_EQ(latest_checkpoint(s.dir.file("stop")), s.dir.file("stop/step-00000002"));
+  }
   groups.world->barrier();
 }
 
@@ -444,7 +446,9 @@ TEST(DistributedTraining, OneFOneBBoundsLiveActivationsAndMatchesOneProcess) {
     EXPECT_EQ(st.forwards, M);
     EXPECT_EQ(st.backwards, M);
     EXPECT_EQ(st.peak_live, std::min<int64_t>(world - stage, M)) << "stage " << stage << ", " << M << " micro-batches";
-    if (stage == world - 1) EXPECT_NEAR(got.ce_sum, want.ce_sum, 1e-5 * want.ce_sum);
+    if (stage == world - 1) {
+      EXPECT_NEAR(got.ce_sum, want.ce_sum, 1e-5 * want.ce_sum);
+    }
     std::map<std::string, const Parameter*> by_name;
     for (const Parameter& p : pw) by_name[p.name] = &p;
     for (const Parameter& p : pm) {
