@@ -47,6 +47,9 @@ void add_train_options(po::options_description& d) {
       ("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)")
       ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
+      ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
+      ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
+      ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
       ("collective-timeout", po::value<double>(),
        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
 }
@@ -80,6 +83,9 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("pp")) o.pp = vm["pp"].as<int>();
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
+  i64("spike-window", o.spike_window);
+  dbl("spike-sigma", o.spike_sigma);
+  if (vm.count("skip-spikes")) o.skip_spikes = vm["skip-spikes"].as<bool>();
   dbl("collective-timeout", o.collective_timeout);
   if (!(o.collective_timeout >= 0)) {
     OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 
 #include "parallel/agreement.h"
 #include "runtime/checkpoint.h"
@@ -81,6 +82,7 @@ void validate(const TrainOptions& o) {
     OLMO2_THROW(InputError, "--tp and --pp must be at least 1 and --dp at least 1, got tp ", o.tp, ", pp ", o.pp,
                 ", dp ", o.dp);
   }
+  monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
   LrSchedule s{o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_schedule(o.schedule)};
   s.validate();
 }
@@ -89,11 +91,17 @@ nlohmann::json StepRecord::to_json() const {
   return {{"step", step},       {"loss", loss},       {"z_loss", z_loss},
           {"grad_norm", grad_norm}, {"lr", lr},       {"tokens", tokens},
           {"target_tokens", target_tokens}, {"step_time", seconds},
-          {"tokens_per_second", tokens_per_second}, {"skipped", skipped}};
+          {"tokens_per_second", tokens_per_second}, {"skipped", skipped},
+          {"loss_spike", loss_spike}, {"grad_norm_spike", grad_norm_spike}};
 }
 
 
-Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups) : options_(std::move(o)), groups_(groups) {
+Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
+    : options_(std::move(o)),
+      groups_(groups),
+      loss_spikes_("loss", std::max<int64_t>(2, options_.spike_window), options_.spike_sigma > 0 ? options_.spike_sigma : 6),
+      grad_spikes_("grad_norm", std::max<int64_t>(2, options_.spike_window),
+                   options_.spike_sigma > 0 ? options_.spike_sigma : 6) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
@@ -276,6 +284,10 @@ void Trainer::resume_from(const std::string& dir) {
     skipped_ = j.at("skipped_steps").get<int64_t>();
     nonfinite_ = j.at("nonfinite_steps").get<int64_t>();
     tokens_ = j.at("tokens").get<int64_t>();
+    if (j.contains("spike_detector")) {
+      loss_spikes_.restore(j.at("spike_detector").at("loss"));
+      grad_spikes_.restore(j.at("spike_detector").at("grad_norm"));
+    }
     loader_->restore(j.at("data_loader").get<DataLoaderState>());
     const int64_t micro = j.at("micro_batch").get<int64_t>();
     const std::string layout = j.value("layout", std::string("tp 1, pp 1, dp 1"));
@@ -330,6 +342,7 @@ nlohmann::json Trainer::state_json() const {
           {"z_loss", options_.z_loss},
           {"optimizer", {{"weight_decay", options_.weight_decay}, {"beta1", options_.beta1}, {"beta2", options_.beta2},
                          {"eps", options_.eps}, {"clip_grad", options_.clip_grad}, {"zero_stage", options_.zero_stage}}},
+          {"spike_detector", {{"loss", loss_spikes_.state()}, {"grad_norm", grad_spikes_.state()}}},
           {"rng", {{"note", "no stochastic ops: init and data order derive from seed"}, {"seed", options_.seed}}}};
 }
 
@@ -367,9 +380,23 @@ StepRecord Trainer::step() {
     r.z_loss = factor * o.z_loss * sums.z_sq_sum / static_cast<double>(count);
   }
   // One decision for every rank, from the reduced values (and a world vote, so that a
-  // rank whose copy differs cannot take another branch).
+  // rank whose copy differs cannot take another branch). The spike detectors see the
+  // same reduced values on every rank.
   const bool nonfinite =
       parallel::any_rank(world_, !std::isfinite(r.loss) || !std::isfinite(r.z_loss) || !std::isfinite(r.grad_norm));
+  if (!nonfinite && count > 0) {
+    const monitoring::SpikeCheck ls = loss_spikes_.observe(r.loss), gs = grad_spikes_.observe(r.grad_norm);
+    r.loss_spike = ls.spike, r.grad_norm_spike = gs.spike;
+    for (const auto& [check, name, value] : {std::tuple{ls, "loss", r.loss}, std::tuple{gs, "grad_norm", r.grad_norm}}) {
+      if (!check.spike || !is_root()) continue;
+      const nlohmann::json event = {{"event", "spike"},        {"signal", name},       {"step", r.step},
+                                    {"value", value},          {"mean", check.mean},   {"std", check.std},
+                                    {"threshold", check.threshold}, {"sigma", o.spike_sigma},
+                                    {"skipped", o.skip_spikes}};
+      std::cerr << event.dump() << std::endl;  // one structured line per event
+    }
+  }
+  const bool skip_spike = parallel::any_rank(world_, o.skip_spikes && (r.loss_spike || r.grad_norm_spike));
   if (nonfinite) {
     ++nonfinite_;
     if (o.on_nonfinite == "stop") {
@@ -377,6 +404,9 @@ StepRecord Trainer::step() {
                   std::isfinite(r.loss) ? "gradient" : "loss", " (loss ", r.loss, ", grad norm ", r.grad_norm,
                   "); stopping with the weights of step ", step_, " unchanged (--on-nonfinite stop)");
     }
+    ++skipped_;
+    r.skipped = true;
+  } else if (skip_spike) {
     ++skipped_;
     r.skipped = true;
   } else if (count > 0) {
@@ -457,17 +487,19 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
     }
     if (json && root) std::cout << r.to_json().dump() << std::endl;
     if (!r.skipped) loss_sum += r.loss, ++loss_n;
-    if (root && (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1)) {
+    const bool spike = r.loss_spike || r.grad_norm_spike;
+    if (root && (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1)) {
       char line[256];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "
                     "%.0f tok/s%s\n",
                     static_cast<long long>(r.step), static_cast<long long>(o.steps), r.loss,
                     static_cast<long long>(loss_n), loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
-                    r.z_loss, r.grad_norm, r.lr, r.tokens_per_second, r.skipped ? "  SKIPPED (non-finite)" : "");
+                    r.z_loss, r.grad_norm, r.lr, r.tokens_per_second,
+                    r.skipped ? (spike ? "  SKIPPED (spike)" : "  SKIPPED (non-finite)") : spike ? "  SPIKE" : "");
       std::cerr << line << std::flush;
     }
-    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || r.step == 1) loss_sum = 0, loss_n = 0;
+    if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1) loss_sum = 0, loss_n = 0;
     // A signal may reach some ranks only: stop when any rank saw one (one vote).
     const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || step_ == o.debug_stop_after;
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "monitoring/spike_detector.h"
 #include "parallel/process_groups.h"
 #include "runtime/data_loader.h"
 #include "runtime/data_parallel_adamw.h"
@@ -67,6 +68,11 @@ struct TrainOptions {
   int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
   double collective_timeout = 300; ///< --collective-timeout seconds (0: forever): a hung peer becomes an error
+
+  // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
+  int64_t spike_window = 128;  ///< --spike-window steps
+  double spike_sigma = 6;      ///< --spike-sigma: a spike is > mean + sigma · std of the window
+  bool skip_spikes = false;    ///< --skip-spikes: do not apply a step whose loss or grad norm spikes
 };
 
 /// Checks `o` on its own (no files read). Throws InputError naming the option and
@@ -87,7 +93,9 @@ struct StepRecord {
   int64_t target_tokens = 0; ///< non-ignored targets in this step
   double seconds = 0;        ///< wall time of the step
   double tokens_per_second = 0;
-  bool skipped = false;      ///< the update was not applied (non-finite loss or gradient)
+  bool skipped = false;      ///< the update was not applied (non-finite, or a spike with --skip-spikes)
+  bool loss_spike = false;   ///< the loss spiked (SpikeDetector)
+  bool grad_norm_spike = false;  ///< the grad norm spiked
   nlohmann::json to_json() const;
 };
 
@@ -146,6 +154,9 @@ class Trainer {
   /// True on world rank 0 (or without MPI): the rank that prints and writes.
   bool is_root() const { return !world_ || world_->rank() == 0; }
   int64_t skipped_steps() const { return skipped_; }
+  /// Spikes flagged so far on the loss and on the grad norm (restored on resume).
+  int64_t loss_spikes() const { return loss_spikes_.spikes(); }
+  int64_t grad_norm_spikes() const { return grad_spikes_.spikes(); }
   const Olmo2Model& model() const { return *model_; }
   const TrainOptions& options() const { return options_; }
   /// The training state json saved beside the model (also what resume checks).
@@ -169,6 +180,7 @@ class Trainer {
   std::unique_ptr<DataParallelAdamW> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
+  monitoring::SpikeDetector loss_spikes_{"loss", 128, 6}, grad_spikes_{"grad_norm", 128, 6};
   int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run
 };
 

@@ -292,6 +292,35 @@ TEST(TrainCli, BadTokenIdsAndMissingRanksAreRefusedUpFront) {
   EXPECT_THAT(mpi.err, HasSubstr("world 1 is not divisible by tp 2"));
 }
 
+// A loss spike injected into a real run (step 20's loss and gradients × 30) is
+// detected once, logged as one structured event, and with --skip-spikes that step's
+// update is not applied: the weights after step 20 are those after step 19.
+TEST(TrainCli, InjectedLossSpikeIsDetectedAndCanBeSkipped) {
+  TinySetup s;
+  const std::string args = " --steps 22 --spike-window 16 --log-format json --debug-scale-loss 20:30 --save-interval 1 --keep 0";
+  for (const bool skip : {false, true}) {
+    const std::string d = s.dir.file(skip ? "skip" : "keep");
+    const test::RunResult r = test::run_olmo2(s.base(d) + args + (skip ? " --skip-spikes" : ""));
+    ASSERT_EQ(r.status, 0) << r.err;
+    int loss_spikes = 0;
+    for (const json& j : json_lines(r.out)) {
+      if (!j["loss_spike"].get<bool>()) continue;
+      ++loss_spikes;
+      EXPECT_EQ(j["step"], 20);
+      EXPECT_EQ(j["skipped"].get<bool>(), skip);
+    }
+    EXPECT_EQ(loss_spikes, 1) << r.out;
+    EXPECT_THAT(r.err, HasSubstr("{\"event\":\"spike\""));
+    EXPECT_THAT(r.err, HasSubstr("\"signal\":\"loss\""));
+    const bool same = slurp(d + "/step-00000019/model.safetensors") == slurp(d + "/step-00000020/model.safetensors");
+    EXPECT_EQ(same, skip) << (skip ? "a skipped spike changed the weights" : "step 20 was not applied");
+    // The window is in the checkpoint: a resume continues the same detector.
+    const json st = json::parse(slurp(d + "/step-00000022/training_state.json"));
+    EXPECT_EQ(st["state"]["spike_detector"]["loss"]["spikes"], 1);
+    EXPECT_EQ(st["state"]["spike_detector"]["loss"]["values"].size(), 16u);
+  }
+}
+
 // The recipe's knobs reach the run: schedule shape, Z-loss coefficient, weight decay.
 TEST(TrainCli, ScheduleZLossAndWeightDecayOptionsTakeEffect) {
   TinySetup s;
