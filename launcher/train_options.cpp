@@ -50,6 +50,10 @@ void add_train_options(po::options_description& d) {
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
+      ("metrics-port", po::value<int>(), "serve Prometheus metrics of every rank on this port, from rank 0 (default: off)")
+      ("metrics-host", po::value<std::string>(), "address the metrics endpoint listens on (default 127.0.0.1)")
+      ("diag-interval", po::value<int64_t>(), "steps between per-layer diagnostics in the metrics (default 10)")
+      ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start)")
       ("collective-timeout", po::value<double>(),
        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
 }
@@ -84,6 +88,10 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
   i64("spike-window", o.spike_window);
+  if (vm.count("metrics-port")) o.metrics_port = vm["metrics-port"].as<int>();
+  str("metrics-host", o.metrics_host);
+  i64("diag-interval", o.diag_interval);
+  dbl("peak-tflops", o.peak_tflops);
   dbl("spike-sigma", o.spike_sigma);
   if (vm.count("skip-spikes")) o.skip_spikes = vm["skip-spikes"].as<bool>();
   dbl("collective-timeout", o.collective_timeout);

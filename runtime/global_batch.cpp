@@ -29,7 +29,8 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   const int64_t total = std::llround(count[0]);
   if (total > 0) {
     const float scale = static_cast<float>(loss_scale / static_cast<double>(total));
-    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp});
+    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp},
+                                     nullptr, ctx.diag);
   }
   if (inject) inject(sums);
   if (ctx.dp) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);

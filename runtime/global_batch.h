@@ -17,6 +17,7 @@ struct TrainContext {
   parallel::Communicator* pp = nullptr;
   parallel::Communicator* dp = nullptr;
   int64_t bucket_bytes = int64_t{25} << 20;  ///< DP gradient all-reduce bucket (see all_reduce_gradients)
+  LayerDiagnostics* diag = nullptr;          ///< if set, this rank's stage's forward statistics (not reduced)
 };
 
 /// One global batch, of which this rank holds its DP share as `micro_batches`:

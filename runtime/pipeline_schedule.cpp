@@ -21,7 +21,8 @@ std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>
 
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
-                                   float scale, int64_t chunk, const ParallelContext& ctx, PipelineStats* stats) {
+                                   float scale, int64_t chunk, const ParallelContext& ctx, PipelineStats* stats,
+                                   LayerDiagnostics* diag) {
   const int64_t M = static_cast<int64_t>(micro_batches.size());
   if (M < 1) OLMO2_THROW(InputError, "a training step needs at least one micro-batch");
   PipelineStats local;
@@ -31,7 +32,9 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   LossSums sums;
   if (!pp) {
     for (const auto& mb : micro_batches) {
-      sums += forward_backward(model, grads, mb, z_coef, scale, chunk, ctx);
+      StageForward f = stage_forward(model, &grads, mb, Tensor(), z_coef, scale, chunk, ctx, diag);
+      stage_backward(model, grads, *f.saved, Tensor(), ctx);
+      sums += f.sums;
       ++st.forwards, ++st.backwards, st.peak_live = 1;
     }
     return sums;
@@ -51,7 +54,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   };
   auto forward = [&](const Tensor& in) {
     StageForward f = stage_forward(model, &grads, micro_batches[static_cast<size_t>(next_fwd)], in, z_coef, scale,
-                                   chunk, ctx);
+                                   chunk, ctx, diag);
     sums += f.sums;
     live.push_back(std::move(f.saved));
     ++next_fwd, ++st.forwards;

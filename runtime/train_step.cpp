@@ -1,7 +1,9 @@
 #include "runtime/train_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ops/attention.h"
 #include "ops/backward.h"
@@ -116,9 +118,49 @@ void check_stage(const Olmo2Model& model, const ParallelContext& ctx) {
 
 }  // namespace
 
+void LayerDiagnostics::reset(size_t layers) {
+  output_norm_sum.assign(layers, 0.0), attention_norm_sum.assign(layers, 0.0), mlp_norm_sum.assign(layers, 0.0);
+  attention_logit_max.assign(layers, -std::numeric_limits<float>::infinity());
+  tokens = 0;
+}
+
+namespace {
+/// Σ over rows of the row's L2 norm, in double.
+double sum_row_norms(const Tensor& t) {
+  const int64_t rows = t.shape()[0], cols = t.shape()[1];
+  double s = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double sq = 0;
+    for (int64_t c = 0; c < cols; ++c) sq += double(t.f32()[r * cols + c]) * t.f32()[r * cols + c];
+    s += std::sqrt(sq);
+  }
+  return s;
+}
+
+/// Largest q·k/√hd over causal pairs of one sequence (q [T, H·hd], k [T, KV·hd]).
+float max_logit(const TensorView& q, const TensorView& k, int nh, int nkv, int64_t hd) {
+  const int64_t T = q.shape()[0];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float best = -std::numeric_limits<float>::infinity();
+  for (int h = 0; h < nh; ++h) {
+    const int kvh = h / (nh / nkv);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* qt = q.f32() + t * nh * hd + h * hd;
+      for (int64_t j = 0; j <= t; ++j) {
+        const float* kj = k.f32() + j * nkv * hd + kvh * hd;
+        float d = 0;
+        for (int64_t i = 0; i < hd; ++i) d += qt[i] * kj[i];
+        best = std::max(best, d * scale);
+      }
+    }
+  }
+  return best;
+}
+}  // namespace
+
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t chunk,
-                           const ParallelContext& ctx) {
+                           const ParallelContext& ctx, LayerDiagnostics* diag) {
   check_stage(model, ctx);
   OLMO2_CHECK(chunk > 0, "loss chunk ", chunk);
   const StageContext s(model, ctx);
@@ -153,6 +195,11 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     }
     x = copy_of(input);
   }
+  if (diag) {
+    OLMO2_CHECK(diag->output_norm_sum.size() == w.layers.size(), "diagnostics sized for ",
+                diag->output_norm_sum.size(), " layers, the stage has ", w.layers.size());
+    diag->tokens += n;
+  }
   // ---- the stage's layers, keeping activations ----
   std::vector<LayerActivations>& acts = saved->layers;
   acts.resize(w.layers.size());
@@ -178,12 +225,17 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     a.attn = Tensor::zeros({n, s.qw});
     for (size_t i = 0; i < nseq; ++i) {
       ops::causal_attention(seq(a.qr, i), seq(a.kr, i), seq(a.v, i), s.nh, s.nkv, seq(a.attn, i));
+      if (diag) {
+        diag->attention_logit_max[l] =
+            std::max(diag->attention_logit_max[l], max_logit(seq(a.qr, i), seq(a.kr, i), s.nh, s.nkv, s.hd));
+      }
     }
     a.p = Tensor::zeros({n, h});
     ops::linear(a.attn.view(), lw.o_proj.view(), a.p.view());
     s.all_reduce(a.p);  // row-parallel o_proj: partial sums
     Tensor normed = Tensor::zeros({n, h});
     ops::rmsnorm(a.p.view(), lw.post_attention_layernorm.view(), s.eps, normed.view());
+    if (diag) diag->attention_norm_sum[l] += sum_row_norms(normed);
     ops::add_inplace(x.view(), normed.view());
     if (grads) a.x1 = copy_of(x);
     a.gate = Tensor::zeros({n, s.inter}), a.up = Tensor::zeros({n, s.inter});
@@ -196,6 +248,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     s.all_reduce(a.m);  // row-parallel down_proj
     ops::rmsnorm(a.m.view(), lw.post_feedforward_layernorm.view(), s.eps, normed.view());
     ops::add_inplace(x.view(), normed.view());
+    if (diag) diag->mlp_norm_sum[l] += sum_row_norms(normed), diag->output_norm_sum[l] += sum_row_norms(x);
     if (!grads) a = LayerActivations{};
   }
   StageForward out;

@@ -38,6 +38,18 @@ struct StageActivationsDeleter {
 };
 using StageActivationsPtr = std::unique_ptr<StageActivations, StageActivationsDeleter>;
 
+/// Forward statistics of this stage's layers, summed over the micro-batches given to
+/// stage_forward (monitoring: DESIGN §7). Index = layer of the stage (0 = its first).
+struct LayerDiagnostics {
+  std::vector<double> output_norm_sum;     ///< Σ over tokens of ‖residual stream after the block‖₂
+  std::vector<double> attention_norm_sum;  ///< Σ over tokens of ‖post-norm attention output‖₂
+  std::vector<double> mlp_norm_sum;        ///< Σ over tokens of ‖post-norm MLP output‖₂
+  std::vector<float> attention_logit_max;  ///< max over tokens, this rank's heads and keys of q·k/√head_dim
+  int64_t tokens = 0;                      ///< tokens the sums run over
+  /// Zeros for `layers` layers (logit maxima at −∞).
+  void reset(size_t layers);
+};
+
 /// Result of stage_forward.
 struct StageForward {
   LossSums sums;  ///< last stage: the micro-batch's loss sums; zeros elsewhere
@@ -56,9 +68,11 @@ struct StageForward {
 /// TP collectives as in forward_backward. InputError for a bad sample, or a model with
 /// tied embeddings split over pipeline stages. Source: Megatron-LM's pipeline stage
 /// split of the transformer; the math is forward_backward's.
+/// With `diag` (reset to the stage's layer count) the per-layer norms and the largest
+/// attention logit are added to it (the logit costs one more pass over q·kᵀ).
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
-                           const ParallelContext& ctx = {});
+                           const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr);
 
 /// Backward of one micro-batch through this rank's stage: `grad_output` is the gradient
 /// at the stage's output received from the next stage ([tokens, hidden] f32; ignored on

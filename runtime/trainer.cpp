@@ -11,8 +11,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 #include <tuple>
 
+#include "ops/gemm.h"
+#include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "runtime/checkpoint.h"
 #include "runtime/grad_norm.h"
@@ -26,6 +29,36 @@ namespace olmo2 {
 namespace fs = std::filesystem;
 
 namespace {
+/// fp32 matrix-product FLOP/s of this node: the best of a few 512³ sgemms with every
+/// hardware thread (the MFU denominator when --peak-tflops is not given).
+double node_sgemm_flops() {
+  const int before = num_threads();
+  set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const int64_t n = 512;
+  Tensor a = Tensor::zeros({n, n}), b = Tensor::zeros({n, n}), c = Tensor::zeros({n, n});
+  for (int64_t i = 0; i < n * n; ++i) a.f32()[i] = b.f32()[i] = static_cast<float>((i % 13) - 6) * 0.01f;
+  double best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::linear(a.view(), b.view(), c.view());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  set_num_threads(before);
+  return 2.0 * n * n * n / best;
+}
+
+/// Model FLOPs of training on one token of a seq_len window: 6 × matrix-product weights
+/// (forward 2, backward 4) plus attention's 12·L·H·hd·(T+1)/2 (the MFU numerator, as
+/// bench/olmo2_train_bench counts it).
+double train_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.num_attention_heads * c.head_dim),
+               kv = static_cast<double>(c.num_key_value_heads * c.head_dim),
+               inter = static_cast<double>(c.intermediate_size);
+  const double matmul = static_cast<double>(c.num_hidden_layers) * (2 * h * q + 2 * h * kv + 3 * h * inter) +
+                        static_cast<double>(c.vocab_size) * h;
+  return 6.0 * matmul + 12.0 * static_cast<double>(c.num_hidden_layers) * q * (static_cast<double>(seq_len) + 1) / 2;
+}
+
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
 /// and different for token files that differ in size or at either end.
 uint64_t fingerprint(const DataLoader& loader) {
@@ -83,6 +116,11 @@ void validate(const TrainOptions& o) {
                 ", dp ", o.dp);
   }
   monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
+  if (o.metrics_port < 0 || o.metrics_port > 65535) {
+    OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535; 0: off), got ", o.metrics_port);
+  }
+  if (o.diag_interval < 1) OLMO2_THROW(InputError, "--diag-interval must be at least 1, got ", o.diag_interval);
+  if (!(o.peak_tflops >= 0)) OLMO2_THROW(InputError, "--peak-tflops must be ≥ 0 (0: measure), got ", o.peak_tflops);
   LrSchedule s{o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_schedule(o.schedule)};
   s.validate();
 }
@@ -144,6 +182,8 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
         if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
         resume_dir = opt.resume;
       }
+      // The metrics port is taken now, so a port in use stops every rank before any work.
+      if (opt.metrics_port > 0) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
     }
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
@@ -230,6 +270,19 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
       tokenizer_source_ = from + "/tokenizer.json";
     }
   });
+  if (endpoint_) {  // rank 0: the metric families, and the peak for MFU
+    std::vector<monitoring::RankCoords> ranks;
+    const int world = world_ ? world_->size() : 1;
+    for (int r = 0; r < world; ++r) {
+      const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
+      ranks.push_back({r, c.tp, c.pp, c.dp});
+    }
+    metrics_ = std::make_unique<monitoring::TrainMetrics>(endpoint_->registry(), ranks, model_->config().num_hidden_layers);
+    const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
+    peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
+    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics (MFU against " << peak_flops_ / 1e9
+              << " GFLOP/s)\n";
+  }
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {
     uint64_t root_fp = data_fingerprint;
@@ -369,9 +422,28 @@ StepRecord Trainer::step() {
       }
     };
   }
+  // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
+  // the option is the same on every rank, so every rank takes the same branch.
+  const bool diag_step = o.metrics_port > 0 && (r.step == 1 || r.step % o.diag_interval == 0);
+  LayerDiagnostics diag;
+  if (diag_step) diag.reset(model_->weights().layers.size());
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
-                                                      factor, TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20},
+                                                      factor,
+                                                      TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
+                                                                   diag_step ? &diag : nullptr},
                                                       inject);
+  std::vector<double> layer_grad_sq;
+  if (diag_step) {  // before clipping changes them
+    layer_grad_sq.assign(static_cast<size_t>(model_->config().num_hidden_layers), 0.0);
+    const int tp_rank = tp_ ? tp_->rank() : 0;
+    for (const Parameter& p : params_) {
+      if (!p.owned(tp_rank) || !p.name.starts_with("model.layers.")) continue;
+      const size_t l = std::stoul(p.name.substr(13));
+      double sq = 0;
+      for (int64_t i = 0; i < p.numel(); ++i) sq += double(p.grad->f32()[i]) * p.grad->f32()[i];
+      layer_grad_sq[l] += sq;
+    }
+  }
   const int64_t count = sums.count;
   r.target_tokens = count;
   r.grad_norm = global_grad_norm(params_, tp_, pp_);
@@ -419,7 +491,66 @@ StepRecord Trainer::step() {
   r.tokens = tokens_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = static_cast<double>(o.global_batch * o.seq_len) / r.seconds;
+  if (o.metrics_port > 0) record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
   return r;
+}
+
+void Trainer::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
+                             std::vector<double> layer_grad_sq) {
+  // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
+  const int world = world_ ? world_->size() : 1;
+  std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));
+  if (world_) {
+    const float mine = static_cast<float>(r.seconds);
+    world_->all_gather(std::span<const float>(&mine, 1), seconds);
+  }
+  monitoring::LayerValues lv;
+  if (diag_step) {
+    const int64_t L = model_->config().num_hidden_layers;
+    const size_t local = diag.output_norm_sum.size();
+    std::vector<double> sums;  // this stage's norm sums and token count, summed over DP
+    for (const auto* v : {&diag.output_norm_sum, &diag.attention_norm_sum, &diag.mlp_norm_sum}) {
+      sums.insert(sums.end(), v->begin(), v->end());
+    }
+    sums.push_back(static_cast<double>(diag.tokens));
+    all_reduce_doubles(dp_, sums);
+    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP and DP
+    for (parallel::Communicator* c : {tp_, dp_}) {
+      if (c && c->size() > 1) c->all_reduce_max(logits);
+    }
+    all_reduce_doubles(tp_, layer_grad_sq);  // each TP rank's owned shards
+    std::vector<float> v(static_cast<size_t>(5 * L), 0.0f);
+    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
+    const double tokens = std::max(1.0, sums.back());
+    for (size_t l = 0; reporter && l < local; ++l) {
+      const size_t g = static_cast<size_t>(model_->shard().layers.begin) + l;
+      v[g] = static_cast<float>(sums[l] / tokens);
+      v[static_cast<size_t>(L) + g] = static_cast<float>(sums[local + l] / tokens);
+      v[static_cast<size_t>(2 * L) + g] = static_cast<float>(sums[2 * local + l] / tokens);
+      v[static_cast<size_t>(3 * L) + g] = static_cast<float>(std::sqrt(layer_grad_sq[g]));
+      v[static_cast<size_t>(4 * L) + g] = logits[l];
+    }
+    if (world_) world_->all_reduce_sum(v);  // each layer comes from the one reporter of its stage
+    auto part = [&](int64_t k) {
+      return std::vector<double>(v.begin() + k * L, v.begin() + (k + 1) * L);
+    };
+    lv = {part(0), part(1), part(2), part(3), part(4)};
+  }
+  if (!metrics_) return;
+  monitoring::StepValues sv;
+  sv.step = r.step, sv.loss = r.loss, sv.z_loss = r.z_loss, sv.grad_norm = r.grad_norm, sv.learning_rate = r.lr;
+  sv.tokens = options_.global_batch * options_.seq_len, sv.tokens_per_second = r.tokens_per_second;
+  sv.model_flops_utilization =
+      peak_flops_ > 0 ? r.tokens_per_second * train_flops_per_token(model_->config(), options_.seq_len) / peak_flops_ : 0;
+  sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
+  sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
+  sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
+  metrics_->record_step(sv);
+  if (diag_step) metrics_->record_layers(lv);
+}
+
+void Trainer::record_save_seconds(double seconds) {
+  if (metrics_) metrics_->record_checkpoint_save(seconds);
 }
 
 std::string Trainer::save() {
@@ -506,6 +637,7 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string path = save();
       last_saved = step_;
+      record_save_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (root) {
         std::cerr << "saved " << path << " ("
                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "monitoring/spike_detector.h"
+#include "monitoring/train_metrics.h"
 #include "parallel/process_groups.h"
 #include "runtime/data_loader.h"
 #include "runtime/data_parallel_adamw.h"
@@ -21,6 +22,7 @@
 #include "runtime/model.h"
 #include "runtime/optimizer.h"
 #include "runtime/parameters.h"
+#include "runtime/train_step.h"
 
 namespace olmo2 {
 
@@ -73,6 +75,12 @@ struct TrainOptions {
   int64_t spike_window = 128;  ///< --spike-window steps
   double spike_sigma = 6;      ///< --spike-sigma: a spike is > mean + sigma · std of the window
   bool skip_spikes = false;    ///< --skip-spikes: do not apply a step whose loss or grad norm spikes
+
+  // Prometheus metrics (monitoring/train_metrics.h), served by world rank 0.
+  int metrics_port = 0;                   ///< --metrics-port (0: no endpoint)
+  std::string metrics_host = "127.0.0.1"; ///< --metrics-host
+  int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics
+  double peak_tflops = 0;                 ///< --peak-tflops per node for MFU (0: measure sgemm at start)
 };
 
 /// Checks `o` on its own (no files read). Throws InputError naming the option and
@@ -136,6 +144,9 @@ class Trainer {
   /// else clip to clip_grad and AdamW (ZeRO-1 if asked) with the scheduled lr.
   StepRecord step();
 
+  /// Records a checkpoint save's duration in the metrics (rank 0; no-op without them).
+  void record_save_seconds(double seconds);
+
   /// Writes a checkpoint of the current state into save_dir (atomic); returns its path.
   /// Under MPI the whole model and the optimizer moments are gathered on rank 0 (from DP
   /// replica 0, ZeRO-1 shards first gathered over DP) and written there in the HF
@@ -181,6 +192,11 @@ class Trainer {
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
   monitoring::SpikeDetector loss_spikes_{"loss", 128, 6}, grad_spikes_{"grad_norm", 128, 6};
+  std::unique_ptr<monitoring::MetricsEndpoint> endpoint_;  ///< rank 0, with --metrics-port
+  std::unique_ptr<monitoring::TrainMetrics> metrics_;      ///< rank 0, with --metrics-port
+  double peak_flops_ = 0;                                 ///< of the whole job, for MFU
+  void record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
+                      std::vector<double> layer_grad_sq);
   int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run
 };
 

@@ -1,0 +1,160 @@
+#include "monitoring/train_metrics.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/text_serializer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "ops/error.h"
+
+namespace olmo2::monitoring {
+
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+MetricsEndpoint::MetricsEndpoint(const std::string& host, int port)
+    : address_(host + ":" + std::to_string(port)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      server_(std::make_unique<httplib::Server>()) {
+  if (port < 1 || port > 65535) OLMO2_THROW(InputError, "--metrics-port ", port, " is not a TCP port (1-65535)");
+  // The exposition is prometheus-cpp's; the HTTP server is cpp-httplib's (civetweb's
+  // small fixed worker stacks overflowed in this process).
+  std::shared_ptr<prometheus::Registry> registry = registry_;
+  server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
+  // job bind the same port silently instead of failing at start.
+  server_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  server_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), "text/plain; version=0.0.4");
+  });
+  if (!server_->bind_to_port(host, port)) {
+    OLMO2_THROW(InputError, "--metrics-port ", port, ": cannot serve metrics on ", address_,
+                " (the port is in use or the address is not this machine's)");
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+struct TrainMetrics::Impl {
+  Gauge *loss, *z_loss, *grad_norm, *lr, *step, *last_step_time, *tokens_per_second, *mfu;
+  Counter *tokens, *skipped_nonfinite, *skipped_spike, *nonfinite, *spikes_loss, *spikes_grad;
+  std::vector<Histogram*> step_seconds;  // per world rank
+  Histogram* save_seconds;
+  std::vector<Gauge*> layer_output, attention_output, mlp_output, layer_grad_norm, logit_max;
+};
+
+TrainMetrics::TrainMetrics(prometheus::Registry& r, const std::vector<RankCoords>& ranks, int64_t layers)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+  };
+  m.loss = gauge("olmo2_train_loss", "Cross-entropy of the last step: token-weighted mean over the global batch");
+  m.z_loss = gauge("olmo2_train_z_loss", "Z-loss term of the last step: coefficient times mean logsumexp squared");
+  m.grad_norm = gauge("olmo2_train_grad_norm", "Global L2 norm of the gradients of the last step, before clipping");
+  m.lr = gauge("olmo2_train_learning_rate", "Learning rate applied in the last step");
+  m.step = gauge("olmo2_train_step", "Last completed optimizer step");
+  m.last_step_time = gauge("olmo2_train_last_step_timestamp_seconds", "Unix time at which the last step completed");
+  m.tokens_per_second = gauge("olmo2_train_tokens_per_second", "Input tokens per second in the last step, whole job");
+  m.mfu = gauge("olmo2_train_model_flops_utilization",
+                "Model FLOPs per second of the last step over the job's peak (ratio 0-1; peak: sgemm measured at start)");
+  m.tokens = &prometheus::BuildCounter().Name("olmo2_train_tokens_total").Help("Input tokens trained on").Register(r).Add({});
+  auto& skipped = prometheus::BuildCounter()
+                      .Name("olmo2_train_skipped_steps_total")
+                      .Help("Steps whose update was not applied, by reason")
+                      .Register(r);
+  m.skipped_nonfinite = &skipped.Add({{"reason", "nonfinite"}});
+  m.skipped_spike = &skipped.Add({{"reason", "spike"}});
+  m.nonfinite = &prometheus::BuildCounter()
+                     .Name("olmo2_train_nonfinite_steps_total")
+                     .Help("Steps with a NaN or Inf loss or gradient norm")
+                     .Register(r)
+                     .Add({});
+  auto& spikes = prometheus::BuildCounter()
+                     .Name("olmo2_train_spikes_total")
+                     .Help("Spikes flagged by the rolling-window detector, by signal")
+                     .Register(r);
+  m.spikes_loss = &spikes.Add({{"signal", "loss"}});
+  m.spikes_grad = &spikes.Add({{"signal", "grad_norm"}});
+  const Histogram::BucketBoundaries step_buckets{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120};
+  auto& step_fam = prometheus::BuildHistogram()
+                       .Name("olmo2_train_step_seconds")
+                       .Help("Wall time of one training step on each rank, in seconds")
+                       .Register(r);
+  for (const RankCoords& c : ranks) {
+    m.step_seconds.push_back(&step_fam.Add({{"rank", std::to_string(c.rank)}, {"tp", std::to_string(c.tp)},
+                                            {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)}},
+                                           step_buckets));
+  }
+  m.save_seconds = &prometheus::BuildHistogram()
+                        .Name("olmo2_train_checkpoint_save_seconds")
+                        .Help("Wall time of one checkpoint save (gather and write), in seconds")
+                        .Register(r)
+                        .Add({}, Histogram::BucketBoundaries{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600});
+  auto per_layer = [&](const char* name, const char* help, std::vector<Gauge*>& out) {
+    auto& fam = prometheus::BuildGauge().Name(name).Help(help).Register(r);
+    for (int64_t l = 0; l < layers; ++l) out.push_back(&fam.Add({{"layer", std::to_string(l)}}));
+  };
+  per_layer("olmo2_train_layer_output_norm", "Mean per-token L2 norm of the residual stream after the block",
+            m.layer_output);
+  per_layer("olmo2_train_attention_output_norm",
+            "Mean per-token L2 norm of the post-norm attention output the block adds", m.attention_output);
+  per_layer("olmo2_train_mlp_output_norm", "Mean per-token L2 norm of the post-norm MLP output the block adds",
+            m.mlp_output);
+  per_layer("olmo2_train_layer_grad_norm", "L2 norm of the block's parameter gradients (before clipping)",
+            m.layer_grad_norm);
+  per_layer("olmo2_train_attention_logit_max", "Largest pre-softmax attention logit q.k/sqrt(head_dim) in the block",
+            m.logit_max);
+}
+
+TrainMetrics::~TrainMetrics() = default;
+
+void TrainMetrics::record_step(const StepValues& v) {
+  Impl& m = *impl_;
+  m.step->Set(static_cast<double>(v.step));
+  m.last_step_time->Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  m.lr->Set(v.learning_rate);
+  m.tokens->Increment(static_cast<double>(v.tokens));
+  m.tokens_per_second->Set(v.tokens_per_second);
+  m.mfu->Set(v.model_flops_utilization);
+  if (v.nonfinite) {
+    m.nonfinite->Increment();
+    m.skipped_nonfinite->Increment();
+  } else {
+    m.loss->Set(v.loss), m.z_loss->Set(v.z_loss), m.grad_norm->Set(v.grad_norm);
+  }
+  if (v.spike_skipped) m.skipped_spike->Increment();
+  if (v.loss_spike) m.spikes_loss->Increment();
+  if (v.grad_norm_spike) m.spikes_grad->Increment();
+  for (size_t r = 0; r < v.rank_step_seconds.size() && r < m.step_seconds.size(); ++r) {
+    m.step_seconds[r]->Observe(v.rank_step_seconds[r]);
+  }
+}
+
+void TrainMetrics::record_layers(const LayerValues& v) {
+  Impl& m = *impl_;
+  const std::pair<const std::vector<double>*, std::vector<Gauge*>*> all[] = {
+      {&v.layer_output, &m.layer_output}, {&v.attention_output, &m.attention_output},
+      {&v.mlp_output, &m.mlp_output}, {&v.grad_norm, &m.layer_grad_norm}, {&v.attention_logit_max, &m.logit_max}};
+  for (const auto& [values, gauges] : all) {
+    for (size_t l = 0; l < values->size() && l < gauges->size(); ++l) (*gauges)[l]->Set((*values)[l]);
+  }
+}
+
+void TrainMetrics::record_checkpoint_save(double seconds) { impl_->save_seconds->Observe(seconds); }
+
+}  // namespace olmo2::monitoring

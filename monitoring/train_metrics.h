@@ -1,0 +1,84 @@
+// Prometheus metrics of a training job (DESIGN §7): one endpoint, on world rank 0,
+// holding every rank's values, which the trainer gathers over MPI at step boundaries —
+// a scrape only reads what is already there.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+namespace httplib {
+class Server;
+}  // namespace httplib
+
+namespace olmo2::monitoring {
+
+/// The HTTP endpoint (GET /metrics, Prometheus text format 0.0.4) and its registry:
+/// prometheus-cpp's registry and serializer, served by cpp-httplib on its own thread.
+/// A scrape reads the registry only; it never waits for or talks to other ranks.
+class MetricsEndpoint {
+ public:
+  /// Listens on host:port (port 1…65535). Throws InputError naming the address when it
+  /// cannot (port in use, bad host), before anything else is done.
+  MetricsEndpoint(const std::string& host, int port);
+  ~MetricsEndpoint();
+  prometheus::Registry& registry() { return *registry_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  std::string address_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+/// Where one rank sits in the layout (its metrics' labels rank, tp, pp, dp).
+struct RankCoords {
+  int rank = 0, tp = 0, pp = 0, dp = 0;
+};
+
+/// One step's values, already reduced over the ranks (identical on every rank).
+struct StepValues {
+  int64_t step = 0;
+  double loss = 0, z_loss = 0, grad_norm = 0, learning_rate = 0;
+  int64_t tokens = 0;                ///< input tokens of this step (all ranks)
+  double tokens_per_second = 0;
+  double model_flops_utilization = 0;  ///< ratio in [0, 1]
+  bool nonfinite = false;            ///< skipped for a NaN/Inf
+  bool spike_skipped = false;        ///< skipped for a spike (--skip-spikes)
+  bool loss_spike = false, grad_norm_spike = false;
+  std::vector<double> rank_step_seconds;  ///< wall time of the step on each world rank
+};
+
+/// Per-layer diagnostics (every --diag-interval steps), one entry per decoder layer:
+/// mean over tokens of the L2 norm of the residual stream after the block
+/// (layer_output), of the post-norm attention and MLP outputs the block adds, the
+/// block's gradient L2 norm, and the largest pre-softmax attention logit q·k/√d.
+struct LayerValues {
+  std::vector<double> layer_output, attention_output, mlp_output, grad_norm, attention_logit_max;
+};
+
+/// The training metric families (names in deploy/README.md and DESIGN §7), registered
+/// in `registry`; counters for every label value exist from the start at 0.
+class TrainMetrics {
+ public:
+  TrainMetrics(prometheus::Registry& registry, const std::vector<RankCoords>& ranks, int64_t layers);
+  ~TrainMetrics();
+  /// Sets the gauges, adds to the counters and observes each rank's step time.
+  void record_step(const StepValues& v);
+  /// Sets the per-layer gauges (vectors of `layers` entries).
+  void record_layers(const LayerValues& v);
+  /// Observes one checkpoint save's duration.
+  void record_checkpoint_save(double seconds);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace olmo2::monitoring

@@ -1,0 +1,218 @@
+// `olmo2 train --metrics-port`: a real run (one process, and tp 2 × pp 2 under mpirun)
+// scraped over HTTP while it trains. Every training metric of DESIGN §7 is there with its
+// labels, every rank's step time and every layer's diagnostics arrive at rank 0's
+// endpoint, the exposition passes `promtool check metrics`, counters only grow, and a
+// port in use is refused at start on every rank.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/npy.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace olmo2 {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// A free TCP port on 127.0.0.1 (bound to port 0, read back, released).
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET, a.sin_addr.s_addr = htonl(INADDR_LOOPBACK), a.sin_port = 0;
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+/// `sh -c command` in the background, its output in files.
+struct Background {
+  pid_t pid = -1;
+  explicit Background(const std::string& command) {
+    const std::string line = "exec " + command;  // the signal goes to the program, not the shell
+    const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
+    posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ);
+  }
+  int wait() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+/// "name{labels}" → value, from the Prometheus text format.
+std::map<std::string, double> parse(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
+}
+
+struct Tiny {
+  test::TempDir dir;
+  Tiny() {
+    nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 97},
+                        {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
+                        {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
+                        {"eos_token_id", 96}, {"pad_token_id", 95}};
+    std::ofstream(dir.file("config.json")) << c.dump();
+    std::mt19937 rng(5);
+    std::vector<uint32_t> ids(4096);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(rng() % 4 == 0 ? rng() % 96 : (i * 3) % 17);
+    NpyWriter w(dir.file("tokens.npy"));
+    w.append(ids);
+    w.close();
+  }
+  std::string train(int port, const std::string& extra, int64_t steps = 1000000) const {
+    return std::string(OLMO2_BINARY) + " train --model-config " + dir.file("config.json") + " --data " +
+           dir.file("tokens.npy") + " --seq-len 16 --global-batch 8 --micro-batch 2 --steps " + std::to_string(steps) +
+           " --lr 1e-3 "
+           "--threads 1 --log-interval 1000000 --diag-interval 5 --peak-tflops 0.1 --metrics-port " +
+           std::to_string(port) + " " + extra;
+  }
+};
+
+/// Scrapes until olmo2_train_step ≥ `step` (or 120 s); returns the last body.
+std::string scrape_until(int port, double step) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(2);
+  std::string body;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+    if (auto r = client.Get("/metrics"); r && r->status == 200) {
+      body = r->body;
+      const auto m = parse(body);
+      if (auto it = m.find("olmo2_train_step"); it != m.end() && it->second >= step) return body;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return body;
+}
+
+void expect_training_metrics(const std::string& body, int ranks, const std::string& what) {
+  const auto m = parse(body);
+  for (const char* name : {"olmo2_train_loss", "olmo2_train_z_loss", "olmo2_train_grad_norm", "olmo2_train_learning_rate",
+                           "olmo2_train_step", "olmo2_train_last_step_timestamp_seconds", "olmo2_train_tokens_total",
+                           "olmo2_train_tokens_per_second", "olmo2_train_model_flops_utilization",
+                           "olmo2_train_nonfinite_steps_total", "olmo2_train_checkpoint_save_seconds_count"}) {
+    EXPECT_TRUE(m.count(name)) << what << ": no " << name;
+  }
+  EXPECT_GT(m.at("olmo2_train_loss"), 0.5) << what;
+  EXPECT_LT(m.at("olmo2_train_loss"), 6.0) << what;
+  EXPECT_GT(m.at("olmo2_train_model_flops_utilization"), 0) << what;
+  EXPECT_EQ(std::fmod(m.at("olmo2_train_tokens_total"), 128.0), 0.0) << what;
+  for (const char* l : {"olmo2_train_skipped_steps_total{reason=\"nonfinite\"}", "olmo2_train_skipped_steps_total{reason=\"spike\"}",
+                        "olmo2_train_spikes_total{signal=\"loss\"}", "olmo2_train_spikes_total{signal=\"grad_norm\"}"}) {
+    EXPECT_TRUE(m.count(l)) << what << ": " << l << " (counters exist from the start)";
+  }
+  // Every rank's step time, labelled with its coordinates.
+  int rank_series = 0;
+  for (const auto& [k, v] : m) {
+    if (k.starts_with("olmo2_train_step_seconds_count{")) {
+      ++rank_series;
+      EXPECT_GT(v, 0) << k;
+    }
+  }
+  EXPECT_EQ(rank_series, ranks) << what;
+  // Every layer's diagnostics, whichever stage holds it.
+  for (int l = 0; l < 4; ++l) {
+    const std::string sel = "{layer=\"" + std::to_string(l) + "\"}";
+    for (const char* name : {"olmo2_train_layer_output_norm", "olmo2_train_attention_output_norm",
+                             "olmo2_train_mlp_output_norm", "olmo2_train_layer_grad_norm"}) {
+      ASSERT_TRUE(m.count(name + sel)) << what << ": " << name << sel;
+      EXPECT_GT(m.at(name + sel), 0.0) << what << ": " << name << sel;
+    }
+    ASSERT_TRUE(m.count("olmo2_train_attention_logit_max" + sel));
+    EXPECT_TRUE(std::isfinite(m.at("olmo2_train_attention_logit_max" + sel))) << what;
+  }
+}
+
+void expect_promtool_clean(const std::string& body, const test::TempDir& dir) {
+  if (std::system("command -v promtool > /dev/null") != 0) {
+    ADD_FAILURE() << "promtool is not installed (scripts/setup.sh installs Debian's prometheus package)";
+    return;
+  }
+  std::ofstream(dir.file("metrics.txt")) << body;
+  EXPECT_EQ(std::system(("promtool check metrics < " + dir.file("metrics.txt") + " > " + dir.file("promtool.txt") +
+                         " 2>&1").c_str()),
+            0)
+      << std::ifstream(dir.file("promtool.txt")).rdbuf();
+}
+
+TEST(TrainMetrics, OneProcessServesEveryMetric) {
+  Tiny t;
+  const int port = free_port();
+  Background run(t.train(port, "--save-dir " + t.dir.file("ckpt") + " --save-interval 3 --keep 1 > " +
+                                   t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
+  const std::string first = scrape_until(port, 12);
+  const std::string second = scrape_until(port, 13);
+  ::kill(run.pid, SIGTERM);
+  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  expect_training_metrics(second, 1, "one process");
+  expect_promtool_clean(second, t.dir);
+  const auto a = parse(first), b = parse(second);
+  EXPECT_GE(b.at("olmo2_train_tokens_total"), a.at("olmo2_train_tokens_total"));
+  EXPECT_GT(b.at("olmo2_train_checkpoint_save_seconds_count"), 0);
+}
+
+TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
+  Tiny t;
+  const int port = free_port();
+  Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " +
+                 t.train(port, "--tp 2 --pp 2 > " + t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
+  const std::string body = scrape_until(port, 12);
+  ::kill(run.pid, SIGUSR1);  // mpirun forwards it: every rank stops after the same step
+  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  expect_training_metrics(body, 4, "tp 2 x pp 2");
+  expect_promtool_clean(body, t.dir);
+  EXPECT_THAT(body, HasSubstr("olmo2_train_step_seconds_count{dp=\"0\",pp=\"1\",rank=\"3\",tp=\"1\"}"));
+}
+
+TEST(TrainMetrics, APortInUseIsRefusedAtStartOnEveryRank) {
+  Tiny t;
+  const int port = free_port();
+  httplib::Server blocker;
+  ASSERT_TRUE(blocker.bind_to_port("127.0.0.1", port));
+  std::thread th([&] { blocker.listen_after_bind(); });
+  const std::string message = "--metrics-port " + std::to_string(port) + ": cannot serve metrics on 127.0.0.1:" +
+                              std::to_string(port);
+  const test::RunResult one = test::run_olmo2_with("", t.train(port, "", 2));
+  EXPECT_EQ(one.status, 1);
+  EXPECT_THAT(one.err, HasSubstr(message));
+  EXPECT_THAT(one.err, ::testing::Not(HasSubstr("step 1")));
+  const test::RunResult four = test::run_olmo2_with(
+      std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root", t.train(port, "--tp 2 --pp 2", 2));
+  EXPECT_NE(four.status, 0);
+  EXPECT_THAT(four.err, HasSubstr("rank 0: " + message));
+  blocker.stop();
+  th.join();
+}
+
+}  // namespace
+}  // namespace olmo2
