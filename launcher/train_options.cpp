@@ -52,6 +52,8 @@ void add_train_options(po::options_description& d) {
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
       ("metrics-port", po::value<int>(), "serve Prometheus metrics of every rank on this port, from rank 0 (default: off)")
       ("metrics-host", po::value<std::string>(), "address the metrics endpoint listens on (default 127.0.0.1)")
+      ("metrics-per-node", po::value<bool>()->implicit_value(true),
+       "one metrics endpoint on each node's first rank, for that node's ranks (default: one, on rank 0)")
       ("diag-interval", po::value<int64_t>(), "steps between per-layer diagnostics in the metrics (default 10)")
       ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start)")
       ("collective-timeout", po::value<double>(),
@@ -90,6 +92,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   i64("spike-window", o.spike_window);
   if (vm.count("metrics-port")) o.metrics_port = vm["metrics-port"].as<int>();
   str("metrics-host", o.metrics_host);
+  if (vm.count("metrics-per-node")) o.metrics_per_node = vm["metrics-per-node"].as<bool>();
   i64("diag-interval", o.diag_interval);
   dbl("peak-tflops", o.peak_tflops);
   dbl("spike-sigma", o.spike_sigma);

@@ -52,7 +52,8 @@ MetricsEndpoint::~MetricsEndpoint() {
 struct TrainMetrics::Impl {
   Gauge *loss, *z_loss, *grad_norm, *lr, *step, *last_step_time, *tokens_per_second, *mfu;
   Counter *tokens, *skipped_nonfinite, *skipped_spike, *nonfinite, *spikes_loss, *spikes_grad;
-  std::vector<Histogram*> step_seconds;  // per world rank
+  std::vector<Histogram*> step_seconds;  // per rank served here
+  std::vector<int> step_rank;            // its world rank
   Histogram* save_seconds;
   std::vector<Gauge*> layer_output, attention_output, mlp_output, layer_grad_norm, logit_max;
 };
@@ -96,6 +97,7 @@ TrainMetrics::TrainMetrics(prometheus::Registry& r, const std::vector<RankCoords
                        .Help("Wall time of one training step on each rank, in seconds")
                        .Register(r);
   for (const RankCoords& c : ranks) {
+    m.step_rank.push_back(c.rank);
     m.step_seconds.push_back(&step_fam.Add({{"rank", std::to_string(c.rank)}, {"tp", std::to_string(c.tp)},
                                             {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)}},
                                            step_buckets));
@@ -140,8 +142,9 @@ void TrainMetrics::record_step(const StepValues& v) {
   if (v.spike_skipped) m.skipped_spike->Increment();
   if (v.loss_spike) m.spikes_loss->Increment();
   if (v.grad_norm_spike) m.spikes_grad->Increment();
-  for (size_t r = 0; r < v.rank_step_seconds.size() && r < m.step_seconds.size(); ++r) {
-    m.step_seconds[r]->Observe(v.rank_step_seconds[r]);
+  for (size_t i = 0; i < m.step_seconds.size(); ++i) {
+    const size_t r = static_cast<size_t>(m.step_rank[i]);
+    if (r < v.rank_step_seconds.size()) m.step_seconds[i]->Observe(v.rank_step_seconds[r]);
   }
 }
 

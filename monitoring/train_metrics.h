@@ -63,8 +63,9 @@ struct LayerValues {
   std::vector<double> layer_output, attention_output, mlp_output, grad_norm, attention_logit_max;
 };
 
-/// The training metric families (names in deploy/README.md and DESIGN §7), registered
-/// in `registry`; counters for every label value exist from the start at 0.
+/// The training metric families (names in deploy/metrics.txt and DESIGN §7), registered
+/// in `registry`; counters for every label value exist from the start at 0. `ranks`:
+/// the ranks whose step time this endpoint serves (all, or one node's).
 class TrainMetrics {
  public:
   TrainMetrics(prometheus::Registry& registry, const std::vector<RankCoords>& ranks, int64_t layers);

@@ -182,9 +182,11 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
         if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
         resume_dir = opt.resume;
       }
-      // The metrics port is taken now, so a port in use stops every rank before any work.
-      if (opt.metrics_port > 0) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
     }
+    // The metrics port is taken now, so a port in use stops every rank before any work.
+    metrics_rank_ = opt.metrics_port > 0 &&
+                    (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
+    if (metrics_rank_) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
   // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
@@ -270,18 +272,38 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
       tokenizer_source_ = from + "/tokenizer.json";
     }
   });
-  if (endpoint_) {  // rank 0: the metric families, and the peak for MFU
+  // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
+  // node, found by one all-gather of a hash of each rank's host name.
+  std::vector<int> served;
+  if (options_.metrics_port > 0) {
+    const int world = world_ ? world_->size() : 1;
+    std::vector<float> keys(static_cast<size_t>(4 * world), 0.0f);
+    if (options_.metrics_per_node && world_) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (const char* c = host; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+      float mine[4];
+      for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);  // exact in fp32
+      world_->all_gather(std::span<const float>(mine, 4), keys);
+    }
+    const int me = world_ ? world_->rank() : 0;
+    for (int r = 0; r < world; ++r) {
+      if (std::equal(keys.begin() + 4 * r, keys.begin() + 4 * r + 4, keys.begin() + 4 * me)) served.push_back(r);
+    }
+  }
+  if (endpoint_) {  // the metric families, and the peak for MFU
     std::vector<monitoring::RankCoords> ranks;
     const int world = world_ ? world_->size() : 1;
-    for (int r = 0; r < world; ++r) {
+    for (int r : served) {
       const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
       ranks.push_back({r, c.tp, c.pp, c.dp});
     }
     metrics_ = std::make_unique<monitoring::TrainMetrics>(endpoint_->registry(), ranks, model_->config().num_hidden_layers);
     const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
     peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
-    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics (MFU against " << peak_flops_ / 1e9
-              << " GFLOP/s)\n";
+    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
+              << " ranks (MFU against " << peak_flops_ / 1e9 << " GFLOP/s)\n";
   }
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {

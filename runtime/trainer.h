@@ -79,6 +79,7 @@ struct TrainOptions {
   // Prometheus metrics (monitoring/train_metrics.h), served by world rank 0.
   int metrics_port = 0;                   ///< --metrics-port (0: no endpoint)
   std::string metrics_host = "127.0.0.1"; ///< --metrics-host
+  bool metrics_per_node = false;          ///< --metrics-per-node: an endpoint on each node's first rank
   int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics
   double peak_tflops = 0;                 ///< --peak-tflops per node for MFU (0: measure sgemm at start)
 };
@@ -195,6 +196,7 @@ class Trainer {
   std::unique_ptr<monitoring::MetricsEndpoint> endpoint_;  ///< rank 0, with --metrics-port
   std::unique_ptr<monitoring::TrainMetrics> metrics_;      ///< rank 0, with --metrics-port
   double peak_flops_ = 0;                                 ///< of the whole job, for MFU
+  bool metrics_rank_ = false;  ///< this rank serves an endpoint (world rank 0, or a node's first)
   void record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
                       std::vector<double> layer_grad_sq);
   int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run

@@ -194,6 +194,23 @@ TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
   EXPECT_THAT(body, HasSubstr("olmo2_train_step_seconds_count{dp=\"0\",pp=\"1\",rank=\"3\",tp=\"1\"}"));
 }
 
+// --metrics-per-node: each node's first rank serves its node's ranks; on this one
+// machine that is local rank 0, serving all four.
+TEST(TrainMetrics, OneEndpointPerNode) {
+  Tiny t;
+  const int port = free_port();
+  Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " +
+                 t.train(port, "--tp 2 --dp 2 --metrics-per-node > " + t.dir.file("out.txt") + " 2> " +
+                                   t.dir.file("err.txt")));
+  const std::string body = scrape_until(port, 12);
+  ::kill(run.pid, SIGUSR1);
+  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  expect_training_metrics(body, 4, "per node, tp 2 x dp 2");
+  std::ostringstream err;
+  err << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  EXPECT_THAT(err.str(), HasSubstr("/metrics for 4 of 4 ranks"));
+}
+
 TEST(TrainMetrics, APortInUseIsRefusedAtStartOnEveryRank) {
   Tiny t;
   const int port = free_port();
