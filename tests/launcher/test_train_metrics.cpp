@@ -57,8 +57,18 @@ struct Background {
   int wait() {
     int status = 0;
     ::waitpid(pid, &status, 0);
+    pid = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
+  /// A test that failed before stopping its run does not leave it training.
+  ~Background() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
 };
 
 /// "name{labels}" → value, from the Prometheus text format.
