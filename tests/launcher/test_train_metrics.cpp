@@ -62,10 +62,14 @@ struct Background {
   }
   /// A test that failed before stopping its run does not leave it training.
   ~Background() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+    if (pid <= 0) return;
+    ::kill(pid, SIGTERM);  // mpirun ends its ranks on SIGTERM; SIGKILL would orphan them
+    for (int i = 0; i < 100; ++i) {
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
   }
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
