@@ -55,7 +55,7 @@ void add_train_options(po::options_description& d) {
       ("metrics-per-node", po::value<bool>()->implicit_value(true),
        "one metrics endpoint on each node's first rank, for that node's ranks (default: one, on rank 0)")
       ("diag-interval", po::value<int64_t>(), "steps between per-layer diagnostics in the metrics (default 10)")
-      ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start)")
+      ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start, noisy on a busy machine)")
       ("collective-timeout", po::value<double>(),
        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
 }

@@ -22,24 +22,37 @@ using prometheus::Histogram;
 MetricsEndpoint::MetricsEndpoint(const std::string& host, int port)
     : address_(host + ":" + std::to_string(port)),
       registry_(std::make_shared<prometheus::Registry>()),
+      mutex_(std::make_shared<std::mutex>()),
       server_(std::make_unique<httplib::Server>()) {
   if (port < 1 || port > 65535) OLMO2_THROW(InputError, "--metrics-port ", port, " is not a TCP port (1-65535)");
   // The exposition is prometheus-cpp's; the HTTP server is cpp-httplib's (civetweb's
   // small fixed worker stacks overflowed in this process).
   std::shared_ptr<prometheus::Registry> registry = registry_;
-  server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // Enough workers, and short timeouts, that idle or slow clients cannot hold up a scrape.
+  server_->new_task_queue = [] { return new httplib::ThreadPool(8); };
+  server_->set_read_timeout(2, 0);
+  server_->set_write_timeout(5, 0);
+  server_->set_keep_alive_timeout(2);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second
   // job bind the same port silently instead of failing at start.
   server_->set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  server_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()), "text/plain; version=0.0.4");
+  std::shared_ptr<std::mutex> mutex = mutex_;
+  server_->Get("/metrics", [registry, mutex](const httplib::Request&, httplib::Response& res) {
+    std::vector<prometheus::MetricFamily> families;
+    {
+      const std::lock_guard<std::mutex> lock(*mutex);
+      families = registry->Collect();
+    }
+    res.set_content(prometheus::TextSerializer().Serialize(families), "text/plain; version=0.0.4");
   });
+  if (host.empty()) OLMO2_THROW(InputError, "--metrics-host is empty (give an address, e.g. 127.0.0.1 or 0.0.0.0)");
+  if (host.find(':') != std::string::npos) address_ = "[" + host + "]:" + std::to_string(port);  // IPv6
   if (!server_->bind_to_port(host, port)) {
     OLMO2_THROW(InputError, "--metrics-port ", port, ": cannot serve metrics on ", address_,
-                " (the port is in use or the address is not this machine's)");
+                " (the port is in use, or the host does not resolve to an address of this machine)");
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
@@ -50,6 +63,9 @@ MetricsEndpoint::~MetricsEndpoint() {
 }
 
 struct TrainMetrics::Impl {
+  prometheus::Registry unserved;
+  std::mutex* mutex = nullptr;
+  bool run_wide = true;
   Gauge *loss, *z_loss, *grad_norm, *lr, *step, *last_step_time, *tokens_per_second, *mfu;
   Counter *tokens, *skipped_nonfinite, *skipped_spike, *nonfinite, *spikes_loss, *spikes_grad;
   std::vector<Histogram*> step_seconds;  // per rank served here
@@ -58,37 +74,43 @@ struct TrainMetrics::Impl {
   std::vector<Gauge*> layer_output, attention_output, mlp_output, layer_grad_norm, logit_max;
 };
 
-TrainMetrics::TrainMetrics(prometheus::Registry& r, const std::vector<RankCoords>& ranks, int64_t layers)
+TrainMetrics::TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoords>& ranks, int64_t layers,
+                           bool run_wide)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  m.mutex = &endpoint.update_mutex(), m.run_wide = run_wide;
+  prometheus::Registry& r = endpoint.registry();
+  // The job-wide families of an endpoint that does not serve them live in a registry
+  // nobody collects (so record_step needs no branches).
+  prometheus::Registry& jobwide = run_wide ? r : m.unserved;
   auto gauge = [&](const char* name, const char* help) {
-    return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(jobwide).Add({});
   };
   m.loss = gauge("olmo2_train_loss", "Cross-entropy of the last step: token-weighted mean over the global batch");
   m.z_loss = gauge("olmo2_train_z_loss", "Z-loss term of the last step: coefficient times mean logsumexp squared");
   m.grad_norm = gauge("olmo2_train_grad_norm", "Global L2 norm of the gradients of the last step, before clipping");
   m.lr = gauge("olmo2_train_learning_rate", "Learning rate applied in the last step");
-  m.step = gauge("olmo2_train_step", "Last completed optimizer step");
+  m.step = gauge("olmo2_train_step", "Last completed training step (applied or skipped)");
   m.last_step_time = gauge("olmo2_train_last_step_timestamp_seconds", "Unix time at which the last step completed");
   m.tokens_per_second = gauge("olmo2_train_tokens_per_second", "Input tokens per second in the last step, whole job");
   m.mfu = gauge("olmo2_train_model_flops_utilization",
                 "Model FLOPs per second of the last step over the job's peak (ratio 0-1; peak: sgemm measured at start)");
-  m.tokens = &prometheus::BuildCounter().Name("olmo2_train_tokens_total").Help("Input tokens trained on").Register(r).Add({});
+  m.tokens = &prometheus::BuildCounter().Name("olmo2_train_tokens_total").Help("Input tokens trained on").Register(jobwide).Add({});
   auto& skipped = prometheus::BuildCounter()
                       .Name("olmo2_train_skipped_steps_total")
                       .Help("Steps whose update was not applied, by reason")
-                      .Register(r);
+                      .Register(jobwide);
   m.skipped_nonfinite = &skipped.Add({{"reason", "nonfinite"}});
   m.skipped_spike = &skipped.Add({{"reason", "spike"}});
   m.nonfinite = &prometheus::BuildCounter()
                      .Name("olmo2_train_nonfinite_steps_total")
                      .Help("Steps with a NaN or Inf loss or gradient norm")
-                     .Register(r)
+                     .Register(jobwide)
                      .Add({});
   auto& spikes = prometheus::BuildCounter()
                      .Name("olmo2_train_spikes_total")
                      .Help("Spikes flagged by the rolling-window detector, by signal")
-                     .Register(r);
+                     .Register(jobwide);
   m.spikes_loss = &spikes.Add({{"signal", "loss"}});
   m.spikes_grad = &spikes.Add({{"signal", "grad_norm"}});
   const Histogram::BucketBoundaries step_buckets{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120};
@@ -105,10 +127,10 @@ TrainMetrics::TrainMetrics(prometheus::Registry& r, const std::vector<RankCoords
   m.save_seconds = &prometheus::BuildHistogram()
                         .Name("olmo2_train_checkpoint_save_seconds")
                         .Help("Wall time of one checkpoint save (gather and write), in seconds")
-                        .Register(r)
+                        .Register(jobwide)
                         .Add({}, Histogram::BucketBoundaries{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600});
   auto per_layer = [&](const char* name, const char* help, std::vector<Gauge*>& out) {
-    auto& fam = prometheus::BuildGauge().Name(name).Help(help).Register(r);
+    auto& fam = prometheus::BuildGauge().Name(name).Help(help).Register(jobwide);
     for (int64_t l = 0; l < layers; ++l) out.push_back(&fam.Add({{"layer", std::to_string(l)}}));
   };
   per_layer("olmo2_train_layer_output_norm", "Mean per-token L2 norm of the residual stream after the block",
@@ -127,6 +149,7 @@ TrainMetrics::~TrainMetrics() = default;
 
 void TrainMetrics::record_step(const StepValues& v) {
   Impl& m = *impl_;
+  const std::lock_guard<std::mutex> lock(*m.mutex);
   m.step->Set(static_cast<double>(v.step));
   m.last_step_time->Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   m.lr->Set(v.learning_rate);
@@ -150,6 +173,7 @@ void TrainMetrics::record_step(const StepValues& v) {
 
 void TrainMetrics::record_layers(const LayerValues& v) {
   Impl& m = *impl_;
+  const std::lock_guard<std::mutex> lock(*m.mutex);
   const std::pair<const std::vector<double>*, std::vector<Gauge*>*> all[] = {
       {&v.layer_output, &m.layer_output}, {&v.attention_output, &m.attention_output},
       {&v.mlp_output, &m.mlp_output}, {&v.grad_norm, &m.layer_grad_norm}, {&v.attention_logit_max, &m.logit_max}};
@@ -158,6 +182,9 @@ void TrainMetrics::record_layers(const LayerValues& v) {
   }
 }
 
-void TrainMetrics::record_checkpoint_save(double seconds) { impl_->save_seconds->Observe(seconds); }
+void TrainMetrics::record_checkpoint_save(double seconds) {
+  const std::lock_guard<std::mutex> lock(*impl_->mutex);
+  impl_->save_seconds->Observe(seconds);
+}
 
 }  // namespace olmo2::monitoring

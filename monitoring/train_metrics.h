@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,11 +29,15 @@ class MetricsEndpoint {
   MetricsEndpoint(const std::string& host, int port);
   ~MetricsEndpoint();
   prometheus::Registry& registry() { return *registry_; }
+  /// Held by a scrape while it collects; hold it while updating several metrics that
+  /// belong together, so that no scrape sees half of one step's values.
+  std::mutex& update_mutex() { return *mutex_; }
   const std::string& address() const { return address_; }
 
  private:
   std::string address_;
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<std::mutex> mutex_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };
@@ -65,10 +70,13 @@ struct LayerValues {
 
 /// The training metric families (names in deploy/metrics.txt and DESIGN §7), registered
 /// in `registry`; counters for every label value exist from the start at 0. `ranks`:
-/// the ranks whose step time this endpoint serves (all, or one node's).
+/// the ranks whose step time this endpoint serves (all, or one node's). `run_wide`: also
+/// the job-wide families (loss, tokens, spikes, per-layer diagnostics, …) — true on exactly
+/// one endpoint of the job, so that sums over endpoints count them once. Updates hold
+/// `endpoint`'s update mutex: a scrape sees one step's values, never a mix.
 class TrainMetrics {
  public:
-  TrainMetrics(prometheus::Registry& registry, const std::vector<RankCoords>& ranks, int64_t layers);
+  TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoords>& ranks, int64_t layers, bool run_wide = true);
   ~TrainMetrics();
   /// Sets the gauges, adds to the counters and observes each rank's step time.
   void record_step(const StepValues& v);

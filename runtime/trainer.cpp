@@ -38,7 +38,7 @@ double node_sgemm_flops() {
   Tensor a = Tensor::zeros({n, n}), b = Tensor::zeros({n, n}), c = Tensor::zeros({n, n});
   for (int64_t i = 0; i < n * n; ++i) a.f32()[i] = b.f32()[i] = static_cast<float>((i % 13) - 6) * 0.01f;
   double best = 1e300;
-  for (int rep = 0; rep < 5; ++rep) {
+  for (int rep = 0; rep < 10; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     ops::linear(a.view(), b.view(), c.view());
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -299,7 +299,9 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
       const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
       ranks.push_back({r, c.tp, c.pp, c.dp});
     }
-    metrics_ = std::make_unique<monitoring::TrainMetrics>(endpoint_->registry(), ranks, model_->config().num_hidden_layers);
+    // With one endpoint per node, the job-wide values are served by world rank 0's only.
+    metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
+                                                          !world_ || world_->rank() == 0);
     const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
     peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
     std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
