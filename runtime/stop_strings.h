@@ -1,0 +1,40 @@
+// Stop strings for streamed generation (case C7): text that could still turn into a
+// stop string is held back, and nothing of a stop string is ever released.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace olmo2 {
+
+/// Streams generated text through a set of stop strings. Every push returns the text
+/// that can be sent now: all of it except the longest tail that is a prefix of some
+/// stop string (it may still become one). When a stop string appears, the text before
+/// its earliest occurrence is released and the matcher stops: later pushes return "".
+/// The concatenation of every returned piece and flush() equals the whole text cut at
+/// the earliest occurrence of any stop string — what a non-streamed request returns —
+/// however the text is split into pushes. Input is whole UTF-8 (StreamDecoder's output);
+/// pieces end on character boundaries because a held tail starts where a stop string
+/// (valid UTF-8) would. Source: the stop semantics of OpenAI's completions API.
+class StopStringMatcher {
+ public:
+  /// Throws InputError for an empty stop string.
+  explicit StopStringMatcher(std::vector<std::string> stops);
+
+  /// Appends `text`; returns what may be sent now.
+  std::string push(std::string_view text);
+  /// Generation ended without a stop string: releases the held tail.
+  std::string flush();
+  /// True once a stop string has been seen (finish_reason "stop").
+  bool stopped() const { return stopped_; }
+  /// Bytes held back right now (a possible stop-string prefix).
+  size_t held() const { return held_.size(); }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace olmo2
