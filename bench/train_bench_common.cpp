@@ -123,19 +123,7 @@ double train_step_flops(const ModelConfig& c, int64_t sequences, int64_t t) {
 }
 
 double sgemm_gflops(int64_t n, int64_t reps) {
-  const olmo2::Tensor x = olmo2::Tensor::zeros({n, n}), w = olmo2::Tensor::zeros({n, n}),
-                      y = olmo2::Tensor::zeros({n, n});
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (const olmo2::Tensor* t : {&x, &w}) std::generate(t->f32(), t->f32() + t->numel(), [&] { return dist(rng); });
-  olmo2::ops::linear(x.view(), w.view(), y.view());
-  double best = 1e300;
-  for (int64_t r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    olmo2::ops::linear(x.view(), w.view(), y.view());
-    best = std::min(best, seconds_since(t0));
-  }
-  return olmo2::ops::linear_flops(n, n, n) / best * 1e-9;
+  return olmo2::ops::measure_linear_flops(n, static_cast<int>(reps)) * 1e-9;
 }
 
 std::string load_average() {

@@ -6,17 +6,6 @@
 
 namespace olmo2 {
 
-void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& v) {
-  if (!c || c->size() == 1) return;
-  std::vector<float> pairs(2 * v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float hi = static_cast<float>(v[i]);
-    pairs[2 * i] = hi, pairs[2 * i + 1] = static_cast<float>(v[i] - static_cast<double>(hi));
-  }
-  c->all_reduce_sum(pairs);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(pairs[2 * i]) + static_cast<double>(pairs[2 * i + 1]);
-}
-
 LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Parameter>& params, ModelWeights& grads,
                                        const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                        double loss_scale, const TrainContext& ctx,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/parameters.h"
+#include "runtime/grad_sync.h"
 #include "runtime/pipeline_schedule.h"
 
 namespace olmo2 {
@@ -34,9 +35,5 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
                                        const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                        double loss_scale, const TrainContext& ctx,
                                        const std::function<void(LossSums&)>& inject = {});
-
-/// Sums doubles over `c` in place, each sent as an fp32 (hi, lo) pair (about 48
-/// significant bits). No-op for null or a group of one.
-void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& values);
 
 }  // namespace olmo2

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/grad_sync.h"
 #include "runtime/optimizer.h"
 
 namespace olmo2 {
@@ -13,15 +14,10 @@ double global_grad_norm(const std::vector<Parameter>& params, parallel::Communic
   for (const Parameter& p : params) {
     if (p.owned(tp_rank)) owned.push_back(p);
   }
-  double sum = grad_norm_squared_local(owned, true);
-  for (parallel::Communicator* c : {tp, pp}) {
-    if (!c || c->size() == 1) continue;
-    const float hi = static_cast<float>(sum);
-    float pair[2] = {hi, static_cast<float>(sum - static_cast<double>(hi))};
-    c->all_reduce_sum(pair);
-    sum = static_cast<double>(pair[0]) + static_cast<double>(pair[1]);
-  }
-  return std::sqrt(sum);
+  std::vector<double> sum{grad_norm_squared_local(owned, true)};
+  all_reduce_doubles(tp, sum);
+  all_reduce_doubles(pp, sum);
+  return std::sqrt(sum[0]);
 }
 
 }  // namespace olmo2

@@ -21,6 +21,11 @@ namespace olmo2 {
 void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp,
                           int64_t bucket_bytes = int64_t{25} << 20);
 
+/// Sums doubles over `c` in place, each sent as an fp32 (hi, lo) pair (about 48
+/// significant bits): loss sums, token counts, squared norms. No-op for null or a group
+/// of one. CollectiveTimeout if a peer never joins.
+void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& values);
+
 /// Under TP with KV < tp a kv head lives on kv_replicas consecutive ranks, and each
 /// holds a partial gradient of its k_proj, v_proj and k_norm (from its own query heads;
 /// see forward_backward). This sums those partials over each replica set, in place, so

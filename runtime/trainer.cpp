@@ -29,48 +29,25 @@ namespace olmo2 {
 namespace fs = std::filesystem;
 
 namespace {
-/// fp32 matrix-product FLOP/s of this node: the best of a few 512³ sgemms with every
-/// hardware thread (the MFU denominator when --peak-tflops is not given).
+/// fp32 matrix-product FLOP/s of this node with every hardware thread (the MFU
+/// denominator when --peak-tflops is not given).
 double node_sgemm_flops() {
   const int before = num_threads();
   set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  const int64_t n = 512;
-  Tensor a = Tensor::zeros({n, n}), b = Tensor::zeros({n, n}), c = Tensor::zeros({n, n});
-  for (int64_t i = 0; i < n * n; ++i) a.f32()[i] = b.f32()[i] = static_cast<float>((i % 13) - 6) * 0.01f;
-  double best = 1e300;
-  for (int rep = 0; rep < 10; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ops::linear(a.view(), b.view(), c.view());
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const double flops = ops::measure_linear_flops(512, 10);
   set_num_threads(before);
-  return 2.0 * n * n * n / best;
-}
-
-/// Model FLOPs of training on one token of a seq_len window: 6 × matrix-product weights
-/// (forward 2, backward 4) plus attention's 12·L·H·hd·(T+1)/2 (the MFU numerator, as
-/// bench/olmo2_train_bench counts it).
-double train_flops_per_token(const ModelConfig& c, int64_t seq_len) {
-  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.num_attention_heads * c.head_dim),
-               kv = static_cast<double>(c.num_key_value_heads * c.head_dim),
-               inter = static_cast<double>(c.intermediate_size);
-  const double matmul = static_cast<double>(c.num_hidden_layers) * (2 * h * q + 2 * h * kv + 3 * h * inter) +
-                        static_cast<double>(c.vocab_size) * h;
-  return 6.0 * matmul + 12.0 * static_cast<double>(c.num_hidden_layers) * q * (static_cast<double>(seq_len) + 1) / 2;
+  return flops;
 }
 
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
 /// and different for token files that differ in size or at either end.
 uint64_t fingerprint(const DataLoader& loader) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
-  };
-  mix(static_cast<uint64_t>(loader.num_windows()));
+  std::string bytes = std::to_string(loader.num_windows());
   for (const int64_t w : {int64_t{0}, loader.num_windows() - 1}) {
-    for (const int32_t id : loader.window(w).input_ids) mix(static_cast<uint32_t>(id));
+    const std::vector<int32_t> ids = loader.window(w).input_ids;
+    bytes.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
   }
-  return h;
+  return fnv1a64(bytes);
 }
 }  // namespace
 
@@ -135,11 +112,7 @@ nlohmann::json StepRecord::to_json() const {
 
 
 Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
-    : options_(std::move(o)),
-      groups_(groups),
-      loss_spikes_("loss", std::max<int64_t>(2, options_.spike_window), options_.spike_sigma > 0 ? options_.spike_sigma : 6),
-      grad_spikes_("grad_norm", std::max<int64_t>(2, options_.spike_window),
-                   options_.spike_sigma > 0 ? options_.spike_sigma : 6) {
+    : options_(std::move(o)), groups_(groups) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
@@ -152,6 +125,8 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
   parallel::PartitionPlan plan;
   parallel::agree(world_, [&] {
     validate(opt);
+    loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
+    grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
     if (world_) {
       const parallel::Layout l = groups_->topology.layout();
       if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
@@ -281,8 +256,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     if (options_.metrics_per_node && world_) {
       char host[256] = {};
       ::gethostname(host, sizeof host - 1);
-      uint64_t h = 0xcbf29ce484222325ull;
-      for (const char* c = host; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+      const uint64_t h = fnv1a64(host);
       float mine[4];
       for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);  // exact in fp32
       world_->all_gather(std::span<const float>(mine, 4), keys);
@@ -565,7 +539,10 @@ void Trainer::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step
   sv.step = r.step, sv.loss = r.loss, sv.z_loss = r.z_loss, sv.grad_norm = r.grad_norm, sv.learning_rate = r.lr;
   sv.tokens = options_.global_batch * options_.seq_len, sv.tokens_per_second = r.tokens_per_second;
   sv.model_flops_utilization =
-      peak_flops_ > 0 ? r.tokens_per_second * train_flops_per_token(model_->config(), options_.seq_len) / peak_flops_ : 0;
+      peak_flops_ > 0
+          ? r.tokens_per_second * 3.0 * model_->forward_flops(1, (static_cast<double>(options_.seq_len) + 1) / 2) /
+                peak_flops_
+          : 0;  // training = 3 × forward FLOPs (backward 2×), causal context (T+1)/2 on average
   sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
   sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
   sv.rank_step_seconds.assign(seconds.begin(), seconds.end());

@@ -192,6 +192,7 @@ class Trainer {
   std::unique_ptr<DataParallelAdamW> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
+  /// Set from --spike-window/--spike-sigma once the options are validated.
   monitoring::SpikeDetector loss_spikes_{"loss", 128, 6}, grad_spikes_{"grad_norm", 128, 6};
   std::unique_ptr<monitoring::MetricsEndpoint> endpoint_;  ///< rank 0, with --metrics-port
   std::unique_ptr<monitoring::TrainMetrics> metrics_;      ///< rank 0, with --metrics-port

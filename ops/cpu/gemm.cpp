@@ -2,6 +2,10 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <chrono>
+#include <random>
+
 namespace olmo2::ops {
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
@@ -17,6 +21,21 @@ void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
               static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, x.f32(),
               static_cast<blasint>(x.stride(0)), w.f32(), static_cast<blasint>(w.stride(0)), 0.0f,
               y.f32(), static_cast<blasint>(y.stride(0)));
+}
+
+double measure_linear_flops(int64_t n, int reps) {
+  const Tensor x = Tensor::zeros({n, n}), w = Tensor::zeros({n, n}), y = Tensor::zeros({n, n});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const Tensor* t : {&x, &w}) std::generate(t->f32(), t->f32() + t->numel(), [&] { return dist(rng); });
+  linear(x.view(), w.view(), y.view());
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    linear(x.view(), w.view(), y.view());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return linear_flops(n, n, n) / best;
 }
 
 }  // namespace olmo2::ops

@@ -3,8 +3,7 @@ library only): the metric contract of deploy/metrics.txt, a free loopback port, 
 HTTP API, polling, and a Prometheus started on a copy of deploy/prometheus/ with 1 s
 scrape and evaluation intervals and its static targets pointed elsewhere.
 
-Used by train_integration.py; prometheus_smoke.py has its own copies of the first
-four (it predates this module).
+Used by train_integration.py and prometheus_smoke.py.
 """
 import ctypes
 import json

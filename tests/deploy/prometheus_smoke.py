@@ -20,33 +20,19 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEPLOY = os.path.join(REPO, "deploy")
+from prometheus_harness import api, contract, free_port, wait_for  # noqa: E402 (this folder)
+
 LAYERS = 4
 RANKS = [dict(rank="0", tp="0", pp="0", dp="0"), dict(rank="1", tp="0", pp="0", dp="1")]
-
-
-def contract():
-    metrics = []
-    with open(os.path.join(DEPLOY, "metrics.txt"), encoding="utf-8") as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                name, kind, labels = line.split()
-                labels = {} if labels == "-" else {
-                    l.partition("=")[0]: (l.partition("=")[2].split("|") if "=" in l else None)
-                    for l in labels.split(",")}
-                metrics.append((name, kind, labels))
-    return metrics
 
 
 class FakeExporter:
@@ -104,35 +90,6 @@ class FakeExporter:
                     out.append(f"{name}_sum{fmt()} {1.5 * n}")
                     out.append(f"{name}_count{fmt()} {count}")
         return "\n".join(out) + "\n"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def api(base, path, **params):
-    url = f"{base}/api/v1/{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = json.load(r)
-    if body.get("status") != "success":
-        raise RuntimeError(f"{url}: {body}")
-    return body["data"]
-
-
-def wait_for(what, check, timeout=30):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except Exception as e:  # noqa: BLE001 - reported on timeout
-            last = e
-        time.sleep(0.5)
-    raise SystemExit(f"FAIL timed out waiting for {what}" + (f" (last error: {last})" if last else ""))
 
 
 def main():

@@ -17,14 +17,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <random>
 #include <sstream>
 #include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/npy.h"
+#include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
 
 extern char** environ;
@@ -87,27 +86,11 @@ std::map<std::string, double> parse(const std::string& text) {
   return out;
 }
 
-struct Tiny {
-  test::TempDir dir;
-  Tiny() {
-    nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 97},
-                        {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
-                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
-                        {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
-                        {"eos_token_id", 96}, {"pad_token_id", 95}};
-    std::ofstream(dir.file("config.json")) << c.dump();
-    std::mt19937 rng(5);
-    std::vector<uint32_t> ids(4096);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(rng() % 4 == 0 ? rng() % 96 : (i * 3) % 17);
-    NpyWriter w(dir.file("tokens.npy"));
-    w.append(ids);
-    w.close();
-  }
+struct Tiny : test::TinyModel {
   std::string train(int port, const std::string& extra, int64_t steps = 1000000) const {
-    return std::string(OLMO2_BINARY) + " train --model-config " + dir.file("config.json") + " --data " +
-           dir.file("tokens.npy") + " --seq-len 16 --global-batch 8 --micro-batch 2 --steps " + std::to_string(steps) +
-           " --lr 1e-3 "
-           "--threads 1 --log-interval 1000000 --diag-interval 5 --peak-tflops 0.1 --metrics-port " +
+    return std::string(OLMO2_BINARY) + " train " + model_and_data() +
+           " --seq-len 16 --global-batch 8 --micro-batch 2 --steps " + std::to_string(steps) +
+           " --lr 1e-3 --threads 1 --log-interval 1000000 --diag-interval 5 --peak-tflops 0.1 --metrics-port " +
            std::to_string(port) + " " + extra;
   }
 };

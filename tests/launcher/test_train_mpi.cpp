@@ -6,12 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/npy.h"
+#include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
@@ -27,25 +26,10 @@ test::RunResult mpirun(int np, const std::string& args) {
                               args);
 }
 
-/// A 4-layer config.json and 4096 tokens in a temporary directory.
-struct Tiny {
-  test::TempDir dir;
-  Tiny() {
-    json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 97},
-              {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
-              {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
-              {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
-              {"eos_token_id", 96}, {"pad_token_id", 95}};
-    std::ofstream(dir.file("config.json")) << c.dump(1);
-    std::mt19937 rng(7);
-    std::vector<uint32_t> ids(4096);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>(rng() % 5 == 0 ? rng() % 96 : (i * 3) % 17);
-    NpyWriter w(dir.file("tokens.npy"));
-    w.append(ids);
-    w.close();
-  }
+/// The tiny model with this test's training options.
+struct Tiny : test::TinyModel {
   std::string args(const std::string& extra) const {
-    return "train --model-config " + dir.file("config.json") + " --data " + dir.file("tokens.npy") +
+    return "train " + model_and_data() +
            " --seq-len 16 --global-batch 8 --steps 4 --lr 1e-2 --warmup-steps 1 --threads 1 "
            "--log-format json " + extra;
   }
