@@ -1,0 +1,38 @@
+// Causal attention over a paged KV cache (fixed-size blocks, per-sequence block tables).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace olmo2::ops {
+
+/// One sequence's part of a paged-attention batch.
+struct PagedSequence {
+  int64_t row_begin = 0;  ///< first row of this sequence's new tokens in q and out
+  int64_t rows = 0;       ///< new tokens (queries) of this sequence, ≥ 1
+  int64_t start = 0;      ///< position of the first new token (tokens already cached)
+  std::span<const int32_t> block_table;  ///< KV blocks of positions 0, bs, 2·bs, …
+};
+
+/// Causal attention of each sequence's new tokens over its cached keys and values.
+/// q [T, H·hd]: rows row_begin … row_begin+rows−1 are the queries of positions
+/// start … start+rows−1. k_pool, v_pool [num_blocks·block_size, KV·hd]: position p of
+/// a sequence lives in row block_table[p / block_size]·block_size + p % block_size
+/// (the caller has already written the new tokens' keys and values there). Query t
+/// sees positions 0 … start+t. out [T, H·hd], only the sequences' rows written.
+/// Scale 1/sqrt(hd), softmax in fp32, GQA (query head h uses kv head h / (H/KV));
+/// `act` = bf16 rounds scores, probabilities and output as `causal_attention` does.
+/// Batch-invariant: each (row, head) is computed alone in a fixed order, so its result
+/// does not depend on the other sequences, on how a prompt is split into chunks, or on
+/// the thread count. Source: PagedAttention (Kwon et al., SOSP 2023) for the layout,
+/// `eager_attention_forward` in transformers' modeling_olmo2.py for the math.
+/// Throws ShapeError on inconsistent shapes, H % KV ≠ 0, or a block table too short
+/// for start + rows positions; InputError for a block id outside the pool.
+void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
+                     int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
+                     int n_kv_heads, const TensorView& out, DType act = DType::F32);
+
+}  // namespace olmo2::ops
