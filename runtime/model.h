@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,22 @@ class KVCache {
 struct ForwardOptions {
   bool last_logits_only = false;  ///< logits of each sequence's last token only
   bool return_hidden = false;     ///< keep every layer's output hidden state
+  /// Matrix products by ops::linear_batch_invariant instead of OpenBLAS: a sequence's
+  /// results are then bit-identical whatever else is in the batch (serving).
+  bool batch_invariant = false;
+  /// Under TP, keep each rank's vocab slice of the logits ([rows, vocab_rows.size()],
+  /// padding rows included) instead of all-gathering the whole vocabulary.
+  bool vocab_parallel_logits = false;
+};
+
+class PagedKVCache;
+
+/// A step's sequences for the paged forward: per sequence its new tokens, the number
+/// of positions already cached before them, and its block table.
+struct PagedBatch {
+  std::vector<std::span<const int32_t>> tokens;
+  std::vector<int64_t> start;
+  std::vector<std::span<const int32_t>> block_tables;
 };
 
 struct ForwardResult {
@@ -136,6 +153,15 @@ class Olmo2Model {
                         const std::vector<KVCache*>& caches, const ForwardOptions& options,
                         const ParallelContext& ctx) const;
 
+  /// Forward over the paged KV cache (serving): every sequence's new tokens are written
+  /// into `cache` through its block table (positions start … start+n−1) and attend to
+  /// everything cached before them (ops::paged_attention). Sharded as the forward
+  /// above when `ctx` has groups. Throws ShapeError for a block table too short,
+  /// InputError for an empty sequence, an id outside the vocabulary or a position past
+  /// max_position_embeddings.
+  ForwardResult forward_paged(const PagedBatch& batch, const PagedKVCache& cache, const ForwardOptions& options,
+                              const ParallelContext& ctx) const;
+
   const ShardSpec& shard() const { return shard_; }
 
   /// Model FLOPs of a forward over `tokens` new tokens attending to `context` positions
@@ -144,6 +170,15 @@ class Olmo2Model {
   double forward_flops(int64_t tokens, double context) const;
 
  private:
+  /// Writes layer `layer`'s new keys/values and computes attention into `out` for the
+  /// packed rows (sequence i owns rows offset[i] … offset[i+1]−1).
+  using AttendFn = std::function<void(size_t layer, const std::vector<int64_t>& offset, const TensorView& q,
+                                      const TensorView& k, const TensorView& v, const TensorView& out)>;
+  /// The body every forward shares; start[i] = positions cached before tokens[i].
+  ForwardResult forward_core(const std::vector<std::span<const int32_t>>& tokens, const std::vector<int64_t>& start,
+                             const AttendFn& attend, const ForwardOptions& options,
+                             const ParallelContext& ctx) const;
+
   ModelConfig config_;
   ShardSpec shard_;
   ModelWeights weights_;

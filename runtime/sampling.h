@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace olmo2 {
 
@@ -32,7 +33,24 @@ class Sampler {
 
  private:
   SamplingParams p_;
-  uint64_t state_;
+  uint64_t draws_ = 0;
 };
+
+/// A logit and its token id; candidates are ordered most likely first (higher logit,
+/// then lower id on ties, as argmax).
+struct Candidate {
+  float logit;
+  int32_t id;
+};
+inline bool more_likely(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+/// The sampling step of Sampler::next on candidates already sorted most likely first
+/// and already cut to top_k: temperature softmax, top-p, then the draw number `draw`
+/// of the request (0 for its first sampled token) from its seed — the splitmix64
+/// sequence is counter-based, so any rank can make draw n without the n−1 before it.
+/// Greedy (temperature 0) returns candidates[0]. Throws Error for no candidates.
+int32_t sample_sorted(const std::vector<Candidate>& sorted, const SamplingParams& params, uint64_t draw);
 
 }  // namespace olmo2

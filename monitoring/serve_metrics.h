@@ -1,0 +1,42 @@
+// Prometheus metrics of a serving job (DESIGN §7, deploy/metrics.txt): kept by rank 0,
+// where the HTTP server and the scheduler run, and served on the API's own port.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace olmo2::monitoring {
+
+/// The olmo2_serve_* families in their own prometheus-cpp registry. Every outcome label
+/// (success, error, rejected, cancelled) exists at 0 from the start. Thread-safe.
+/// Histogram buckets (seconds) follow vLLM's choices for the same quantities.
+class ServeMetrics {
+ public:
+  ServeMetrics();
+  ~ServeMetrics();
+
+  /// A request ended: outcome is "success" (finished by stop or length), "error" (a
+  /// refused bad request, 4xx), "rejected" (queue full or shutting down, 503) or
+  /// "cancelled" (client gone, or cancelled at shutdown). Throws Error for another name.
+  void request_finished(const std::string& outcome);
+  /// A served request's token counts and latencies (seconds): queue (arrival → first
+  /// scheduled), time to first token, end-to-end; inter-token gaps go one by one.
+  void request_served(int64_t prompt_tokens, int64_t generated_tokens, double queue_s, double ttft_s,
+                      double e2e_s);
+  void inter_token(double seconds);
+  /// Scheduler state after a step: running and waiting requests, used/total KV blocks.
+  void engine_state(int64_t running, int64_t waiting, double kv_cache_usage_ratio);
+  /// Sequences pre-empted (blocks freed, recomputed later) since the last call.
+  void preempted(int64_t count);
+
+  /// The whole registry in the Prometheus text format 0.0.4.
+  std::string scrape() const;
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace olmo2::monitoring
