@@ -33,6 +33,17 @@ void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launch
 /// options or data, TrainingStopped.
 void run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 
+/// `olmo2 serve`: the OpenAI-style completions server (runtime/http_server.h) on
+/// --host:--port, until SIGTERM, SIGINT or SIGUSR1 (mpirun forwards SIGUSR1 to every
+/// rank): then it stops accepting, lets in-flight requests finish for --shutdown-grace
+/// seconds, cancels the rest, and every rank returns normally. On one process unless
+/// --tp/--pp/--pp-layers is given or `under_mpi_launcher`; then the world must be
+/// tp × pp ranks, each loading its shard, rank 0 serving HTTP. Start-up errors every
+/// rank sees are printed once by rank 0 (SilentExit); later ones on one rank abort the
+/// job with the rank named. Throws InputError for a bad model directory, a cache too
+/// small for one block, a port that cannot be bound.
+void run_serve(const CliConfig& cfg, bool under_mpi_launcher);
+
 /// Thrown after an error that has already been reported: exit 1 quietly.
 struct SilentExit {};
 

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
     else if (cfg.command == "train") run_train(cfg, launched_by_mpi());
+    else if (cfg.command == "serve") run_serve(cfg, launched_by_mpi());
     else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);
     return finish_output();
   } catch (const SilentExit&) {

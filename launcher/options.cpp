@@ -8,6 +8,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "launcher/serve_options.h"
 #include "launcher/train_options.h"
 
 namespace olmo2 {
@@ -29,6 +30,9 @@ const char* kUsage =
     "            [--temperature T --top-k K --top-p P --seed S]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "                                                greedy generation\n"
+    "  serve     --model DIR [--port 8000 --host 127.0.0.1 --kv-cache-memory 1GiB --api-key KEY]\n"
+    "            [--tp N --pp N]  (under mpirun: sharded)\n"
+    "                                                OpenAI-style HTTP completions server\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
@@ -54,6 +58,7 @@ po::options_description describe(const std::string& command) {
       "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")(
       "dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)")(
       "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
+  if (command == "serve") add_serve_options(d);
   if (command == "generate") {
     d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
         "tokenizer", po::value<std::string>(), "tokenizer.json for --prompt (default: the model's)")(
@@ -112,9 +117,9 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     return cfg;
   }
   if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "tokenize" &&
-      cfg.command != "train") {
+      cfg.command != "train" && cfg.command != "serve") {
     OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command,
-                "\" (expected info, generate, train or tokenize)");
+                "\" (expected info, generate, train, serve or tokenize)");
   }
   const po::options_description desc = describe(cfg.command);
   po::variables_map vm;
@@ -179,6 +184,11 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
       if (!vm.count("pp")) cfg.pp = static_cast<int>(cfg.pp_layers.size());
       cfg.plan = true;
     }
+  }
+  if (cfg.command == "serve") {
+    if (cfg.dp > 1) OLMO2_THROW(UsageError, "serve: --dp is not supported (run one server per replica)");
+    cfg.serve = read_serve_options(vm);
+    if (vm.count("collective-timeout")) cfg.collective_timeout = cfg.serve.collective_timeout;
   }
   if (cfg.command == "generate") {
     if (vm.count("prompt-ids") == vm.count("prompt")) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/error.h"
+#include "launcher/serve_options.h"
 #include "runtime/sampling.h"
 #include "runtime/trainer.h"
 
@@ -19,13 +20,14 @@ class UsageError : public InputError {
 
 /// Everything a subcommand needs, parsed and validated once.
 struct CliConfig {
-  std::string command;              ///< "info", "generate", "train", "tokenize"
+  std::string command;              ///< "info", "generate", "train", "serve", "tokenize"
   bool help = false;                ///< --help: `help_text` holds the usage
   std::string help_text;
   std::string model;                ///< --model DIR
   std::vector<int32_t> prompt_ids;  ///< --prompt-ids 1,2,3
   std::string prompt;               ///< --prompt TEXT (generate: encoded with `tokenizer`)
   TrainOptions train;               ///< train: every option
+  ServeOptions serve;               ///< serve: every option
   SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::string format = "text";      ///< --format text|json

@@ -23,56 +23,16 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/launcher/background.h"
 #include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
-
-extern char** environ;
 
 namespace olmo2 {
 namespace {
 
 using ::testing::HasSubstr;
-
-/// A free TCP port on 127.0.0.1 (bound to port 0, read back, released).
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET, a.sin_addr.s_addr = htonl(INADDR_LOOPBACK), a.sin_port = 0;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
-/// `sh -c command` in the background, its output in files.
-struct Background {
-  pid_t pid = -1;
-  explicit Background(const std::string& command) {
-    const std::string line = "exec " + command;  // the signal goes to the program, not the shell
-    const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
-    posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ);
-  }
-  int wait() {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  /// A test that failed before stopping its run does not leave it training.
-  ~Background() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGTERM);  // mpirun ends its ranks on SIGTERM; SIGKILL would orphan them
-    for (int i = 0; i < 100; ++i) {
-      if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  Background(const Background&) = delete;
-  Background& operator=(const Background&) = delete;
-};
+using test::Background;
+using test::free_port;
 
 /// "name{labels}" → value, from the Prometheus text format.
 std::map<std::string, double> parse(const std::string& text) {

@@ -1,0 +1,165 @@
+// `olmo2 serve`: the model on every rank, the engine loop in lockstep, and on rank 0
+// the HTTP server (DESIGN §6).
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "launcher/commands.h"
+#include "ops/threads.h"
+#include "parallel/agreement.h"
+#include "parallel/mpi_runtime.h"
+#include "parallel/process_groups.h"
+#include "runtime/http_server.h"
+#include "runtime/serving_engine.h"
+
+namespace olmo2 {
+
+namespace {
+volatile std::sig_atomic_t g_serve_signal = 0;
+extern "C" void on_serve_signal(int sig) { g_serve_signal = sig; }
+
+/// Everything one rank of the server holds; built inside agree() so that a failure on
+/// any rank (a model file, the cache size, the port) stops every rank together.
+struct ServeRank {
+  std::unique_ptr<Olmo2Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // rank 0
+  std::unique_ptr<monitoring::ServeMetrics> metrics;  // rank 0
+  std::unique_ptr<ServingEngine> engine;
+  std::unique_ptr<HttpServer> http;  // rank 0
+};
+
+int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
+  const int64_t n = o.kv_cache_bytes / bytes_per_block;
+  if (n < 1) {
+    OLMO2_THROW(InputError, "--kv-cache-memory ", o.kv_cache_bytes, " bytes holds no KV block: one block of ",
+                o.block_size, " positions takes ", bytes_per_block, " bytes on this rank");
+  }
+  return n;
+}
+
+/// Loads and starts this rank's part; `groups` null for one process.
+void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, const parallel::PartitionPlan* plan) {
+  const ServeOptions& o = cfg.serve;
+  const int rank = groups ? groups->world->rank() : 0;
+  const ModelConfig config = ModelConfig::load(o.model);
+  const ShardSpec shard = plan ? ShardSpec::from_plan(*plan, rank) : ShardSpec::whole(config);
+  // Every rank's pool has the same block count: the one the fullest rank can hold.
+  int64_t per_block = PagedKVCache::bytes_per_block(config, shard, o.block_size);
+  if (plan) {
+    for (int r = 0; r < static_cast<int>(plan->ranks.size()); ++r) {
+      per_block = std::max(per_block, PagedKVCache::bytes_per_block(config, ShardSpec::from_plan(*plan, r), o.block_size));
+    }
+  }
+  EngineOptions eo;
+  eo.scheduler.num_blocks = blocks_for_memory(o, per_block);
+  eo.scheduler.block_size = o.block_size;
+  eo.scheduler.max_running = o.max_running;
+  eo.scheduler.max_batch_tokens = o.max_batch_tokens;
+  eo.scheduler.micro_batches = plan ? static_cast<int32_t>(plan->topology.layout().pp) : 1;
+  eo.max_waiting = o.max_waiting;
+  eo.shutdown_grace_s = o.shutdown_grace;
+  EngineRanks er;
+  if (groups) {
+    er.world = groups->world.get();
+    er.groups = ParallelContext{groups->tp.get(), groups->pp.get()};
+    er.results_root = groups->topology.rank(parallel::Coords{0, 0, groups->topology.layout().pp - 1});
+  }
+  if (rank == 0) {
+    const std::string tok = o.model + "/tokenizer.json";
+    if (!std::filesystem::is_regular_file(tok)) {
+      OLMO2_THROW(InputError, "no tokenizer: ", tok, " is missing (serve reads the model directory's tokenizer.json)");
+    }
+    s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
+    s.metrics = std::make_unique<monitoring::ServeMetrics>();
+  }
+  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard));
+  s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);
+  if (rank == 0) {
+    HttpOptions ho;
+    ho.host = o.host, ho.port = o.port, ho.api_key = o.api_key, ho.max_body_bytes = o.max_body_bytes;
+    ho.threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(o.max_running + o.max_waiting + 8);
+    ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
+                   s.engine->cache_capacity_tokens()};
+    s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho);
+    std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
+              << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
+              << s.engine->cache_capacity_tokens() << " positions"
+              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << ")"
+              << std::endl;
+  }
+}
+
+/// Runs the engine until a stop signal (rank 0 decides; other ranks follow its plan).
+void serve(ServeRank& s, bool rank0) {
+  std::atomic<bool> done{false};
+  std::thread watcher;
+  if (rank0) {
+    watcher = std::thread([&] {
+      while (!done.load() && g_serve_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (done.load()) return;
+      std::cerr << "stopping: no new requests; in-flight requests get up to " << s.engine->options().shutdown_grace_s
+                << " s" << std::endl;
+      s.engine->request_stop();
+      s.http->stop();  // closes the listening socket, then waits for handlers in flight
+    });
+  }
+  try {
+    s.engine->run();
+  } catch (...) {
+    done.store(true);
+    if (watcher.joinable()) watcher.join();
+    throw;
+  }
+  done.store(true);
+  if (watcher.joinable()) watcher.join();
+  if (s.http) s.http->stop();
+}
+}  // namespace
+
+void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_serve_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
+  const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();
+  if (!layout && !under_mpi_launcher) {
+    ServeRank s;
+    build(s, cfg, nullptr, nullptr);
+    serve(s, true);
+    return;
+  }
+  parallel::MpiRuntime mpi;
+  const int rank = mpi.world_rank();
+  parallel::Topology topology;
+  parallel::PartitionPlan plan;
+  try {  // the same on every rank: report once, exit together
+    const ModelConfig c = ModelConfig::load(cfg.serve.model);
+    if (mpi.world_size() != cfg.tp * cfg.pp) {
+      OLMO2_THROW(InputError, "serve runs on tp × pp = ", cfg.tp, " × ", cfg.pp, " = ", cfg.tp * cfg.pp,
+                  " ranks, but the job has ", mpi.world_size(), " (no data parallelism: one server per replica)");
+    }
+    topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, 1);
+    plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, 1, cfg.pp_layers);
+  } catch (const std::exception& e) {
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    mpi.barrier();
+    throw SilentExit{};
+  }
+  try {
+    parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.serve.collective_timeout);
+    ServeRank s;
+    parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan); });
+    serve(s, rank == 0);
+    groups.world->barrier();
+  } catch (const parallel::AgreedError& e) {
+    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+    throw SilentExit{};
+  } catch (const std::exception& e) {
+    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
+    parallel::MpiRuntime::abort(1);
+  }
+}
+
+}  // namespace olmo2

@@ -1,0 +1,81 @@
+#include "launcher/serve_options.h"
+
+#include <filesystem>
+
+#include "launcher/options.h"
+#include "runtime/paged_kv_cache.h"
+
+namespace olmo2 {
+
+namespace po = boost::program_options;
+
+void add_serve_options(po::options_description& d) {
+  d.add_options()("served-model-name", po::value<std::string>(),
+                  "the name requests use in \"model\" (default: the model directory's name)")(
+      "host", po::value<std::string>(), "address to listen on (default 127.0.0.1: this machine only)")(
+      "port", po::value<int>(), "HTTP port for the API and /metrics (default 8000)")(
+      "api-key", po::value<std::string>(), "require 'Authorization: Bearer KEY' (all but /health, /metrics)")(
+      "kv-cache-memory", po::value<std::string>(), "KV-cache bytes on each rank, e.g. 512MiB, 2GiB (default 1GiB)")(
+      "block-size", po::value<int64_t>(), "positions per KV-cache block (default 16)")(
+      "max-running-requests", po::value<int64_t>(), "sequences in the running batch (default 64)")(
+      "max-batch-tokens", po::value<int64_t>(), "tokens per engine step: decodes + prefill chunks (default 512)")(
+      "max-waiting-requests", po::value<int64_t>(), "queued requests beyond the running batch; more get 503 (default 256)")(
+      "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
+      "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 30)")(
+      "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8)")(
+      "collective-timeout", po::value<double>(),
+      "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)");
+}
+
+ServeOptions read_serve_options(const po::variables_map& vm) {
+  ServeOptions o;
+  if (!vm.count("model")) OLMO2_THROW(UsageError, "serve: --model DIR is required");
+  o.model = vm["model"].as<std::string>();
+  std::filesystem::path dir(o.model);
+  o.served_model_name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+  if (vm.count("served-model-name")) o.served_model_name = vm["served-model-name"].as<std::string>();
+  if (o.served_model_name.empty()) OLMO2_THROW(UsageError, "--served-model-name must not be empty");
+  if (vm.count("host")) o.host = vm["host"].as<std::string>();
+  if (o.host.empty()) OLMO2_THROW(UsageError, "--host must not be empty");
+  if (vm.count("port")) o.port = vm["port"].as<int>();
+  if (o.port < 1 || o.port > 65535) OLMO2_THROW(UsageError, "--port must be in 1…65535, got ", o.port);
+  if (vm.count("api-key")) {
+    o.api_key = vm["api-key"].as<std::string>();
+    if (o.api_key.empty()) OLMO2_THROW(UsageError, "--api-key must not be empty");
+  }
+  if (vm.count("kv-cache-memory")) {
+    try {
+      o.kv_cache_bytes = parse_memory_size(vm["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, e.what());
+    }
+  }
+  auto positive = [&](const char* name, int64_t& field) {
+    if (!vm.count(name)) return;
+    field = vm[name].as<int64_t>();
+    if (field < 1) OLMO2_THROW(UsageError, "--", name, " must be at least 1, got ", field);
+  };
+  positive("block-size", o.block_size);
+  positive("max-running-requests", o.max_running);
+  positive("max-batch-tokens", o.max_batch_tokens);
+  positive("max-body-bytes", o.max_body_bytes);
+  if (vm.count("max-waiting-requests")) o.max_waiting = vm["max-waiting-requests"].as<int64_t>();
+  if (o.max_waiting < 0) OLMO2_THROW(UsageError, "--max-waiting-requests must be ≥ 0, got ", o.max_waiting);
+  if (o.max_batch_tokens < o.max_running) {
+    OLMO2_THROW(UsageError, "--max-batch-tokens ", o.max_batch_tokens, " is below --max-running-requests ",
+                o.max_running, ": every running sequence needs one token per step");
+  }
+  if (vm.count("shutdown-grace")) o.shutdown_grace = vm["shutdown-grace"].as<double>();
+  if (!(o.shutdown_grace >= 0)) OLMO2_THROW(UsageError, "--shutdown-grace must be ≥ 0 seconds, got ", o.shutdown_grace);
+  if (vm.count("http-threads")) {
+    o.http_threads = vm["http-threads"].as<int>();
+    if (o.http_threads < 1) OLMO2_THROW(UsageError, "--http-threads must be at least 1, got ", o.http_threads);
+  }
+  if (vm.count("collective-timeout")) o.collective_timeout = vm["collective-timeout"].as<double>();
+  if (!(o.collective_timeout >= 0)) {
+    OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);
+  }
+  return o;
+}
+
+}  // namespace olmo2

@@ -1,0 +1,35 @@
+// The options of `olmo2 serve` (DESIGN §8), declared for Boost.Program_options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace olmo2 {
+
+struct ServeOptions {
+  std::string model;              ///< --model DIR (config.json, safetensors, tokenizer.json)
+  std::string served_model_name;  ///< --served-model-name (default: the directory's name)
+  std::string host = "127.0.0.1"; ///< --host
+  int port = 8000;                ///< --port
+  std::string api_key;            ///< --api-key (Bearer); "" = none
+  int64_t kv_cache_bytes = int64_t{1} << 30;  ///< --kv-cache-memory, per rank
+  int64_t block_size = 16;        ///< --block-size, positions per KV block
+  int64_t max_running = 64;       ///< --max-running-requests
+  int64_t max_batch_tokens = 512; ///< --max-batch-tokens per step (prefill chunk budget)
+  int64_t max_waiting = 256;      ///< --max-waiting-requests (beyond: 503)
+  int64_t max_body_bytes = 1 << 20;  ///< --max-body-bytes
+  double shutdown_grace = 30;     ///< --shutdown-grace seconds
+  double collective_timeout = 300;  ///< --collective-timeout seconds
+  int http_threads = 0;           ///< --http-threads (0: running + waiting + 8)
+};
+
+/// Adds every `olmo2 serve` option (also accepted in an INI --config file).
+void add_serve_options(boost::program_options::options_description& d);
+
+/// Reads and validates them. Throws UsageError naming the option and the value.
+ServeOptions read_serve_options(const boost::program_options::variables_map& vm);
+
+}  // namespace olmo2
