@@ -36,6 +36,11 @@ struct Background {
     const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
     posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ);
   }
+  /// Sends `sig` to the process if it is still ours to signal. (Never kill(pid) with a
+  /// pid that wait() has reset: kill(-1, sig) signals every process of the machine.)
+  void signal(int sig) const {
+    if (pid > 0) ::kill(pid, sig);
+  }
   int wait() {
     int status = 0;
     ::waitpid(pid, &status, 0);

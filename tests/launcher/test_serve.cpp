@@ -218,7 +218,7 @@ TEST(Serve, SigtermFinishesInFlightRequestsAndExitsZero) {
   std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 100)); });
   std::map<std::string, double> m;
   for (int i = 0; i < 200 && m["olmo2_serve_running_requests"] < 1; ++i) m = server.metrics();
-  ::kill(server.process.pid, SIGTERM);
+  server.process.signal(SIGTERM);
   inflight.join();
   EXPECT_EQ(result.first, 200) << result.second;
   EXPECT_EQ(result.second["usage"]["completion_tokens"], 100);
@@ -232,7 +232,7 @@ TEST(Serve, PastTheGracePeriodInFlightRequestsAreCancelled) {
   std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 120)); });
   std::map<std::string, double> m;
   for (int i = 0; i < 200 && m["olmo2_serve_running_requests"] < 1; ++i) m = server.metrics();
-  ::kill(server.process.pid, SIGTERM);
+  server.process.signal(SIGTERM);
   inflight.join();
   EXPECT_EQ(result.first, 503) << result.second;
   EXPECT_THAT(result.second["error"]["message"].get<std::string>(), HasSubstr("shut down"));

@@ -65,14 +65,15 @@ TEST(ServeUnderMpirun, TensorParallelAnswersEqualOneProcess) {
   Server server(model().path, "--tp 2", kMpirun);
   expect_same(concurrently(server, bodies()), "tp 2");
   // Slurm's scancel: SIGTERM to every rank.
-  std::system(("pkill -TERM -f -- '--port " + std::to_string(server.port) + "'").c_str());
+  // (Only the ranks: the pattern starts with the binary, so mpirun's own command line does not match.)
+  std::system(("pkill -TERM -f -- '^" + std::string(OLMO2_BINARY) + " serve .*--port " + std::to_string(server.port) + "'").c_str());
   EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
 }
 
 TEST(ServeUnderMpirun, PipelineAnswersEqualOneProcess) {
-  Server server(model().path, "--pp 2 --max-batch-tokens 32", kMpirun);
+  Server server(model().path, "--pp 2 --max-batch-tokens 32 --max-running-requests 8", kMpirun);
   expect_same(concurrently(server, bodies()), "pp 2");
-  ::kill(server.process.pid, SIGUSR1);  // mpirun forwards SIGUSR1 to every rank
+  server.process.signal(SIGUSR1);  // mpirun forwards SIGUSR1 to every rank
   EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
 }
 

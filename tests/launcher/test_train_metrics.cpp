@@ -129,7 +129,7 @@ TEST(TrainMetrics, OneProcessServesEveryMetric) {
                                    t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
   const std::string first = scrape_until(port, 12);
   const std::string second = scrape_until(port, 13);
-  ::kill(run.pid, SIGTERM);
+  run.signal(SIGTERM);
   EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(second, 1, "one process");
   expect_promtool_clean(second, t.dir);
@@ -144,7 +144,7 @@ TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
   Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " +
                  t.train(port, "--tp 2 --pp 2 > " + t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
   const std::string body = scrape_until(port, 12);
-  ::kill(run.pid, SIGUSR1);  // mpirun forwards it: every rank stops after the same step
+  run.signal(SIGUSR1);  // mpirun forwards it: every rank stops after the same step
   EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(body, 4, "tp 2 x pp 2");
   expect_promtool_clean(body, t.dir);
@@ -160,7 +160,7 @@ TEST(TrainMetrics, OneEndpointPerNode) {
                  t.train(port, "--tp 2 --dp 2 --metrics-per-node > " + t.dir.file("out.txt") + " 2> " +
                                    t.dir.file("err.txt")));
   const std::string body = scrape_until(port, 12);
-  ::kill(run.pid, SIGUSR1);
+  run.signal(SIGUSR1);
   EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(body, 4, "per node, tp 2 x dp 2");
   std::ostringstream err;
