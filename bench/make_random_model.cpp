@@ -1,0 +1,36 @@
+// olmo2_random_model: writes a model directory with N(0, std²) weights for a given
+// config.json (e.g. the 1B configuration) and a tokenizer, for serving benchmarks of
+// model shapes too large to train here. Not a test.
+#include <iostream>
+#include <string>
+
+#include "runtime/checkpoint.h"
+#include "runtime/model.h"
+#include "runtime/parameters.h"
+
+int main(int argc, char** argv) {
+  using namespace olmo2;
+  if (argc < 4 || argc > 5) {
+    std::cerr << "usage: olmo2_random_model CONFIG.json TOKENIZER.json OUTPUT_DIR [STD (default 0.02)]\n"
+                 "writes OUTPUT_DIR/step-00000000 (config.json, model.safetensors, tokenizer.json)\n";
+    return 2;
+  }
+  try {
+    const ModelConfig c = ModelConfig::load_file(argv[1]);
+    const float std = argc == 5 ? std::stof(argv[4]) : 0.02f;
+    Olmo2Model m = Olmo2Model::random(c, 1, std);
+    ModelWeights& w = m.mutable_weights();
+    ModelWeights g = zeros_like_weights(w);
+    CheckpointContents contents;
+    contents.config = c;
+    for (const Parameter& p : list_parameters(w, g, c, ShardSpec::whole(c))) {
+      contents.model_tensors.emplace_back(p.name, p.value->view());
+    }
+    contents.tokenizer_file = argv[2];
+    std::cout << save_checkpoint(argv[3], 0, contents, 0) << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "olmo2_random_model: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
