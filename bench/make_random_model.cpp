@@ -20,12 +20,9 @@ int main(int argc, char** argv) {
     const float std = argc == 5 ? std::stof(argv[4]) : 0.02f;
     Olmo2Model m = Olmo2Model::random(c, 1, std);
     ModelWeights& w = m.mutable_weights();
-    ModelWeights g = zeros_like_weights(w);
     CheckpointContents contents;
     contents.config = c;
-    for (const Parameter& p : list_parameters(w, g, c, ShardSpec::whole(c))) {
-      contents.model_tensors.emplace_back(p.name, p.value->view());
-    }
+    contents.model_tensors = hf_named_tensors(w, c);
     contents.tokenizer_file = argv[2];
     std::cout << save_checkpoint(argv[3], 0, contents, 0) << "\n";
   } catch (const std::exception& e) {

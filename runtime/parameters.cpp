@@ -111,4 +111,13 @@ std::vector<Parameter> list_parameters(ModelWeights& w, ModelWeights& g, const M
   return out;
 }
 
+std::vector<std::pair<std::string, TensorView>> hf_named_tensors(ModelWeights& weights, const ModelConfig& config) {
+  ModelWeights grads = zeros_like_weights(weights);
+  std::vector<std::pair<std::string, TensorView>> out;
+  for (const Parameter& p : list_parameters(weights, grads, config, ShardSpec::whole(config))) {
+    out.emplace_back(p.name, p.value->view());
+  }
+  return out;
+}
+
 }  // namespace olmo2

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -63,6 +64,10 @@ std::vector<Parameter> list_parameters(ModelWeights& weights, ModelWeights& grad
 /// MLP rows, its layers, the (padded) vocab rows when it has the embedding or the
 /// final norm + lm_head (lm_head omitted when tied).
 ModelWeights zero_weights(const ModelConfig& config, const ShardSpec& shard);
+
+/// The whole model's tensors by HF name in state-dict order (list_parameters' order),
+/// as views of `weights` (a whole, unsharded model) — what CheckpointContents takes.
+std::vector<std::pair<std::string, TensorView>> hf_named_tensors(ModelWeights& weights, const ModelConfig& config);
 
 /// A ModelWeights of f32 zeros with the shapes of `w` (empty where `w` is empty).
 ModelWeights zeros_like_weights(const ModelWeights& w);

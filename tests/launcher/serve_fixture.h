@@ -16,6 +16,7 @@
 #include "runtime/model.h"
 #include "runtime/parameters.h"
 #include "tests/launcher/background.h"
+#include "tests/launcher/metrics_text.h"
 #include "tests/test_util.h"
 
 namespace olmo2::test {
@@ -32,28 +33,13 @@ struct ServeModel {
     c.rms_norm_eps = 1e-6, c.rope_theta = 10000, c.eos_token_ids = {100257};
     Olmo2Model m = Olmo2Model::random(c, 11, 0.2f);
     ModelWeights& w = m.mutable_weights();
-    ModelWeights g = zeros_like_weights(w);
     CheckpointContents contents;
     contents.config = c;
-    for (const Parameter& p : list_parameters(w, g, c, ShardSpec::whole(c))) {
-      contents.model_tensors.emplace_back(p.name, p.value->view());
-    }
+    contents.model_tensors = hf_named_tensors(w, c);
     contents.tokenizer_file = source_path("data/dolma2-tokenizer.json");
     path = save_checkpoint(dir.path(), 0, contents, 0);
   }
 };
-
-/// "name{labels}" → value, from the Prometheus text format.
-inline std::map<std::string, double> parse_metrics(const std::string& text) {
-  std::map<std::string, double> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
-  }
-  return out;
-}
 
 /// `olmo2 serve` (or `mpirun … olmo2 serve`) in the background on a free port; waits
 /// until /health answers.

@@ -113,7 +113,14 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --format xml"), 2, "--format must be text or json");
   expect_one_line_error(run_olmo2("generate" + m), 2, "give exactly one of --prompt TEXT and --prompt-ids");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
-  expect_one_line_error(run_olmo2("serve" + m), 2, "unknown subcommand \"serve\"");
+  expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, train, serve or tokenize)");
+  expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");
+  expect_one_line_error(run_olmo2("serve" + m + " --port 70000"), 2, "--port must be in 1…65535, got 70000");
+  expect_one_line_error(run_olmo2("serve" + m + " --kv-cache-memory 12XB"), 2, "--kv-cache-memory: unknown unit 'XB'");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-batch-tokens 8"), 2,
+                        "--max-batch-tokens 8 is below --max-running-requests 64");
+  expect_one_line_error(run_olmo2("serve" + m + " --dp 2"), 2, "serve: --dp is not supported");
+  expect_one_line_error(run_olmo2("serve" + m), 1, "no tokenizer: " + kFixtures + "/mha-f32/tokenizer.json is missing");
   expect_one_line_error(run_olmo2("train" + m), 2, "train: --seq-len is required");
   EXPECT_EQ(run_olmo2("").status, 2);
   EXPECT_EQ(run_olmo2("generate --help").status, 0);

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/launcher/background.h"
+#include "tests/launcher/metrics_text.h"
 #include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
 
@@ -33,18 +34,6 @@ namespace {
 using ::testing::HasSubstr;
 using test::Background;
 using test::free_port;
-
-/// "name{labels}" → value, from the Prometheus text format.
-std::map<std::string, double> parse(const std::string& text) {
-  std::map<std::string, double> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t sp = line.rfind(' ');
-    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
-  }
-  return out;
-}
 
 struct Tiny : test::TinyModel {
   std::string train(int port, const std::string& extra, int64_t steps = 1000000) const {
@@ -64,7 +53,7 @@ std::string scrape_until(int port, double step) {
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
     if (auto r = client.Get("/metrics"); r && r->status == 200) {
       body = r->body;
-      const auto m = parse(body);
+      const auto m = test::parse_metrics(body);
       if (auto it = m.find("olmo2_train_step"); it != m.end() && it->second >= step) return body;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -73,7 +62,7 @@ std::string scrape_until(int port, double step) {
 }
 
 void expect_training_metrics(const std::string& body, int ranks, const std::string& what) {
-  const auto m = parse(body);
+  const auto m = test::parse_metrics(body);
   for (const char* name : {"olmo2_train_loss", "olmo2_train_z_loss", "olmo2_train_grad_norm", "olmo2_train_learning_rate",
                            "olmo2_train_step", "olmo2_train_last_step_timestamp_seconds", "olmo2_train_tokens_total",
                            "olmo2_train_tokens_per_second", "olmo2_train_model_flops_utilization",
@@ -133,7 +122,7 @@ TEST(TrainMetrics, OneProcessServesEveryMetric) {
   EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(second, 1, "one process");
   expect_promtool_clean(second, t.dir);
-  const auto a = parse(first), b = parse(second);
+  const auto a = test::parse_metrics(first), b = test::parse_metrics(second);
   EXPECT_GE(b.at("olmo2_train_tokens_total"), a.at("olmo2_train_tokens_total"));
   EXPECT_GT(b.at("olmo2_train_checkpoint_save_seconds_count"), 0);
 }
