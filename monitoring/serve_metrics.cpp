@@ -39,8 +39,9 @@ ServeMetrics::ServeMetrics() : f_(std::make_unique<Families>()) {
                            .Help("Prompt tokens of served requests").Register(reg).Add({});
   f_->generated_tokens = &prometheus::BuildCounter().Name("olmo2_serve_generated_tokens_total")
                               .Help("Tokens generated for served requests").Register(reg).Add({});
+  // vLLM's boundaries, plus 2 s: the TTFT alert's threshold (deploy/README.md) must be a bucket edge.
   const prometheus::Histogram::BucketBoundaries latency = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25,
-                                                           0.5,   0.75,  1.0,  2.5,  5.0,  7.5,  10.0, 20.0, 40.0,
+                                                           0.5,   0.75,  1.0,  2.0,  2.5,  5.0,  7.5,  10.0, 20.0, 40.0,
                                                            80.0, 160.0, 640.0};
   f_->ttft = histogram(reg, "olmo2_serve_time_to_first_token_seconds",
                        "Arrival of a request to its first generated token", latency);

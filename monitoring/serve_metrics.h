@@ -10,7 +10,8 @@ namespace olmo2::monitoring {
 
 /// The olmo2_serve_* families in their own prometheus-cpp registry. Every outcome label
 /// (success, error, rejected, cancelled) exists at 0 from the start. Thread-safe.
-/// Histogram buckets (seconds) follow vLLM's choices for the same quantities.
+/// Histogram buckets (seconds) follow vLLM's choices for the same quantities, plus 2 s
+/// (the time-to-first-token alert's threshold is a bucket edge).
 class ServeMetrics {
  public:
   ServeMetrics();

@@ -58,6 +58,10 @@ std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
   auto r = std::make_shared<ServeRequest>(next_id_.fetch_add(1), std::move(params));
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
+    if (closed_) {  // the engine has answered its last request: nobody would answer this one
+      in_flight_.fetch_sub(1);
+      OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
+    }
     inbox_.push_back(r);
   }
   inbox_cv_.notify_all();
@@ -79,7 +83,7 @@ void ServingEngine::run() {
       // Nothing more will be generated: answer every request, so that no HTTP handler
       // waits forever, then let the error end the process.
       stop_.store(true);
-      drain_inbox();
+      drain_inbox(true);
       std::vector<int64_t> left;
       for (auto& [id, a] : active_) left.push_back(id);
       for (int64_t id : left) {
@@ -174,11 +178,12 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
   return decode_results(plan, data);
 }
 
-void ServingEngine::drain_inbox() {
+void ServingEngine::drain_inbox(bool close) {
   std::vector<std::shared_ptr<ServeRequest>> fresh;
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     fresh.swap(inbox_);
+    if (close) closed_ = true;
   }
   for (auto& r : fresh) {
     SchedSequence s;
@@ -280,6 +285,7 @@ void ServingEngine::run_scheduler() {
       if (!deadline) deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(opt_.shutdown_grace_s));
       if (active_.empty() || Clock::now() >= *deadline) {
+        drain_inbox(true);  // the last requests that got in: answered below
         std::vector<int64_t> left;
         for (auto& [id, a] : active_) left.push_back(id);
         for (int64_t id : left) {

@@ -74,7 +74,9 @@ class ServingEngine {
   void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
   void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
   void finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome);
-  void drain_inbox();
+  /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
+  /// no request is accepted after this one.
+  void drain_inbox(bool close = false);
 
   struct Active;  // rank 0's state of one request
   const Olmo2Model& model_;
@@ -89,6 +91,7 @@ class ServingEngine {
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
   std::vector<std::shared_ptr<ServeRequest>> inbox_;
+  bool closed_ = false;  // under inbox_mutex_
   std::atomic<int64_t> in_flight_{0};  // submitted and not yet finished requests
   std::atomic<int64_t> next_id_{1};
   std::atomic<bool> stop_{false};

@@ -12,9 +12,8 @@ through Prometheus's HTTP API checks:
     tp, pp, dp for each of the 4 ranks; layer 0..3), and no olmo2_train_* series that
     the contract does not list;
   * every panel expression of the training dashboard (deploy/grafana/panel_queries.py,
-    job and instance substituted) parses and returns data. The serving dashboard is out
-    of scope: no `olmo2 serve` exists yet to export its metrics (deploy.prometheus_smoke
-    runs its queries against a fake exporter);
+    job and instance substituted) parses and returns data (the serving dashboard has its
+    own test against a real server: deploy.serve_integration);
   * olmo2_train_spikes_total{signal="loss"} == 1;
   * the Olmo2TrainLossSpike alert for this run is pending or firing (/api/v1/alerts).
 
