@@ -1,5 +1,6 @@
 // `olmo2 serve`: the model on every rank, the engine loop in lockstep, and on rank 0
 // the HTTP server (DESIGN §6).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -19,7 +20,11 @@ namespace olmo2 {
 
 namespace {
 volatile std::sig_atomic_t g_serve_signal = 0;
-extern "C" void on_serve_signal(int sig) { g_serve_signal = sig; }
+volatile std::sig_atomic_t g_serve_signals = 0;  // how many: a second one ends the grace period
+extern "C" void on_serve_signal(int sig) {
+  g_serve_signal = sig;
+  g_serve_signals = g_serve_signals + 1;
+}
 
 /// Everything one rank of the server holds; built inside agree() so that a failure on
 /// any rank (a model file, the cache size, the port) stops every rank together.
@@ -80,7 +85,10 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
   if (rank == 0) {
     HttpOptions ho;
     ho.host = o.host, ho.port = o.port, ho.api_key = o.api_key, ho.max_body_bytes = o.max_body_bytes;
-    ho.threads = o.http_threads > 0 ? o.http_threads : static_cast<int>(o.max_running + o.max_waiting + 8);
+    // Every request in the server holds an HTTP thread while it runs or waits; beyond
+    // 1024 threads, the requests past them queue in httplib until a thread is free.
+    ho.threads = o.http_threads > 0 ? o.http_threads
+                                    : static_cast<int>(std::min<int64_t>(o.max_running + o.max_waiting + 8, 1024));
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
                    s.engine->cache_capacity_tokens()};
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho);
@@ -101,9 +109,17 @@ void serve(ServeRank& s, bool rank0) {
       while (!done.load() && g_serve_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       if (done.load()) return;
       std::cerr << "stopping: no new requests; in-flight requests get up to " << s.engine->options().shutdown_grace_s
-                << " s" << std::endl;
+                << " s (a second signal cancels them now)" << std::endl;
       s.engine->request_stop();
+      // A second signal: no more grace, cancel what is in flight now.
+      std::thread impatient([&] {
+        while (!done.load() && g_serve_signals < 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (done.load()) return;
+        std::cerr << "second signal: cancelling the requests in flight" << std::endl;
+        s.engine->request_stop(true);
+      });
       s.http->stop();  // closes the listening socket, then waits for handlers in flight
+      impatient.join();
     });
   }
   try {

@@ -22,7 +22,7 @@ void add_serve_options(po::options_description& d) {
       "max-waiting-requests", po::value<int64_t>(), "queued requests beyond the running batch; more get 503 (default 256)")(
       "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 30)")(
-      "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8)")(
+      "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
       "collective-timeout", po::value<double>(),
       "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)");
 }
@@ -56,11 +56,17 @@ ServeOptions read_serve_options(const po::variables_map& vm) {
     if (field < 1) OLMO2_THROW(UsageError, "--", name, " must be at least 1, got ", field);
   };
   positive("block-size", o.block_size);
+  if (o.block_size > 4096) OLMO2_THROW(UsageError, "--block-size must be at most 4096 positions, got ", o.block_size);
   positive("max-running-requests", o.max_running);
   positive("max-batch-tokens", o.max_batch_tokens);
   positive("max-body-bytes", o.max_body_bytes);
   if (vm.count("max-waiting-requests")) o.max_waiting = vm["max-waiting-requests"].as<int64_t>();
-  if (o.max_waiting < 0) OLMO2_THROW(UsageError, "--max-waiting-requests must be ≥ 0, got ", o.max_waiting);
+  if (o.max_waiting < 0 || o.max_waiting > 1000000) {
+    OLMO2_THROW(UsageError, "--max-waiting-requests must be in 0…1000000, got ", o.max_waiting);
+  }
+  if (o.max_running > 100000) {
+    OLMO2_THROW(UsageError, "--max-running-requests must be at most 100000, got ", o.max_running);
+  }
   if (o.max_batch_tokens < o.max_running) {
     OLMO2_THROW(UsageError, "--max-batch-tokens ", o.max_batch_tokens, " is below --max-running-requests ",
                 o.max_running, ": every running sequence needs one token per step");
@@ -69,7 +75,9 @@ ServeOptions read_serve_options(const po::variables_map& vm) {
   if (!(o.shutdown_grace >= 0)) OLMO2_THROW(UsageError, "--shutdown-grace must be ≥ 0 seconds, got ", o.shutdown_grace);
   if (vm.count("http-threads")) {
     o.http_threads = vm["http-threads"].as<int>();
-    if (o.http_threads < 1) OLMO2_THROW(UsageError, "--http-threads must be at least 1, got ", o.http_threads);
+    if (o.http_threads < 1 || o.http_threads > 4096) {
+      OLMO2_THROW(UsageError, "--http-threads must be in 1…4096, got ", o.http_threads);
+    }
   }
   if (vm.count("collective-timeout")) o.collective_timeout = vm["collective-timeout"].as<double>();
   if (!(o.collective_timeout >= 0)) {

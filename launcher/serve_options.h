@@ -23,7 +23,7 @@ struct ServeOptions {
   int64_t max_body_bytes = 1 << 20;  ///< --max-body-bytes
   double shutdown_grace = 30;     ///< --shutdown-grace seconds
   double collective_timeout = 300;  ///< --collective-timeout seconds
-  int http_threads = 0;           ///< --http-threads (0: running + waiting + 8)
+  int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
 };
 
 /// Adds every `olmo2 serve` option (also accepted in an INI --config file).

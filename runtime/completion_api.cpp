@@ -1,6 +1,7 @@
 #include "runtime/completion_api.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace olmo2 {
 
@@ -11,6 +12,20 @@ using nlohmann::json;
   throw ApiError(400, param, message);
 }
 
+/// A value for an error message: a scalar as JSON (long strings cut), a container by
+/// its kind only. Never json::dump of a container: it recurses, and a deeply nested
+/// value would overflow the HTTP thread's stack.
+std::string brief(const json& v) {
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  if (v.is_string()) {
+    const std::string& t = v.get_ref<const std::string&>();
+    return t.size() <= 40 ? json(t).dump(-1, ' ', false, json::error_handler_t::replace)
+                          : json(t.substr(0, 40)).dump(-1, ' ', false, json::error_handler_t::replace) + "…";
+  }
+  return v.dump();  // a number, a boolean or null
+}
+
 const json* field(const json& body, const char* name) {
   const auto it = body.find(name);
   return it == body.end() || it->is_null() ? nullptr : &*it;
@@ -19,25 +34,28 @@ const json* field(const json& body, const char* name) {
 int64_t integer(const json& body, const char* name, int64_t fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    bad(name, std::string(name) + " is too large: " + brief(*v));
+  }
   if (v->is_number_integer()) return v->get<int64_t>();
   if (v->is_number_float()) {
     const double d = v->get<double>();
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
   }
-  bad(name, std::string(name) + " must be an integer, got " + v->dump());
+  bad(name, std::string(name) + " must be an integer, got " + brief(*v));
 }
 
 double number(const json& body, const char* name, double fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_number()) bad(name, std::string(name) + " must be a number, got " + v->dump());
+  if (!v->is_number()) bad(name, std::string(name) + " must be a number, got " + brief(*v));
   return v->get<double>();
 }
 
 bool boolean(const json& body, const char* name, bool fallback) {
   const json* v = field(body, name);
   if (!v) return fallback;
-  if (!v->is_boolean()) bad(name, std::string(name) + " must be true or false, got " + v->dump());
+  if (!v->is_boolean()) bad(name, std::string(name) + " must be true or false, got " + brief(*v));
   return v->get<bool>();
 }
 }  // namespace
@@ -54,7 +72,7 @@ CompletionParams parse_completion_request(const std::string& text, const ServedM
   CompletionParams p;
   if (const json* m = field(body, "model")) {
     if (!m->is_string() || m->get<std::string>() != model.name) {
-      bad("model", "unknown model " + m->dump() + ": this server serves \"" + model.name + "\"");
+      bad("model", "unknown model " + brief(*m) + ": this server serves \"" + model.name + "\"");
     }
   }
   // prompt
@@ -65,10 +83,10 @@ CompletionParams parse_completion_request(const std::string& text, const ServedM
   } else if (prompt->is_array()) {
     for (size_t i = 0; i < prompt->size(); ++i) {
       const json& e = (*prompt)[i];
-      if (!e.is_number_integer()) {
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
         bad("prompt", e.is_string() || e.is_array()
                           ? "prompt: a list of prompts is not supported (one prompt per request)"
-                          : "prompt: element " + std::to_string(i) + " is not a token id: " + e.dump());
+                          : "prompt: element " + std::to_string(i) + " is not a token id: " + brief(e));
       }
       const int64_t id = e.get<int64_t>();
       if (id < 0 || id >= model.vocab_size) {
@@ -102,19 +120,18 @@ CompletionParams parse_completion_request(const std::string& text, const ServedM
   // sampling
   p.sampling.temperature = number(body, "temperature", 1.0);
   if (!(p.sampling.temperature >= 0) || !std::isfinite(p.sampling.temperature)) {
-    bad("temperature", "temperature must be a finite number ≥ 0 (0: greedy), got " + field(body, "temperature")->dump());
+    bad("temperature", "temperature must be a finite number ≥ 0 (0: greedy), got " + brief(*field(body, "temperature")));
   }
   p.sampling.top_p = number(body, "top_p", 1.0);
   if (!(p.sampling.top_p > 0 && p.sampling.top_p <= 1)) {
-    bad("top_p", "top_p must be in (0, 1], got " + field(body, "top_p")->dump());
+    bad("top_p", "top_p must be in (0, 1], got " + brief(*field(body, "top_p")));
   }
   p.sampling.top_k = integer(body, "top_k", 0);
   if (p.sampling.top_k == -1) p.sampling.top_k = 0;
   if (p.sampling.top_k < 0) bad("top_k", "top_k must be ≥ 0 (or −1 for no limit), got " + std::to_string(p.sampling.top_k));
   if (const json* s = field(body, "seed")) {
     if (s->is_number_unsigned()) p.sampling.seed = s->get<uint64_t>();
-    else if (s->is_number_integer()) p.sampling.seed = static_cast<uint64_t>(s->get<int64_t>());
-    else bad("seed", "seed must be an integer, got " + s->dump());
+    else p.sampling.seed = static_cast<uint64_t>(integer(body, "seed", 0));
   } else {
     p.sampling.seed = fallback_seed;
   }
@@ -124,7 +141,7 @@ CompletionParams parse_completion_request(const std::string& text, const ServedM
       p.stop.push_back(s->get<std::string>());
     } else if (s->is_array() && s->size() <= 16) {
       for (const json& e : *s) {
-        if (!e.is_string()) bad("stop", "stop must be a string or a list of strings, got an element " + e.dump());
+        if (!e.is_string()) bad("stop", "stop must be a string or a list of strings, got an element " + brief(e));
         p.stop.push_back(e.get<std::string>());
       }
     } else {
@@ -174,7 +191,7 @@ json logprobs_json(const std::vector<SelectedToken>& tokens, const Tokenizer& to
     for (size_t k = 0; k < t.top.size() && static_cast<int32_t>(k) < top_n; ++k) top[text_of(t.top[k].id)] = t.top[k].logit;
     j["top_logprobs"].push_back(top);
     j["text_offset"].push_back(offset);
-    offset += static_cast<int64_t>(s.size());
+    for (const char ch : s) offset += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;  // characters, not bytes
   }
   return j;
 }

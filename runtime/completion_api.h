@@ -53,7 +53,8 @@ nlohmann::json error_json(int status, const std::string& message, const std::str
 
 /// The OpenAI legacy-completions logprobs object of `tokens`: tokens (their text),
 /// token_logprobs, top_logprobs (one {text: logprob} object per token), text_offset
-/// (byte offsets from `offset`, the text already returned); at most `top` alternatives per token.
+/// (character offsets, as OpenAI's, from `offset`: the characters already returned); at
+/// most `top` alternatives per token.
 nlohmann::json logprobs_json(const std::vector<SelectedToken>& tokens, const Tokenizer& tokenizer, int64_t offset,
                              int32_t top);
 

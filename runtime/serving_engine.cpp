@@ -68,7 +68,8 @@ std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
   return r;
 }
 
-void ServingEngine::request_stop() {
+void ServingEngine::request_stop(bool now) {
+  if (now) stop_now_.store(true);
   stop_.store(true);
   inbox_cv_.notify_all();
 }
@@ -284,7 +285,7 @@ void ServingEngine::run_scheduler() {
     if (stop_.load()) {
       if (!deadline) deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                    std::chrono::duration<double>(opt_.shutdown_grace_s));
-      if (active_.empty() || Clock::now() >= *deadline) {
+      if (active_.empty() || Clock::now() >= *deadline || stop_now_.load()) {
         drain_inbox(true);  // the last requests that got in: answered below
         std::vector<int64_t> left;
         for (auto& [id, a] : active_) left.push_back(id);

@@ -56,8 +56,9 @@ class ServingEngine {
   /// Rank 0, any thread: queues a request. Throws ServiceUnavailable when max_running +
   /// max_waiting requests are already in the server, or after request_stop().
   std::shared_ptr<ServeRequest> submit(CompletionParams params);
-  /// Any thread (a signal watcher): stop accepting and wind down.
-  void request_stop();
+  /// Any thread (a signal watcher): stop accepting and wind down; `now`: without the
+  /// grace period (requests in flight are cancelled at the next step boundary).
+  void request_stop(bool now = false);
   bool stopping() const { return stop_.load(); }
 
   /// Every rank: the step loop, until shutdown.
@@ -94,7 +95,7 @@ class ServingEngine {
   bool closed_ = false;  // under inbox_mutex_
   std::atomic<int64_t> in_flight_{0};  // submitted and not yet finished requests
   std::atomic<int64_t> next_id_{1};
-  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_{false}, stop_now_{false};
 };
 
 }  // namespace olmo2

@@ -32,8 +32,9 @@ struct SelectedToken {
 /// 1 for greedy, top_k for top-k sampling, the whole slice only for sampling without
 /// top_k (top-p needs the whole sorted distribution) — one all-gather for every row
 /// together, plus each slice's max and Σexp for log-probabilities. The merged
-/// candidates are the global ones, so the result equals Sampler on the whole logits
-/// in every layout (greedy: the first id among equal maxima). `tp` null or of size 1:
+/// candidates are the global ones, so the result equals Sampler on the same whole
+/// logits (greedy: the first id among equal maxima). (Under TP the logits themselves
+/// differ from one process's in the last bits: row-parallel sums are split.) `tp` null or of size 1:
 /// the slice is the whole vocabulary. Every TP rank returns the same tokens.
 std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, const ShardSpec& shard,
                                          const std::vector<SelectionRequest>& requests,

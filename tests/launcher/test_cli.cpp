@@ -120,6 +120,10 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("serve" + m + " --max-batch-tokens 8"), 2,
                         "--max-batch-tokens 8 is below --max-running-requests 64");
   expect_one_line_error(run_olmo2("serve" + m + " --dp 2"), 2, "serve: --dp is not supported");
+  expect_one_line_error(run_olmo2("serve" + m + " --block-size 36028797018963968"), 2,
+                        "--block-size must be at most 4096 positions");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-waiting-requests 4294967000"), 2,
+                        "--max-waiting-requests must be in 0…1000000");
   expect_one_line_error(run_olmo2("serve" + m), 1, "no tokenizer: " + kFixtures + "/mha-f32/tokenizer.json is missing");
   expect_one_line_error(run_olmo2("train" + m), 2, "train: --seq-len is required");
   EXPECT_EQ(run_olmo2("").status, 2);

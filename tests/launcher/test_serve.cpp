@@ -22,6 +22,14 @@ const test::ServeModel& model() {
   return m;
 }
 
+/// Waits (up to 60 s) until the server runs a request.
+void wait_until_running(const Server& server) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < end && server.metrics()["olmo2_serve_running_requests"] < 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 std::string greedy(const std::string& prompt, int max_tokens, const std::string& extra = "") {
   return R"({"prompt":)" + prompt + R"(,"max_tokens":)" + std::to_string(max_tokens) +
          R"(,"temperature":0,"ignore_eos":true)" + extra + "}";
@@ -202,7 +210,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   // One running, none waiting: a second request while the first runs gets 503.
   std::thread first([&] { EXPECT_EQ(server.complete(greedy("\"Long\"", 100), key).first, 200); });
   std::map<std::string, double> m;
-  for (int i = 0; i < 200 && m["olmo2_serve_running_requests"] < 1; ++i) m = server.metrics();
+  wait_until_running(server);
   const auto [busy, j] = server.complete(greedy("\"Hi\"", 2), key);
   first.join();
   EXPECT_EQ(busy, 503) << j;
@@ -212,12 +220,42 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"error\"}"], 7);  // 2 × 401 on completions + 5 × 400
 }
 
+TEST(Serve, HttpDetailsFromAFreshCloneReview) {
+  Server server(model().path, "--api-key k");
+  const httplib::Headers key = {{"Authorization", "bearer k"}};  // the scheme is case-insensitive
+  auto c = server.client();
+  // curl's default Content-Type is a form; httplib alone would cap such bodies at 8 KiB (413).
+  std::string words;
+  while (words.size() < 20000) words += "hello ";
+  const std::string big = R"({"prompt":")" + words + R"(","max_tokens":2})";
+  auto r = c.Post("/v1/completions", key, big, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_THAT(r->body, HasSubstr("context length is 128"));
+  // A deeply nested value in a checked field: a 400 naming it (not a crash).
+  std::string deep = R"({"prompt":"a","seed":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  r = c.Post("/v1/completions", key, deep, "application/json");
+  ASSERT_TRUE(r) << "the server died";
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("seed must be an integer, got a list"));
+  r = c.Post("/v1/completions", key, R"({"prompt":"a","top_k":18446744073709551615})", "application/json");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("top_k is too large"));
+  // A known path with another method: 405 and Allow.
+  r = c.Get("/v1/completions", key);
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  EXPECT_EQ(c.Post("/health", "", "text/plain")->status, 405);
+  EXPECT_EQ(server.complete(greedy("\"Hi\"", 2), key).first, 200);
+  const auto m = server.metrics();
+  EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"error\"}"), 4);  // big, deep, top_k, GET
+}
+
 TEST(Serve, SigtermFinishesInFlightRequestsAndExitsZero) {
   Server server(model().path, "");
   std::pair<int, json> result;
   std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 100)); });
-  std::map<std::string, double> m;
-  for (int i = 0; i < 200 && m["olmo2_serve_running_requests"] < 1; ++i) m = server.metrics();
+  wait_until_running(server);
   server.process.signal(SIGTERM);
   inflight.join();
   EXPECT_EQ(result.first, 200) << result.second;
@@ -230,8 +268,7 @@ TEST(Serve, PastTheGracePeriodInFlightRequestsAreCancelled) {
   Server server(model().path, "--shutdown-grace 0");
   std::pair<int, json> result;
   std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 120)); });
-  std::map<std::string, double> m;
-  for (int i = 0; i < 200 && m["olmo2_serve_running_requests"] < 1; ++i) m = server.metrics();
+  wait_until_running(server);
   server.process.signal(SIGTERM);
   inflight.join();
   EXPECT_EQ(result.first, 503) << result.second;

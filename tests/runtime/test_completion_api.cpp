@@ -28,7 +28,10 @@ CompletionParams parse(const std::string& body, const ServedModel& model = kMode
 /// A prompt of n token ids as JSON.
 std::string ids(int n) {
   std::string s = "[";
-  for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(1000 + i);
+  for (int i = 0; i < n; ++i) {
+    if (i) s += ',';
+    s += std::to_string(1000 + i);
+  }
   return s + "]";
 }
 
