@@ -9,6 +9,9 @@
 namespace olmo2 {
 
 namespace {
+/// Sampling without top_k: every rank sends its whole slice, unsorted.
+bool whole_vocabulary(const SelectionRequest& r) { return r.params.temperature > 0 && r.params.top_k == 0; }
+
 /// Candidates each rank sends for a request (the same on every rank).
 int64_t candidates_per_rank(const SelectionRequest& r, int64_t slice) {
   int64_t m = 1;
@@ -37,13 +40,16 @@ std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, 
     std::vector<Candidate> c(static_cast<size_t>(real));
     for (int64_t j = 0; j < real; ++j) c[static_cast<size_t>(j)] = {x[j], static_cast<int32_t>(shard.vocab_rows.begin + j)};
     const int64_t take = std::min(m, real);
-    if (take * 4 >= real) {
+    if (whole_vocabulary(requests[i])) {
+      // The whole slice in id order: sample_whole_vocabulary sorts only what it needs.
+    } else if (take * 4 >= real) {
       std::sort(c.begin(), c.end(), more_likely);  // introsort: much faster than a full heap sort
     } else {
       std::partial_sort(c.begin(), c.begin() + take, c.end(), more_likely);
     }
     if (requests[i].logprobs > 0 && real > 0) {
-      const float mx = c[0].logit;
+      float mx = c[0].logit;
+      for (int64_t j = 0; j < real; ++j) mx = std::max(mx, x[j]);
       double s = 0;
       for (int64_t j = 0; j < real; ++j) s += std::exp(static_cast<double>(x[j]) - mx);
       out[0] = mx, out[1] = static_cast<float>(s);
@@ -69,7 +75,7 @@ std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, 
   for (size_t i = 0; i < rows.size(); ++i) {
     const SelectionRequest& req = requests[i];
     const int64_t m = candidates_per_rank(req, slice);
-    std::vector<Candidate> c;
+    std::vector<Candidate> c;  // whole vocabulary: in id order (ranks hold ascending slices)
     double gmax = -std::numeric_limits<double>::infinity();
     for (int r = 0; r < ranks; ++r) {
       const float* in = all.data() + static_cast<size_t>(r) * stride + base[i];
@@ -78,12 +84,24 @@ std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, 
         if (in[3 + 2 * j] >= 0) c.push_back({in[2 + 2 * j], static_cast<int32_t>(in[3 + 2 * j])});
       }
     }
-    if (ranks > 1) std::sort(c.begin(), c.end(), more_likely);  // one rank's list is sorted already
-    if (req.params.temperature > 0 && req.params.top_k > 0 && static_cast<int64_t>(c.size()) > req.params.top_k) {
-      std::vector<Candidate> cut(c.begin(), c.begin() + req.params.top_k);
-      result[i].id = sample_sorted(cut, req.params, req.draw);
+    if (whole_vocabulary(req)) {
+      result[i].id = sample_whole_vocabulary(c, req.params, req.draw);
+      if (req.logprobs > 0) {  // the alternatives: the most likely few, sorted
+        std::vector<Candidate> top(std::min(c.size(), static_cast<size_t>(req.logprobs) + 1));
+        std::partial_sort_copy(c.begin(), c.end(), top.begin(), top.end(), more_likely);
+        for (const Candidate& k : c) {
+          if (k.id == result[i].id) top.push_back(k);  // the chosen one, for its own logprob
+        }
+        c.swap(top);
+      }
     } else {
-      result[i].id = sample_sorted(c, req.params, req.draw);
+      if (ranks > 1) std::sort(c.begin(), c.end(), more_likely);  // one rank's list is sorted already
+      if (req.params.temperature > 0 && req.params.top_k > 0 && static_cast<int64_t>(c.size()) > req.params.top_k) {
+        std::vector<Candidate> cut(c.begin(), c.begin() + req.params.top_k);
+        result[i].id = sample_sorted(cut, req.params, req.draw);
+      } else {
+        result[i].id = sample_sorted(c, req.params, req.draw);
+      }
     }
     if (req.logprobs > 0) {
       double sum = 0;
