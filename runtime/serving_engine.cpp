@@ -226,6 +226,8 @@ void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::str
                                seconds_between(arrival, now));
     }
   }
+  // The gauges first: a client that scrapes right after its answer sees it gone.
+  if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
   a.request->push(std::move(chunk), true);
   active_.erase(it);
 }

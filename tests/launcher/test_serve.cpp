@@ -208,7 +208,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   EXPECT_EQ(a.second["choices"][0]["text"], server.complete(greedy("\"Apples\"", 6), key).second["choices"][0]["text"]);
   EXPECT_NE(a.second["choices"][0]["text"], b.second["choices"][0]["text"]);
   // One running, none waiting: a second request while the first runs gets 503.
-  std::thread first([&] { EXPECT_EQ(server.complete(greedy("\"Long\"", 100), key).first, 200); });
+  std::thread first([&] { EXPECT_EQ(server.complete(greedy("\"Long\"", 126), key).first, 200); });
   std::map<std::string, double> m;
   wait_until_running(server);
   const auto [busy, j] = server.complete(greedy("\"Hi\"", 2), key);
