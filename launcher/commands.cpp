@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/rank_errors.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
@@ -81,29 +82,21 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   // 1. Checks every rank makes alike, before any communication.
   parallel::PartitionPlan plan;
   parallel::Topology topology;
-  try {
+  checks_alike_on_every_rank(mpi, [&] {
     const ModelConfig c = ModelConfig::load(cfg.model);
     topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, cfg.dp_given ? cfg.dp : 0);
     plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, topology.layout().dp, cfg.pp_layers);
     check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
-  } catch (const std::exception& e) {
-    // Every rank failed alike: rank 0 reports it before anyone exits.
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    mpi.barrier();
-    throw SilentExit{};
-  }
+  });
   // 2. Anything later may fail on some ranks only: report it and end the whole job.
-  try {
+  report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank));
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
                                       ParallelContext{groups.tp.get(), groups.pp.get()});
     if (rank == 0) print_result(cfg, r, out);
     groups.world->barrier();
-  } catch (const std::exception& e) {
-    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
-    parallel::MpiRuntime::abort(1);
-  }
+  });
 }
 
 void run_tokenize(const CliConfig& cfg, std::istream& in, std::ostream& out, std::ostream& err) {
@@ -171,14 +164,8 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   parallel::MpiRuntime mpi;
   const int rank = mpi.world_rank();
   parallel::Topology topology;
-  try {  // the same on every rank: report once, exit together
-    topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp);
-  } catch (const std::exception& e) {
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    mpi.barrier();
-    throw SilentExit{};
-  }
-  try {
+  checks_alike_on_every_rank(mpi, [&] { topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp); });
+  report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
     Trainer trainer(o, &groups);
     const parallel::Layout l = topology.layout();
@@ -187,18 +174,14 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
                                    ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
                                    (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")");
     }
-    trainer.run([] { return g_stop_signal != 0; });
+    try {
+      trainer.run([] { return g_stop_signal != 0; });
+    } catch (const TrainingStopped& e) {  // decided on every rank alike
+      if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+      throw SilentExit{};
+    }
     groups.world->barrier();
-  } catch (const parallel::AgreedError& e) {  // every rank threw it: one message, status 1
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    throw SilentExit{};
-  } catch (const TrainingStopped& e) {  // decided on every rank alike
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    throw SilentExit{};
-  } catch (const std::exception& e) {
-    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
-    parallel::MpiRuntime::abort(1);
-  }
+  });
 }
 
 }  // namespace olmo2

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "launcher/commands.h"
+#include "launcher/rank_errors.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
@@ -150,7 +151,7 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   const int rank = mpi.world_rank();
   parallel::Topology topology;
   parallel::PartitionPlan plan;
-  try {  // the same on every rank: report once, exit together
+  checks_alike_on_every_rank(mpi, [&] {
     const ModelConfig c = ModelConfig::load(cfg.serve.model);
     if (mpi.world_size() != cfg.tp * cfg.pp) {
       OLMO2_THROW(InputError, "serve runs on tp × pp = ", cfg.tp, " × ", cfg.pp, " = ", cfg.tp * cfg.pp,
@@ -158,24 +159,14 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
     }
     topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, 1);
     plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, 1, cfg.pp_layers);
-  } catch (const std::exception& e) {
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    mpi.barrier();
-    throw SilentExit{};
-  }
-  try {
+  });
+  report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.serve.collective_timeout);
     ServeRank s;
     parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan); });
     serve(s, rank == 0);
     groups.world->barrier();
-  } catch (const parallel::AgreedError& e) {
-    if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
-    throw SilentExit{};
-  } catch (const std::exception& e) {
-    std::cerr << "olmo2: error: [rank " << rank << "] " << e.what() << std::endl;
-    parallel::MpiRuntime::abort(1);
-  }
+  });
 }
 
 }  // namespace olmo2

@@ -2,11 +2,10 @@
 
 namespace olmo2 {
 
-void ServeRequest::push(CompletionChunk chunk, bool last) {
+void ServeRequest::push(CompletionChunk chunk) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     chunks_.push_back(std::move(chunk));
-    if (last) done_ = true;
   }
   cv_.notify_all();
 }
@@ -17,11 +16,6 @@ std::optional<CompletionChunk> ServeRequest::next(std::chrono::milliseconds time
   CompletionChunk c = std::move(chunks_.front());
   chunks_.pop_front();
   return c;
-}
-
-bool ServeRequest::finished() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_ && chunks_.empty();
 }
 
 }  // namespace olmo2

@@ -47,11 +47,10 @@ class ServeRequest {
   const CompletionParams& params() const { return params_; }
   Clock::time_point arrival() const { return arrival_; }
 
-  /// Engine side: hand out a chunk; `last` ends the request.
-  void push(CompletionChunk chunk, bool last);
+  /// Engine side: hand out a chunk (the last one has finish_reason or error set).
+  void push(CompletionChunk chunk);
   /// HTTP side: waits up to `timeout` for the next chunk. nullopt on timeout.
   std::optional<CompletionChunk> next(std::chrono::milliseconds timeout);
-  bool finished() const;
 
   /// Either side: the client is gone (or the server is stopping). The engine drops the
   /// sequence and frees its blocks at its next step boundary.
@@ -65,7 +64,6 @@ class ServeRequest {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<CompletionChunk> chunks_;
-  bool done_ = false;
   std::atomic<bool> cancelled_{false};
 };
 

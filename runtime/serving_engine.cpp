@@ -126,13 +126,15 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
   fo.last_logits_only = true;
   fo.batch_invariant = true;
   fo.vocab_parallel_logits = true;
-  std::vector<SelectedToken> chosen;
+  // Chosen tokens by plan position: micro-batches run in their order, results go back in plan order.
+  std::vector<SelectedToken> chosen(plan.sequences.size());
   for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
     PagedBatch batch;
-    std::vector<const PlannedSequence*> seqs;
-    for (const PlannedSequence& s : plan.sequences) {
+    std::vector<size_t> seqs;  // plan positions of this micro-batch
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      const PlannedSequence& s = plan.sequences[i];
       if (s.micro_batch != mb) continue;
-      seqs.push_back(&s);
+      seqs.push_back(i);
       batch.tokens.emplace_back(s.tokens);
       batch.start.push_back(s.start);
       batch.block_tables.emplace_back(s.blocks);
@@ -142,29 +144,22 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
     if (!shard.final_norm) continue;
     std::vector<const float*> rows;
     std::vector<SelectionRequest> requests;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      if (!seqs[i]->sample) continue;
-      rows.push_back(out.logits[i].f32());
-      requests.push_back(seqs[i]->selection);
+    std::vector<size_t> sampled;
+    for (size_t j = 0; j < seqs.size(); ++j) {
+      if (!plan.sequences[seqs[j]].sample) continue;
+      rows.push_back(out.logits[j].f32());
+      requests.push_back(plan.sequences[seqs[j]].selection);
+      sampled.push_back(seqs[j]);
     }
     if (rows.empty()) continue;
     std::vector<SelectedToken> got = select_tokens(rows, shard, requests, ranks_.groups.tp);
-    for (auto& t : got) chosen.push_back(std::move(t));
+    for (size_t j = 0; j < got.size(); ++j) chosen[sampled[j]] = std::move(got[j]);
   }
-  // Results back to rank 0 in plan order (micro-batches ran in order, so re-sort).
   if (rank() != ranks_.results_root && rank() != 0) return {};
   std::vector<SelectedToken> ordered;
   if (rank() == ranks_.results_root) {
-    size_t k = 0;
-    std::vector<std::vector<SelectedToken>> per_mb(static_cast<size_t>(plan.micro_batches));
-    for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
-      for (const PlannedSequence& s : plan.sequences) {
-        if (s.micro_batch == mb && s.sample) per_mb[static_cast<size_t>(mb)].push_back(std::move(chosen[k++]));
-      }
-    }
-    std::vector<size_t> next(per_mb.size(), 0);
-    for (const PlannedSequence& s : plan.sequences) {
-      if (s.sample) ordered.push_back(std::move(per_mb[static_cast<size_t>(s.micro_batch)][next[static_cast<size_t>(s.micro_batch)]++]));
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      if (plan.sequences[i].sample) ordered.push_back(std::move(chosen[i]));
     }
   }
   if (ranks_.results_root == 0 || results_size(plan) == 0) return ordered;
@@ -228,7 +223,7 @@ void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::str
   }
   // The gauges first: a client that scrapes right after its answer sees it gone.
   if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
-  a.request->push(std::move(chunk), true);
+  a.request->push(std::move(chunk));
   active_.erase(it);
 }
 
@@ -273,7 +268,7 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
       c.finish_reason = reason;
       finish(p.seq_id, std::move(c), "success");
     } else if (!a.pending.text.empty() || params.want_logprobs) {
-      a.request->push(std::move(a.pending), false);
+      a.request->push(std::move(a.pending));
       a.pending = CompletionChunk{};
     }
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/error.h"
+#include "runtime/generate.h"
 
 namespace olmo2 {
 
@@ -37,6 +38,16 @@ std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, 
     const float* x = rows[i];
     float* out = mine.data() + base[i];
     const int64_t m = candidates_per_rank(requests[i], slice);
+    if (m == 1 && requests[i].logprobs == 0) {  // greedy: one scan, no candidate list
+      out[1] = 0;
+      out[3] = -1;
+      if (real > 0) {
+        const int32_t j = argmax(x, real);
+        out[2] = x[j];
+        out[3] = static_cast<float>(shard.vocab_rows.begin + j);
+      }
+      continue;
+    }
     std::vector<Candidate> c(static_cast<size_t>(real));
     for (int64_t j = 0; j < real; ++j) c[static_cast<size_t>(j)] = {x[j], static_cast<int32_t>(shard.vocab_rows.begin + j)};
     const int64_t take = std::min(m, real);

@@ -3,16 +3,21 @@ library only): the metric contract of deploy/metrics.txt, a free loopback port, 
 HTTP API, polling, and a Prometheus started on a copy of deploy/prometheus/ with 1 s
 scrape and evaluation intervals and its static targets pointed elsewhere.
 
-Used by train_integration.py and prometheus_smoke.py.
+Also what the integration tests against a real olmo2 job share: the contract check of
+one job's series, the dashboard-panel check, stopping an mpirun job, a log's tail.
+
+Used by train_integration.py, serve_integration.py and prometheus_smoke.py.
 """
 import ctypes
 import json
+import math
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -165,3 +170,89 @@ class Prometheus:
         self._log.close()
         if self.proc.returncode not in (0, -signal.SIGTERM):
             print(f"Prometheus exited with status {self.proc.returncode}; its log ends:\n{self.log_tail()}")
+
+
+def check_families(series, prefix, job, instance, check_part):
+    """series: every `prefix`* series of one target (instant query). Each metric of
+    deploy/metrics.txt with that prefix must be there with exactly its labels (plus job
+    and instance, and le on histogram buckets), and no other series; for each metric
+    (each of _bucket/_sum/_count of a histogram) check_part(part, labels, got, problems)
+    then checks the values its series carry. Returns the problems found."""
+    problems = []
+    by_name = {}
+    for s in series:
+        by_name.setdefault(s["metric"]["__name__"], []).append(s)
+    wanted = set()
+    for name, kind, labels in contract():
+        if not name.startswith(prefix):
+            continue
+        parts = [name + suffix for suffix in ("_bucket", "_sum", "_count")] if kind == "histogram" else [name]
+        wanted.update(parts)
+        for part in parts:
+            got = by_name.get(part, [])
+            if not got:
+                problems.append(f"{part}: no series")
+                continue
+            keys = {"job", "instance"} | set(labels) | ({"le"} if part.endswith("_bucket") else set())
+            for s in got:
+                m = s["metric"]
+                if set(m) - {"__name__"} != keys:
+                    problems.append(f"{part}: labels {sorted(set(m) - {'__name__'})}, expected {sorted(keys)}")
+                elif m["job"] != job or m["instance"] != instance:
+                    problems.append(f"{part}: job/instance {m['job']}/{m['instance']}")
+            check_part(part, labels, got, problems)
+    extra = sorted(set(by_name) - wanted)
+    if extra:
+        problems.append(f"series not in deploy/metrics.txt: {extra}")
+    return problems
+
+
+def check_panels(base, dashboard, job, instance):
+    """Every expression of deploy/grafana/`dashboard` (deploy/grafana/panel_queries.py,
+    job and instance substituted) must parse and return data. Returns (queries, problems)."""
+    out = subprocess.run([sys.executable, os.path.join(DEPLOY, "grafana", "panel_queries.py"),
+                          "--job", job, "--instance", instance, os.path.join(DEPLOY, "grafana", dashboard)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    problems, nan_only = [], []
+    for line in out:
+        q = json.loads(line)
+        try:
+            kind, result = query(base, q["expr"])
+            if kind != "scalar" and not result:
+                problems.append(f"panel {q['panel']!r} ({q['ref_id']}): no data for {q['expr']}")
+            elif kind == "vector" and all(math.isnan(float(s["value"][1])) for s in result):
+                nan_only.append(f"{q['panel']} ({q['ref_id']})")
+        except Exception as e:  # noqa: BLE001 - a parse error comes back as HTTP 400
+            detail = e.read().decode(errors="replace") if hasattr(e, "read") else str(e)
+            problems.append(f"panel {q['panel']!r} ({q['ref_id']}): {detail} for {q['expr']}")
+    if not out:
+        problems.append(f"panel_queries.py printed no queries for {dashboard}")
+    if nan_only:  # data, but only NaN (e.g. 0/0, a quantile of an idle minute): allowed, shown in the log
+        print(f"note: only NaN from {', '.join(nan_only)}")
+    return len(out), problems
+
+
+def stop_job(proc, timeout=60):
+    """SIGUSR1 to mpirun (forwarded to every rank: all stop together); then SIGTERM and
+    SIGKILL to that PID if it does not exit. Returns its status."""
+    if proc.poll() is not None:
+        return proc.returncode
+    for sig, wait in ((signal.SIGUSR1, timeout), (signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            print(f"mpirun did not exit {wait} s after {signal.Signals(sig).name}")
+    return proc.poll()
+
+
+def tail(path, chars=4000):
+    """The last `chars` characters of a log file ("" when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-chars:]
+    except OSError:
+        return ""

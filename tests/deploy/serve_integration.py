@@ -55,9 +55,9 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prometheus_harness import (DEPLOY, Prometheus, TestFailure as Failure, api, contract, free_port,  # noqa: E402
-                                popen, query, wait_for, write_config)
-from train_integration import stop_job, tail  # noqa: E402
+from prometheus_harness import (Prometheus, TestFailure as Failure, api, check_families,  # noqa: E402
+                                check_panels, contract, free_port, popen, query, stop_job, tail, wait_for,
+                                write_config)
 
 JOB = "olmo2-serve"
 CONTEXT = 128
@@ -214,45 +214,21 @@ def send_traffic(client, kill_switch):
 
 
 def check_contract(series, instance):
-    """series: every olmo2_serve_* series of this server (instant query). Each serving
-    metric of metrics.txt must be there with exactly its labels, and nothing else."""
-    problems = []
-    by_name = {}
-    for s in series:
-        by_name.setdefault(s["metric"]["__name__"], []).append(s)
-    wanted = set()
-    for name, kind, labels in contract():
-        if not name.startswith("olmo2_serve_"):
-            continue
-        parts = [name + suffix for suffix in ("_bucket", "_sum", "_count")] if kind == "histogram" else [name]
-        wanted.update(parts)
-        for part in parts:
-            got = by_name.get(part, [])
-            if not got:
-                problems.append(f"{part}: no series")
-                continue
-            keys = {"job", "instance"} | set(labels) | ({"le"} if part.endswith("_bucket") else set())
-            for s in got:
-                m = s["metric"]
-                if set(m) - {"__name__"} != keys:
-                    problems.append(f"{part}: labels {sorted(set(m) - {'__name__'})}, expected {sorted(keys)}")
-                elif m["job"] != JOB or m["instance"] != instance:
-                    problems.append(f"{part}: job/instance {m['job']}/{m['instance']}")
-            if part.endswith("_bucket"):
-                les = [s["metric"].get("le") for s in got]
-                if "+Inf" not in les or len(set(les)) != len(les):
-                    problems.append(f"{part}: buckets {sorted(les)}")
-                continue
-            for label, values in labels.items():
-                seen = sorted(s["metric"].get(label, "") for s in got)
-                if values is not None and seen != sorted(values):
-                    problems.append(f"{part}: {label} values {seen}, expected each of {sorted(values)} once")
-            if not labels and len(got) != 1:
-                problems.append(f"{part}: {len(got)} series, expected 1")
-    extra = sorted(set(by_name) - wanted)
-    if extra:
-        problems.append(f"series not in deploy/metrics.txt: {extra}")
-    return problems
+    """series: every olmo2_serve_* series of this server (instant query): the contract's
+    families with exactly their labels (check_families), each label value once."""
+    def check_part(part, labels, got, problems):
+        if part.endswith("_bucket"):
+            les = [s["metric"].get("le") for s in got]
+            if "+Inf" not in les or len(set(les)) != len(les):
+                problems.append(f"{part}: buckets {sorted(les)}")
+            return
+        for label, values in labels.items():
+            seen = sorted(s["metric"].get(label, "") for s in got)
+            if values is not None and seen != sorted(values):
+                problems.append(f"{part}: {label} values {seen}, expected each of {sorted(values)} once")
+        if not labels and len(got) != 1:
+            problems.append(f"{part}: {len(got)} series, expected 1")
+    return check_families(series, "olmo2_serve_", JOB, instance, check_part)
 
 
 def check_values(series, n):
@@ -290,31 +266,6 @@ def check_values(series, n):
         if not (math.isfinite(total) and total >= 0):
             problems.append(f"olmo2_serve_{name}_seconds_sum = {total}")
     return v, problems
-
-
-def check_panels(base, instance):
-    """Every serving-dashboard expression must parse and return data."""
-    out = subprocess.run([sys.executable, os.path.join(DEPLOY, "grafana", "panel_queries.py"),
-                          "--job", JOB, "--instance", instance,
-                          os.path.join(DEPLOY, "grafana", "olmo2-serving.json")],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
-    problems, nan_only = [], []
-    for line in out:
-        q = json.loads(line)
-        try:
-            kind, result = query(base, q["expr"])
-            if kind != "scalar" and not result:
-                problems.append(f"panel {q['panel']!r} ({q['ref_id']}): no data for {q['expr']}")
-            elif kind == "vector" and all(math.isnan(float(s["value"][1])) for s in result):
-                nan_only.append(f"{q['panel']} ({q['ref_id']})")
-        except Exception as e:  # noqa: BLE001 - a parse error comes back as HTTP 400
-            detail = e.read().decode(errors="replace") if hasattr(e, "read") else str(e)
-            problems.append(f"panel {q['panel']!r} ({q['ref_id']}): {detail} for {q['expr']}")
-    if not out:
-        problems.append("panel_queries.py printed no serving queries")
-    if nan_only:  # data, but only NaN (e.g. a quantile of an idle minute): allowed, shown in the log
-        print(f"note: only NaN from {', '.join(nan_only)}")
-    return len(out), problems
 
 
 def check_rules(base):
@@ -404,7 +355,7 @@ def run(args, tmp):
                   f"{n['prompt_tokens']} prompt and {n['generated_tokens']} generated tokens, TTFT count "
                   f"{n['success']}, {values['olmo2_serve_preemptions_total']:g} pre-emptions, idle at the end")
 
-        count, p = check_panels(prom.base, instance)
+        count, p = check_panels(prom.base, "olmo2-serving.json", JOB, instance)
         problems += p
         if not p:
             print(f"ok: {count} serving-dashboard queries parse and return data")

@@ -40,8 +40,8 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prometheus_harness import (DEPLOY, Prometheus, TestFailure as Failure, api, contract, free_port,  # noqa: E402
-                                popen, query, wait_for, write_config)
+from prometheus_harness import (Prometheus, TestFailure as Failure, api, check_families,  # noqa: E402
+                                check_panels, free_port, popen, query, stop_job, tail, wait_for, write_config)
 
 RANKS = 4          # mpirun -np 4: tp 2 x pp 2 x dp 1
 LAYERS = 4
@@ -72,61 +72,38 @@ def write_tokens(path, n=16384, seed=1234):
 
 
 def check_contract(series, instance):
-    """series: every olmo2_train_* series of this run (instant query). Each training
-    metric of metrics.txt must be there with exactly its labels, and nothing else."""
-    problems = []
-    by_name = {}
-    for s in series:
-        by_name.setdefault(s["metric"]["__name__"], []).append(s)
-    wanted = set()
-    for name, kind, labels in contract():
-        if not name.startswith("olmo2_train_"):
-            continue  # serving metrics: no server yet
-        parts = [name + suffix for suffix in ("_bucket", "_sum", "_count")] if kind == "histogram" else [name]
-        wanted.update(parts)
-        for part in parts:
-            got = by_name.get(part, [])
-            if not got:
-                problems.append(f"{part}: no series")
-                continue
-            keys = {"job", "instance"} | set(labels) | ({"le"} if part.endswith("_bucket") else set())
-            for s in got:
-                m = s["metric"]
-                if set(m) - {"__name__"} != keys:
-                    problems.append(f"{part}: labels {sorted(set(m) - {'__name__'})}, expected {sorted(keys)}")
-                elif m["job"] != JOB or m["instance"] != instance:
-                    problems.append(f"{part}: job/instance {m['job']}/{m['instance']}")
-            sets = {tuple((k, s["metric"][k]) for k in sorted(labels) if k in s["metric"]) for s in got}
-            per_set = len(got) // max(1, len(sets))
-            if part.endswith("_bucket"):
-                les = {s["metric"].get("le") for s in got}
-                if "+Inf" not in les or len(got) != len(sets) * len(les):
-                    problems.append(f"{part}: buckets {sorted(les)} not the same for each of {len(sets)} label sets")
-            elif per_set != 1 or len(got) != len(sets):
-                problems.append(f"{part}: {len(got)} series for {len(sets)} label sets")
-            if not labels:
-                continue
-            if "rank" in labels:
-                coords = {(d["rank"], d["tp"], d["pp"], d["dp"]) for d in (dict(t) for t in sets)}
-                ranks = sorted(c[0] for c in coords)
-                layout = sorted((c[1], c[2], c[3]) for c in coords)
-                if ranks != [str(r) for r in range(RANKS)]:
-                    problems.append(f"{part}: ranks {ranks}, expected 0..{RANKS - 1}")
-                if layout != [(t, p, "0") for t in "01" for p in "01"]:
-                    problems.append(f"{part}: (tp, pp, dp) {layout}, expected each of tp 0..1 x pp 0..1, dp 0")
-            elif "layer" in labels:
-                layers = sorted(int(dict(t)["layer"]) for t in sets)
-                if layers != list(range(LAYERS)):
-                    problems.append(f"{part}: layers {layers}, expected 0..{LAYERS - 1}")
-            else:
-                for label, values in labels.items():
-                    seen = sorted(dict(t)[label] for t in sets)
-                    if values is not None and seen != sorted(values):
-                        problems.append(f"{part}: {label} values {seen}, expected {sorted(values)}")
-    extra = sorted(set(by_name) - wanted)
-    if extra:
-        problems.append(f"series not in deploy/metrics.txt: {extra}")
-    return problems
+    """series: every olmo2_train_* series of this run (instant query): the contract's
+    families with exactly their labels (check_families), one series per label set,
+    every rank with its tp/pp/dp, every layer."""
+    def check_part(part, labels, got, problems):
+        sets = {tuple((k, s["metric"][k]) for k in sorted(labels) if k in s["metric"]) for s in got}
+        per_set = len(got) // max(1, len(sets))
+        if part.endswith("_bucket"):
+            les = {s["metric"].get("le") for s in got}
+            if "+Inf" not in les or len(got) != len(sets) * len(les):
+                problems.append(f"{part}: buckets {sorted(les)} not the same for each of {len(sets)} label sets")
+        elif per_set != 1 or len(got) != len(sets):
+            problems.append(f"{part}: {len(got)} series for {len(sets)} label sets")
+        if not labels:
+            return
+        if "rank" in labels:
+            coords = {(d["rank"], d["tp"], d["pp"], d["dp"]) for d in (dict(t) for t in sets)}
+            ranks = sorted(c[0] for c in coords)
+            layout = sorted((c[1], c[2], c[3]) for c in coords)
+            if ranks != [str(r) for r in range(RANKS)]:
+                problems.append(f"{part}: ranks {ranks}, expected 0..{RANKS - 1}")
+            if layout != [(t, p, "0") for t in "01" for p in "01"]:
+                problems.append(f"{part}: (tp, pp, dp) {layout}, expected each of tp 0..1 x pp 0..1, dp 0")
+        elif "layer" in labels:
+            layers = sorted(int(dict(t)["layer"]) for t in sets)
+            if layers != list(range(LAYERS)):
+                problems.append(f"{part}: layers {layers}, expected 0..{LAYERS - 1}")
+        else:
+            for label, values in labels.items():
+                seen = sorted(dict(t)[label] for t in sets)
+                if values is not None and seen != sorted(values):
+                    problems.append(f"{part}: {label} values {seen}, expected {sorted(values)}")
+    return check_families(series, "olmo2_train_", JOB, instance, check_part)
 
 
 def check_values(series):
@@ -160,58 +137,6 @@ def check_values(series):
     if not values.get(("olmo2_train_checkpoint_save_seconds_count", ""), 0) > 0:
         problems.append("olmo2_train_checkpoint_save_seconds_count: no checkpoint save observed")
     return problems
-
-
-def check_panels(base, instance):
-    """Every training-dashboard expression must parse and return data. Only the training
-    dashboard: the serving one needs `olmo2 serve`, which does not exist yet (its queries
-    run against a fake exporter in deploy.prometheus_smoke)."""
-    out = subprocess.run([sys.executable, os.path.join(DEPLOY, "grafana", "panel_queries.py"),
-                          "--job", JOB, "--instance", instance,
-                          os.path.join(DEPLOY, "grafana", "olmo2-training.json")],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
-    problems, nan_only = [], []
-    for line in out:
-        q = json.loads(line)
-        try:
-            kind, result = query(base, q["expr"])
-            if kind != "scalar" and not result:
-                problems.append(f"panel {q['panel']!r} ({q['ref_id']}): no data for {q['expr']}")
-            elif kind == "vector" and all(math.isnan(float(s["value"][1])) for s in result):
-                nan_only.append(f"{q['panel']} ({q['ref_id']})")
-        except Exception as e:  # noqa: BLE001 - a parse error comes back as HTTP 400
-            detail = e.read().decode(errors="replace") if hasattr(e, "read") else str(e)
-            problems.append(f"panel {q['panel']!r} ({q['ref_id']}): {detail} for {q['expr']}")
-    if not out:
-        problems.append("panel_queries.py printed no training queries")
-    if nan_only:  # data, but only NaN (e.g. 0/0): allowed, shown for whoever reads the log
-        print(f"note: only NaN from {', '.join(nan_only)}")
-    return len(out), problems
-
-
-def stop_job(proc, timeout=60):
-    """SIGUSR1 to mpirun (forwarded to every rank: all stop after the same step); then
-    SIGTERM and SIGKILL to that PID if it does not exit. Returns its status."""
-    if proc.poll() is not None:
-        return proc.returncode
-    for sig, wait in ((signal.SIGUSR1, timeout), (signal.SIGTERM, 15), (signal.SIGKILL, 15)):
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        try:
-            return proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            print(f"mpirun did not exit {wait} s after {signal.Signals(sig).name}")
-    return proc.poll()
-
-
-def tail(path, chars=4000):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()[-chars:]
-    except OSError:
-        return ""
 
 
 def run(args, tmp):
@@ -280,7 +205,7 @@ def run(args, tmp):
         if not p:
             print("ok: per-layer norms of all 4 layers, every rank's step time, a checkpoint save")
 
-        n, p = check_panels(prom.base, instance)
+        n, p = check_panels(prom.base, "olmo2-training.json", JOB, instance)
         problems += p
         if not p:
             print(f"ok: {n} training-dashboard queries parse and return data")

@@ -40,6 +40,8 @@ TEST(Serve, CaseC6BadRequestsHurtNothing) {
   const auto [s0, ref] = fresh.complete(greedy("\"The capital of France is\"", 8));
   ASSERT_EQ(s0, 200) << ref;
   Server server(model().path, "");
+  // Loopback unless --host says otherwise.
+  EXPECT_THAT(server.log(), HasSubstr("on http://127.0.0.1:" + std::to_string(server.port) + " "));
   auto expect_400 = [&](const std::string& body, const std::string& param, const std::string& text) {
     const auto [status, j] = server.complete(body);
     EXPECT_EQ(status, 400) << body;
