@@ -28,8 +28,8 @@
 #include "ops/gemm.h"
 #include "ops/tensor.h"
 #include "ops/threads.h"
-#include "runtime/config.h"
-#include "runtime/model.h"
+#include "runtime/model/config.h"
+#include "runtime/model/model.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 #include <iostream>
 #include <string>
 
-#include "runtime/checkpoint.h"
-#include "runtime/model.h"
-#include "runtime/parameters.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/model/model.h"
+#include "runtime/model/parameters.h"
 
 int main(int argc, char** argv) {
   using namespace olmo2;

@@ -27,12 +27,12 @@
 
 #include "ops/tensor.h"
 #include "ops/threads.h"
-#include "runtime/data_loader.h"
-#include "runtime/init.h"
-#include "runtime/model.h"
-#include "runtime/optimizer.h"
-#include "runtime/parameters.h"
-#include "runtime/train_step.h"
+#include "runtime/train/data_loader.h"
+#include "runtime/model/init.h"
+#include "runtime/model/model.h"
+#include "runtime/train/optimizer.h"
+#include "runtime/model/parameters.h"
+#include "runtime/train/train_step.h"
 #include "train_bench_common.h"
 
 namespace olmo2::bench {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config.h"
+#include "runtime/model/config.h"
 
 namespace olmo2::bench {
 

@@ -41,9 +41,9 @@
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
 #include "parallel/timed_communicator.h"
-#include "runtime/config.h"
-#include "runtime/npy.h"
-#include "runtime/trainer.h"
+#include "runtime/model/config.h"
+#include "runtime/io/npy.h"
+#include "runtime/train/trainer.h"
 #include "train_bench_common.h"
 
 namespace olmo2::bench {

@@ -17,12 +17,12 @@
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
-#include "runtime/config.h"
-#include "runtime/generate.h"
-#include "runtime/model.h"
-#include "runtime/tokenize_corpus.h"
-#include "runtime/tokenizer.h"
-#include "runtime/trainer.h"
+#include "runtime/model/config.h"
+#include "runtime/generation/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenize_corpus.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/train/trainer.h"
 
 namespace olmo2 {
 

@@ -6,7 +6,7 @@
 
 #include "launcher/options.h"
 #include "parallel/partition.h"
-#include "runtime/config.h"
+#include "runtime/model/config.h"
 
 namespace olmo2 {
 
@@ -33,7 +33,7 @@ void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launch
 /// options or data, TrainingStopped.
 void run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 
-/// `olmo2 serve`: the OpenAI-style completions server (runtime/http_server.h) on
+/// `olmo2 serve`: the OpenAI-style completions server (runtime/serve/http_server.h) on
 /// --host:--port, until SIGTERM, SIGINT or SIGUSR1 (mpirun forwards SIGUSR1 to every
 /// rank): then it stops accepting, lets in-flight requests finish for --shutdown-grace
 /// seconds, cancels the rest, and every rank returns normally. On one process unless

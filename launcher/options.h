@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "launcher/serve_options.h"
-#include "runtime/sampling.h"
-#include "runtime/trainer.h"
+#include "runtime/generation/sampling.h"
+#include "runtime/train/trainer.h"
 
 namespace olmo2 {
 

@@ -14,8 +14,8 @@
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
-#include "runtime/http_server.h"
-#include "runtime/serving_engine.h"
+#include "runtime/serve/http_server.h"
+#include "runtime/serve/serving_engine.h"
 
 namespace olmo2 {
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "launcher/options.h"
-#include "runtime/paged_kv_cache.h"
+#include "runtime/serve/memory_size.h"
 
 namespace olmo2 {
 

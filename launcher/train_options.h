@@ -4,7 +4,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "runtime/trainer.h"
+#include "runtime/train/trainer.h"
 
 namespace olmo2 {
 

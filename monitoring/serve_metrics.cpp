@@ -8,7 +8,7 @@
 
 #include <map>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::monitoring {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::monitoring {
 

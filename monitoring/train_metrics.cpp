@@ -11,7 +11,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::monitoring {
 

@@ -1,6 +1,6 @@
 #include "ops/dtype.h"
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2 {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/dtype.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2 {
 

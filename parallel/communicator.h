@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::parallel {
 

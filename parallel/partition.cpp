@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::parallel {
 

@@ -2,7 +2,7 @@
 
 #include <mpi.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "parallel/mpi_communicator.h"
 
 namespace olmo2::parallel {

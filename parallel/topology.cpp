@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::parallel {
 

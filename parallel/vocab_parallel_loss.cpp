@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ops/cpu/fast_exp.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::parallel {
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes runtime/unicode_classes.inc: code points that are letters (L*) or numbers (N*)
+"""Writes runtime/tokenizer/unicode_classes.inc: code points that are letters (L*) or numbers (N*)
 in Unicode 16.0 -- the tables of the regex engine inside the `tokenizers` library that
 made the dolma2 reference ids -- but not in Unicode 14.0, the tables of Debian 12's
 PCRE2 10.42. The pre-tokenizer gives such characters a stand-in of the right class
-before running the regex (runtime/pretokenizer.cpp), so PCRE2 splits text as the
+before running the regex (runtime/tokenizer/pretokenizer.cpp), so PCRE2 splits text as the
 reference does. At run time each entry is checked against PCRE2 itself, so a newer
 PCRE2 needs no stand-ins.
 

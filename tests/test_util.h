@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::test {
 

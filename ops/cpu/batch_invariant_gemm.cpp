@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "ops/cpu/batch_invariant_gemm_detail.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::ops {
 namespace {

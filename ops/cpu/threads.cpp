@@ -3,7 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2 {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that transformers loads a checkpoint written by olmo2 (runtime/checkpoint.h).
+"""Checks that transformers loads a checkpoint written by olmo2 (runtime/train/checkpoint.h).
 
 Usage (with /opt/olmo2-fixtures-venv/bin/python, torch + transformers 5.x):
 

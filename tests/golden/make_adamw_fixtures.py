@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""AdamW + gradient-clipping fixture for tests/runtime/test_optimizer.cpp.
+"""AdamW + gradient-clipping fixture for tests/train/test_optimizer.cpp.
 
 Run (deterministic; rewrites tests/golden/fixtures/adamw/):
     /opt/olmo2-fixtures-venv/bin/python tests/golden/make_adamw_fixtures.py

@@ -3,7 +3,7 @@
 
 The other golden fixtures check our forward on weights that transformers wrote; this
 one checks the other direction end to end: the program trains a tiny model for a few
-steps, saves it in the Hugging Face layout (runtime/checkpoint.h), transformers loads
+steps, saves it in the Hugging Face layout (runtime/train/checkpoint.h), transformers loads
 that checkpoint, and its logits become the reference that
 tests/golden/test_trained_checkpoint.cpp compares the program's own forward against,
 after re-running the same training.

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/generate.h"
-#include "runtime/model.h"
-#include "runtime/safetensors.h"
+#include "runtime/generation/generate.h"
+#include "runtime/model/model.h"
+#include "runtime/io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {

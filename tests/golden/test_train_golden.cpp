@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/parameters.h"
-#include "runtime/safetensors.h"
-#include "runtime/train_step.h"
+#include "runtime/model/parameters.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/train/train_step.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {

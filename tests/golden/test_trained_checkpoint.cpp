@@ -27,8 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/model.h"
-#include "runtime/safetensors.h"
+#include "runtime/model/model.h"
+#include "runtime/io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {

@@ -12,9 +12,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/checkpoint.h"
-#include "runtime/model.h"
-#include "runtime/parameters.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/model/model.h"
+#include "runtime/model/parameters.h"
 #include "tests/launcher/background.h"
 #include "tests/launcher/metrics_text.h"
 #include "tests/test_util.h"

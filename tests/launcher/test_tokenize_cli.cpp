@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/npy.h"
-#include "runtime/tokenizer.h"
+#include "runtime/io/npy.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
@@ -92,7 +92,7 @@ TEST(CliTokenize, NumpyReadsTheOutput) {
   const auto ids = read_npy(dir.file("00000-a.npy"));
   uint64_t sum = 0;
   for (uint32_t v : ids) sum += v;
-  const std::string cmd = python + " " + test::source_path("tests/runtime/npy_check.py") + " check " + dir.file("00000-a.npy") +
+  const std::string cmd = python + " " + test::source_path("tests/io/npy_check.py") + " check " + dir.file("00000-a.npy") +
                           " " + std::to_string(ids.size()) + " " + std::to_string(sum) + " 0=" + std::to_string(ids[0]) + " " +
                           std::to_string(ids.size() - 1) + "=100257";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;

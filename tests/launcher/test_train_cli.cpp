@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/model.h"
-#include "runtime/npy.h"
+#include "runtime/model/model.h"
+#include "runtime/io/npy.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {

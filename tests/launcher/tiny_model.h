@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/npy.h"
+#include "runtime/io/npy.h"
 #include "tests/test_util.h"
 
 namespace olmo2::test {

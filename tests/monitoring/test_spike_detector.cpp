@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "monitoring/spike_detector.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2::monitoring {
 namespace {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "ops/dtype.h"
-#include "ops/error.h"
+#include "core/error.h"
 
 namespace olmo2 {
 namespace {

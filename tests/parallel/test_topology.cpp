@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/error.h"
+#include "core/error.h"
 #include "parallel/topology.h"
 #include "tests/parallel/mpi_test_util.h"
 

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/error.h"
-#include "runtime/tokenizer.h"
-#include "runtime/utf8.h"
+#include "core/error.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "runtime/tokenizer/utf8.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {

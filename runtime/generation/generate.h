@@ -1,0 +1,47 @@
+// One-shot greedy generation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/model/model.h"
+#include "runtime/generation/sampling.h"
+
+namespace olmo2 {
+
+struct GenerateResult {
+  std::vector<int32_t> output_ids;  ///< generated tokens (the eos token included if hit)
+  std::string finish_reason;        ///< "stop" (eos generated) or "length"
+};
+
+/// Greedy decoding (argmax, first index on ties, as `torch.argmax`) with a KV cache:
+/// one prefill of `prompt`, then one token per step until `max_tokens` tokens or the
+/// config's eos token. Throws InputError for an empty prompt, an id outside the
+/// vocabulary (naming it and its position), max_tokens < 1, or prompt + max_tokens
+/// over max_position_embeddings (naming all three numbers).
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens);
+
+/// The same on a sharded model: every rank of the TP and PP groups calls it with the
+/// same prompt; the last stage picks each token and broadcasts it over the pipeline
+/// group, so every rank returns the same result, equal to the single-process one.
+GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,
+                               int64_t max_tokens, const ParallelContext& ctx);
+
+/// Generation with `sampling` (greedy when its temperature is 0, identical to
+/// generate_greedy). Sharded: the last pipeline stage draws each token (every TP rank
+/// of it holds the same gathered logits and the same seeded sampler) and broadcasts
+/// it, so every layout gives the same tokens. Throws as generate_greedy, and
+/// InputError for invalid sampling parameters.
+GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
+                        const SamplingParams& sampling, const ParallelContext& ctx = {});
+
+/// The checks generate_greedy makes before any work (empty prompt, ids outside the
+/// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a
+/// sharded run makes them identically. Throws InputError naming the numbers.
+void check_generate_request(const ModelConfig& config, const std::vector<int32_t>& prompt,
+                            int64_t max_tokens);
+
+}  // namespace olmo2

@@ -1,0 +1,152 @@
+#include "runtime/model/model.h"
+
+#include <cstring>
+#include <random>
+
+#include "runtime/io/safetensors.h"
+
+namespace olmo2 {
+
+ShardSpec ShardSpec::whole(const ModelConfig& c) {
+  ShardSpec s;
+  s.layers = {0, c.num_hidden_layers};
+  s.q_heads = {0, c.num_attention_heads};
+  s.kv_heads = {0, c.num_key_value_heads};
+  s.mlp_rows = {0, c.intermediate_size};
+  s.vocab_rows = s.vocab_real = {0, c.vocab_size};
+  s.padded_vocab = c.vocab_size;
+  return s;
+}
+
+ShardSpec ShardSpec::from_plan(const parallel::PartitionPlan& plan, int rank) {
+  const parallel::RankPartition& r = plan.ranks.at(static_cast<size_t>(rank));
+  ShardSpec s;
+  s.layers = r.layers, s.q_heads = r.q_heads, s.kv_heads = r.kv_heads, s.mlp_rows = r.mlp_rows;
+  s.vocab_rows = r.vocab_rows, s.vocab_real = r.vocab_real;
+  s.embedding = r.embedding, s.final_norm = r.final_norm;
+  s.k_counts = r.kv_replica == 0;
+  s.kv_replicas = r.kv_replicas, s.kv_replica = r.kv_replica;
+  s.padded_vocab = plan.padded_vocab;
+  return s;
+}
+
+KVCache::KVCache(const ModelConfig& c, int64_t capacity) : KVCache(c, ShardSpec::whole(c), capacity) {}
+
+KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t capacity) : capacity_(capacity) {
+  const int64_t width = shard.kv_heads.size() * c.head_dim;
+  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
+    k_.push_back(Tensor::zeros({capacity, width}));
+    v_.push_back(Tensor::zeros({capacity, width}));
+  }
+}
+
+Olmo2Model Olmo2Model::load(const std::string& dir) {
+  const ModelConfig c = ModelConfig::load(dir);
+  return load(dir, ShardSpec::whole(c));
+}
+
+Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
+  Olmo2Model m;
+  m.config_ = ModelConfig::load(dir);
+  m.shard_ = shard;
+  const ModelConfig& c = m.config_;
+  m.act_ = c.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  const int64_t h = c.hidden_size, hd = c.head_dim, q = c.num_attention_heads * hd,
+                kv = c.num_key_value_heads * hd, inter = c.intermediate_size;
+  const int64_t qb = shard.q_heads.begin * hd, qe = shard.q_heads.end * hd;
+  const int64_t kb = shard.kv_heads.begin * hd, ke = shard.kv_heads.end * hd;
+  const int64_t ib = shard.mlp_rows.begin, ie = shard.mlp_rows.end;
+  // Vocab rows: the real rows of this rank's slice, zero rows for padding.
+  auto vocab_slice = [&](const std::string& name) {
+    if (shard.vocab_real == shard.vocab_rows) {  // no padding rows: no second copy
+      return ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_rows.begin, shard.vocab_rows.end);
+    }
+    Tensor t = Tensor::zeros({shard.vocab_rows.size(), h});
+    if (shard.vocab_real.size() > 0) {
+      const Tensor real = ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
+      std::memcpy(t.f32() + (shard.vocab_real.begin - shard.vocab_rows.begin) * h, real.f32(),
+                  sizeof(float) * static_cast<size_t>(real.numel()));
+    }
+    return t;
+  };
+  ModelWeights& w = m.weights_;
+  if (shard.embedding || (shard.final_norm && c.tie_word_embeddings)) {
+    w.embed_tokens = vocab_slice("model.embed_tokens.weight");
+  }
+  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights lw;
+    lw.q_proj = ckpt.load_f32_slice(p + "self_attn.q_proj.weight", {q, h}, 0, qb, qe);
+    lw.k_proj = ckpt.load_f32_slice(p + "self_attn.k_proj.weight", {kv, h}, 0, kb, ke);
+    lw.v_proj = ckpt.load_f32_slice(p + "self_attn.v_proj.weight", {kv, h}, 0, kb, ke);
+    lw.o_proj = ckpt.load_f32_slice(p + "self_attn.o_proj.weight", {h, q}, 1, qb, qe);
+    lw.q_norm = ckpt.load_f32_slice(p + "self_attn.q_norm.weight", {q}, 0, qb, qe);
+    lw.k_norm = ckpt.load_f32_slice(p + "self_attn.k_norm.weight", {kv}, 0, kb, ke);
+    lw.gate_proj = ckpt.load_f32_slice(p + "mlp.gate_proj.weight", {inter, h}, 0, ib, ie);
+    lw.up_proj = ckpt.load_f32_slice(p + "mlp.up_proj.weight", {inter, h}, 0, ib, ie);
+    lw.down_proj = ckpt.load_f32_slice(p + "mlp.down_proj.weight", {h, inter}, 1, ib, ie);
+    lw.post_attention_layernorm = ckpt.load_f32(p + "post_attention_layernorm.weight", {h});
+    lw.post_feedforward_layernorm = ckpt.load_f32(p + "post_feedforward_layernorm.weight", {h});
+    w.layers.push_back(std::move(lw));
+  }
+  if (shard.final_norm) {
+    w.norm = ckpt.load_f32("model.norm.weight", {h});
+    if (!c.tie_word_embeddings) w.lm_head = vocab_slice("lm_head.weight");
+  }
+  return m;
+}
+
+Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& shard,
+                                    ModelWeights weights) {
+  Olmo2Model m;
+  m.config_ = config;
+  m.shard_ = shard;
+  m.weights_ = std::move(weights);
+  return m;
+}
+
+Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std) {
+  Olmo2Model m;
+  m.config_ = c;
+  m.shard_ = ShardSpec::whole(c);
+  std::mt19937_64 rng(seed);
+  auto normal = [&](std::vector<int64_t> shape) {
+    Tensor t = Tensor::zeros(std::move(shape));
+    std::normal_distribution<float> dist(0.0f, std);
+    float* p = t.f32();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+    return t;
+  };
+  auto ones = [](int64_t n) {
+    Tensor t = Tensor::zeros({n});
+    for (int64_t i = 0; i < n; ++i) t.f32()[i] = 1.0f;
+    return t;
+  };
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,
+                kv = c.num_key_value_heads * c.head_dim, inter = c.intermediate_size;
+  ModelWeights& w = m.weights_;
+  w.embed_tokens = normal({c.vocab_size, h});
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    LayerWeights lw{normal({q, h}), normal({kv, h}), normal({kv, h}), normal({h, q}),
+                    ones(q), ones(kv), normal({inter, h}), normal({inter, h}),
+                    normal({h, inter}), ones(h), ones(h)};
+    w.layers.push_back(std::move(lw));
+  }
+  w.norm = ones(h);
+  if (!c.tie_word_embeddings) w.lm_head = normal({c.vocab_size, h});
+  return m;
+}
+
+double Olmo2Model::forward_flops(int64_t tokens, double context) const {
+  const ModelConfig& c = config_;
+  const double h = static_cast<double>(c.hidden_size), q = static_cast<double>(c.num_attention_heads * c.head_dim),
+               kv = static_cast<double>(c.num_key_value_heads * c.head_dim),
+               inter = static_cast<double>(c.intermediate_size);
+  const double matmul_params = c.num_hidden_layers * (2 * h * q + 2 * h * kv + 3 * h * inter) +
+                               static_cast<double>(c.vocab_size) * h;
+  const double attention = c.num_hidden_layers * 4.0 * context * q;
+  return static_cast<double>(tokens) * (2.0 * matmul_params + attention);
+}
+
+}  // namespace olmo2

@@ -1,0 +1,327 @@
+#include "runtime/serve/serving_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/serve/stop_strings.h"
+
+namespace olmo2 {
+
+namespace {
+constexpr int kResultsTag = 41;
+double seconds_between(ServeRequest::Clock::time_point a, ServeRequest::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+/// Rank 0's state of one request.
+struct ServingEngine::Active {
+  std::shared_ptr<ServeRequest> request;
+  StreamDecoder decoder;
+  StopStringMatcher matcher;
+  int64_t generated = 0;
+  bool scheduled = false;
+  ServeRequest::Clock::time_point first_scheduled, first_token, last_token;
+  CompletionChunk pending;  // tokens since the last released chunk
+  Active(std::shared_ptr<ServeRequest> r, const Tokenizer& tok)
+      : request(std::move(r)), decoder(tok, true), matcher(request->params().stop) {}
+};
+
+ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer, monitoring::ServeMetrics* metrics,
+                             const EngineOptions& options, const EngineRanks& ranks)
+    : model_(model),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      opt_(options),
+      ranks_(ranks),
+      cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size) {
+  if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
+  if (rank() == 0) {
+    OLMO2_CHECK(tokenizer_, "rank 0 of the serving engine needs the tokenizer");
+    scheduler_ = std::make_unique<Scheduler>(opt_.scheduler);
+  }
+}
+
+ServingEngine::~ServingEngine() = default;
+
+int64_t ServingEngine::cache_capacity_tokens() const {
+  return opt_.scheduler.num_blocks * opt_.scheduler.block_size;
+}
+
+std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
+  if (stop_.load()) OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
+  if (in_flight_.fetch_add(1) >= opt_.max_waiting + opt_.scheduler.max_running) {
+    in_flight_.fetch_sub(1);
+    OLMO2_THROW(ServiceUnavailable, "the server is at capacity: ", opt_.scheduler.max_running, " requests run and ",
+                opt_.max_waiting, " wait (--max-running-requests, --max-waiting-requests); retry later");
+  }
+  auto r = std::make_shared<ServeRequest>(next_id_.fetch_add(1), std::move(params));
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    if (closed_) {  // the engine has answered its last request: nobody would answer this one
+      in_flight_.fetch_sub(1);
+      OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
+    }
+    inbox_.push_back(r);
+  }
+  inbox_cv_.notify_all();
+  return r;
+}
+
+void ServingEngine::request_stop(bool now) {
+  if (now) stop_now_.store(true);
+  stop_.store(true);
+  inbox_cv_.notify_all();
+}
+
+int ServingEngine::rank() const { return ranks_.world ? ranks_.world->rank() : 0; }
+
+void ServingEngine::run() {
+  if (rank() == 0) {
+    try {
+      run_scheduler();
+    } catch (const std::exception& e) {
+      // Nothing more will be generated: answer every request, so that no HTTP handler
+      // waits forever, then let the error end the process.
+      stop_.store(true);
+      drain_inbox(true);
+      std::vector<int64_t> left;
+      for (auto& [id, a] : active_) left.push_back(id);
+      for (int64_t id : left) {
+        CompletionChunk c;
+        c.error = std::string("internal server error: ") + e.what();
+        finish(id, std::move(c), "error");
+      }
+      throw;
+    }
+    return;
+  }
+  for (;;) {
+    StepPlan plan;
+    broadcast_plan(plan);
+    if (plan.shutdown) return;
+    execute(plan);
+  }
+}
+
+void ServingEngine::broadcast_plan(StepPlan& plan) {
+  if (!ranks_.world || ranks_.world->size() == 1) return;
+  parallel::Communicator& world = *ranks_.world;
+  std::vector<int64_t> data;
+  if (world.rank() == 0) data = encode_plan(plan);
+  int64_t n = static_cast<int64_t>(data.size());
+  // An idle server waits for its next request as long as it takes.
+  const double timeout = world.timeout_s();
+  if (world.rank() != 0) world.set_timeout(0);
+  world.broadcast(std::as_writable_bytes(std::span<int64_t>(&n, 1)), 0);
+  world.set_timeout(timeout);
+  data.resize(static_cast<size_t>(n));
+  world.broadcast(std::as_writable_bytes(std::span<int64_t>(data)), 0);
+  if (world.rank() != 0) plan = decode_plan(data);
+}
+
+std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
+  const ShardSpec& shard = model_.shard();
+  ForwardOptions fo;
+  fo.last_logits_only = true;
+  fo.batch_invariant = true;
+  fo.vocab_parallel_logits = true;
+  // Chosen tokens by plan position: micro-batches run in their order, results go back in plan order.
+  std::vector<SelectedToken> chosen(plan.sequences.size());
+  for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
+    PagedBatch batch;
+    std::vector<size_t> seqs;  // plan positions of this micro-batch
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      const PlannedSequence& s = plan.sequences[i];
+      if (s.micro_batch != mb) continue;
+      seqs.push_back(i);
+      batch.tokens.emplace_back(s.tokens);
+      batch.start.push_back(s.start);
+      batch.block_tables.emplace_back(s.blocks);
+    }
+    if (seqs.empty()) continue;
+    const ForwardResult out = model_.forward_paged(batch, cache_, fo, ranks_.groups);
+    if (!shard.final_norm) continue;
+    std::vector<const float*> rows;
+    std::vector<SelectionRequest> requests;
+    std::vector<size_t> sampled;
+    for (size_t j = 0; j < seqs.size(); ++j) {
+      if (!plan.sequences[seqs[j]].sample) continue;
+      rows.push_back(out.logits[j].f32());
+      requests.push_back(plan.sequences[seqs[j]].selection);
+      sampled.push_back(seqs[j]);
+    }
+    if (rows.empty()) continue;
+    std::vector<SelectedToken> got = select_tokens(rows, shard, requests, ranks_.groups.tp);
+    for (size_t j = 0; j < got.size(); ++j) chosen[sampled[j]] = std::move(got[j]);
+  }
+  if (rank() != ranks_.results_root && rank() != 0) return {};
+  std::vector<SelectedToken> ordered;
+  if (rank() == ranks_.results_root) {
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      if (plan.sequences[i].sample) ordered.push_back(std::move(chosen[i]));
+    }
+  }
+  if (ranks_.results_root == 0 || results_size(plan) == 0) return ordered;
+  parallel::Communicator& world = *ranks_.world;
+  if (rank() == ranks_.results_root) {
+    const std::vector<float> data = encode_results(plan, ordered);
+    world.send(std::span<const float>(data), 0, kResultsTag);
+    return {};
+  }
+  std::vector<float> data(static_cast<size_t>(results_size(plan)));
+  world.recv(std::span<float>(data), ranks_.results_root, kResultsTag);
+  return decode_results(plan, data);
+}
+
+void ServingEngine::drain_inbox(bool close) {
+  std::vector<std::shared_ptr<ServeRequest>> fresh;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    fresh.swap(inbox_);
+    if (close) closed_ = true;
+  }
+  for (auto& r : fresh) {
+    SchedSequence s;
+    s.id = r->id();
+    s.tokens = r->params().prompt;
+    s.prompt_len = static_cast<int64_t>(s.tokens.size());
+    s.selection.params = r->params().sampling;
+    // At least one alternative is computed so that the chosen token's own log-probability
+    // is (it is among them or next to them); the API reports `logprobs` of them.
+    s.selection.logprobs = r->params().want_logprobs ? std::max(r->params().logprobs, 1) : 0;
+    scheduler_->add(std::move(s));
+    active_[r->id()] = std::make_unique<Active>(r, *tokenizer_);
+  }
+  // Cancelled requests (client gone): drop them and free their blocks.
+  std::vector<int64_t> gone;
+  for (auto& [id, a] : active_) {
+    if (a->request->cancelled()) gone.push_back(id);
+  }
+  for (int64_t id : gone) {
+    CompletionChunk c;
+    c.error = "cancelled";
+    finish(id, std::move(c), "cancelled");
+  }
+}
+
+void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome) {
+  const auto it = active_.find(seq_id);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  in_flight_.fetch_sub(1);
+  scheduler_->remove(seq_id);
+  if (metrics_) {
+    metrics_->request_finished(outcome);
+    if (outcome == "success") {
+      const auto now = ServeRequest::Clock::now();
+      const auto arrival = a.request->arrival();
+      metrics_->request_served(static_cast<int64_t>(a.request->params().prompt.size()), a.generated,
+                               seconds_between(arrival, a.first_scheduled), seconds_between(arrival, a.first_token),
+                               seconds_between(arrival, now));
+    }
+  }
+  // The gauges first: a client that scrapes right after its answer sees it gone.
+  if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
+  a.request->push(std::move(chunk));
+  active_.erase(it);
+}
+
+void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
+  const auto now = ServeRequest::Clock::now();
+  const std::vector<int64_t>& eos = model_.config().eos_token_ids;
+  size_t k = 0;
+  for (const PlannedSequence& p : plan.sequences) {
+    const auto it = active_.find(p.seq_id);
+    if (!p.sample) continue;
+    const SelectedToken& t = tokens[k++];
+    if (it == active_.end()) continue;
+    Active& a = *it->second;
+    const CompletionParams& params = a.request->params();
+    ++a.generated;
+    if (a.generated == 1) {
+      a.first_token = now;
+    } else if (metrics_) {
+      metrics_->inter_token(seconds_between(a.last_token, now));
+    }
+    a.last_token = now;
+    a.pending.tokens.push_back(t);
+    // Ids past the tokenizer's vocabulary (the padding rows of a padded embedding) have no text.
+    const bool has_text = t.id < tokenizer_->vocab_size();
+    std::string released = a.matcher.push(has_text ? a.decoder.push(t.id) : std::string());
+    std::string reason;
+    if (a.matcher.stopped()) {
+      reason = "stop";
+    } else if (!params.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<int64_t>(t.id)) != eos.end()) {
+      reason = "stop";
+    } else if (a.generated >= params.max_tokens) {
+      reason = "length";
+    }
+    if (!reason.empty() && !a.matcher.stopped()) {
+      released += a.matcher.push(a.decoder.flush());
+      if (!a.matcher.stopped()) released += a.matcher.flush();
+      if (a.matcher.stopped()) reason = "stop";
+    }
+    a.pending.text += released;
+    if (!reason.empty()) {
+      CompletionChunk c = std::move(a.pending);
+      c.finish_reason = reason;
+      finish(p.seq_id, std::move(c), "success");
+    } else if (!a.pending.text.empty() || params.want_logprobs) {
+      a.request->push(std::move(a.pending));
+      a.pending = CompletionChunk{};
+    }
+  }
+}
+
+void ServingEngine::run_scheduler() {
+  using Clock = ServeRequest::Clock;
+  std::optional<Clock::time_point> deadline;
+  for (;;) {
+    drain_inbox();
+    if (stop_.load()) {
+      if (!deadline) deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(opt_.shutdown_grace_s));
+      if (active_.empty() || Clock::now() >= *deadline || stop_now_.load()) {
+        drain_inbox(true);  // the last requests that got in: answered below
+        std::vector<int64_t> left;
+        for (auto& [id, a] : active_) left.push_back(id);
+        for (int64_t id : left) {
+          CompletionChunk c;
+          c.error = "the server shut down before this request finished";
+          finish(id, std::move(c), "cancelled");
+        }
+        StepPlan bye;
+        bye.shutdown = true;
+        broadcast_plan(bye);
+        return;
+      }
+    }
+    const int64_t preempted_before = scheduler_->preemptions();
+    StepPlan plan = scheduler_->schedule();
+    if (metrics_ && scheduler_->preemptions() > preempted_before) {
+      metrics_->preempted(scheduler_->preemptions() - preempted_before);
+    }
+    if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
+    if (plan.sequences.empty()) {
+      std::unique_lock<std::mutex> lock(inbox_mutex_);
+      inbox_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return !inbox_.empty() || stop_.load(); });
+      continue;
+    }
+    const auto now = Clock::now();
+    for (const PlannedSequence& p : plan.sequences) {
+      Active& a = *active_.at(p.seq_id);
+      if (!a.scheduled) {
+        a.scheduled = true;
+        a.first_scheduled = now;
+      }
+    }
+    broadcast_plan(plan);
+    const std::vector<SelectedToken> tokens = execute(plan);
+    scheduler_->step_done(plan, tokens);
+    deliver(plan, tokens);
+    if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
+  }
+}
+
+}  // namespace olmo2

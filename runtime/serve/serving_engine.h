@@ -1,0 +1,101 @@
+// The serving engine: rank 0 schedules and broadcasts each step's plan; every rank of
+// the TP × PP job executes it in lockstep (DESIGN §6).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "monitoring/serve_metrics.h"
+#include "parallel/communicator.h"
+#include "runtime/model/model.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/serve/scheduler.h"
+#include "runtime/serve/serve_request.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace olmo2 {
+
+/// The server is full or stopping: HTTP 503.
+class ServiceUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+struct EngineOptions {
+  SchedulerOptions scheduler;  ///< num_blocks, block_size, limits, micro_batches
+  int64_t max_waiting = 256;   ///< requests waiting beyond the running batch; more get 503
+  double shutdown_grace_s = 30;  ///< after a stop request, in-flight requests get this long
+};
+
+/// Where this rank sits in the serving job.
+struct EngineRanks {
+  parallel::Communicator* world = nullptr;  ///< every rank (null: one process); plans go out from rank 0
+  ParallelContext groups;                   ///< TP and PP groups of this rank
+  int results_root = 0;  ///< world rank that sends the chosen tokens to rank 0 (last stage, tp 0)
+};
+
+/// Runs the model for the scheduler's plans. On rank 0 it also owns the scheduler, the
+/// requests and their detokenization (StreamDecoder, then StopStringMatcher, so no part
+/// of a stop string is ever released). Every rank calls run(); it returns once rank 0
+/// has stopped (request_stop(), then in-flight requests finish or, past the grace
+/// period, are cancelled) and every rank has left the loop.
+class ServingEngine {
+ public:
+  /// `tokenizer` and `metrics` are used on rank 0 only (may be null elsewhere).
+  /// Throws InputError for bad options (see Scheduler).
+  ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer, monitoring::ServeMetrics* metrics,
+                const EngineOptions& options, const EngineRanks& ranks);
+  ~ServingEngine();
+
+  /// Rank 0, any thread: queues a request. Throws ServiceUnavailable when max_running +
+  /// max_waiting requests are already in the server, or after request_stop().
+  std::shared_ptr<ServeRequest> submit(CompletionParams params);
+  /// Any thread (a signal watcher): stop accepting and wind down; `now`: without the
+  /// grace period (requests in flight are cancelled at the next step boundary).
+  void request_stop(bool now = false);
+  bool stopping() const { return stop_.load(); }
+
+  /// Every rank: the step loop, until shutdown.
+  void run();
+
+  /// Positions the KV cache holds in all (blocks × block size): no request may need more.
+  int64_t cache_capacity_tokens() const;
+  const EngineOptions& options() const { return opt_; }
+
+ private:
+  int rank() const;
+  void run_scheduler();                   // rank 0
+  std::vector<SelectedToken> execute(const StepPlan& plan);  // every rank
+  void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
+  void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
+  void finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome);
+  /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
+  /// no request is accepted after this one.
+  void drain_inbox(bool close = false);
+
+  struct Active;  // rank 0's state of one request
+  const Olmo2Model& model_;
+  const Tokenizer* tokenizer_;
+  monitoring::ServeMetrics* metrics_;
+  EngineOptions opt_;
+  EngineRanks ranks_;
+  PagedKVCache cache_;
+  std::unique_ptr<Scheduler> scheduler_;  // rank 0
+  std::map<int64_t, std::unique_ptr<Active>> active_;
+
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::vector<std::shared_ptr<ServeRequest>> inbox_;
+  bool closed_ = false;  // under inbox_mutex_
+  std::atomic<int64_t> in_flight_{0};  // submitted and not yet finished requests
+  std::atomic<int64_t> next_id_{1};
+  std::atomic<bool> stop_{false}, stop_now_{false};
+};
+
+}  // namespace olmo2

@@ -1,0 +1,144 @@
+#include "runtime/train/data_parallel_adamw.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace olmo2 {
+
+DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOptions options,
+                                     parallel::Communicator* dp, bool zero1)
+    : params_(params), dp_(dp), zero1_(zero1 && dp && dp->size() > 1) {
+  if (!zero1_) {
+    adam_ = std::make_unique<AdamW>(params_, options);
+    return;
+  }
+  for (const Parameter& p : params_) total_ += p.numel();
+  const int64_t n = dp_->size();
+  chunk_ = (total_ + n - 1) / n;
+  const int64_t begin = dp_->rank() * chunk_, end = std::min(total_, begin + chunk_);
+  int64_t at = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t pb = at, pe = at + params_[i].numel();
+    at = pe;
+    const int64_t b = std::max(pb, begin), e = std::min(pe, end);
+    if (b < e) segments_.push_back({i, b - pb, e - b});
+  }
+  seg_values_.reserve(segments_.size()), seg_grads_.reserve(segments_.size());
+  for (const Segment& s : segments_) {
+    seg_values_.push_back(Tensor::zeros({s.count}));
+    seg_grads_.push_back(Tensor::zeros({s.count}));
+  }
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const Parameter& p = params_[segments_[k].param];
+    Parameter q;
+    q.name = p.name + "@" + std::to_string(segments_[k].begin);
+    q.full_shape = {segments_[k].count};
+    q.value = &seg_values_[k], q.grad = &seg_grads_[k];
+    q.weight_decay = p.weight_decay;
+    seg_params_.push_back(std::move(q));
+  }
+  adam_ = std::make_unique<AdamW>(seg_params_, options);
+}
+
+DataParallelAdamW::~DataParallelAdamW() = default;
+
+int64_t DataParallelAdamW::steps() const { return adam_->steps(); }
+
+void DataParallelAdamW::step(double lr) {
+  if (!zero1_) {
+    adam_->step(params_, lr);
+    return;
+  }
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    const Segment& s = segments_[k];
+    const Parameter& p = params_[s.param];
+    std::memcpy(seg_values_[k].f32(), p.value->f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
+    std::memcpy(seg_grads_[k].f32(), p.grad->f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
+  }
+  adam_->step(seg_params_, lr);
+  // All-gather the updated chunks: rank r's chunk is flat elements [r·chunk, (r+1)·chunk).
+  std::vector<float> mine(static_cast<size_t>(chunk_), 0.0f);
+  int64_t at = 0;
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    std::memcpy(mine.data() + at, seg_values_[k].f32(), sizeof(float) * static_cast<size_t>(segments_[k].count));
+    at += segments_[k].count;
+  }
+  std::vector<float> all(static_cast<size_t>(chunk_ * dp_->size()));
+  dp_->all_gather(mine, all);
+  at = 0;
+  for (Parameter& p : params_) {
+    std::memcpy(p.value->f32(), all.data() + at, sizeof(float) * static_cast<size_t>(p.numel()));
+    at += p.numel();
+  }
+}
+
+std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
+  std::map<std::string, Tensor> out;
+  const std::map<std::string, TensorView> views = adam_->state_tensors();
+  if (!zero1_) {
+    for (const auto& [name, v] : views) {
+      Tensor t = Tensor::zeros(v.shape());
+      std::memcpy(t.f32(), v.f32(), v.bytes());
+      out.emplace(name, std::move(t));
+    }
+    return out;
+  }
+  for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+    std::vector<float> mine(static_cast<size_t>(chunk_), 0.0f);
+    int64_t at = 0;
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      const TensorView& v = views.at(kind + seg_params_[k].name);
+      std::memcpy(mine.data() + at, v.f32(), sizeof(float) * static_cast<size_t>(segments_[k].count));
+      at += segments_[k].count;
+    }
+    std::vector<float> all(static_cast<size_t>(chunk_ * dp_->size()));
+    dp_->all_gather(mine, all);
+    at = 0;
+    for (const Parameter& p : params_) {
+      Tensor t = Tensor::zeros(p.value->shape());
+      std::memcpy(t.f32(), all.data() + at, sizeof(float) * static_cast<size_t>(p.numel()));
+      at += p.numel();
+      out.emplace(kind + p.name, std::move(t));
+    }
+  }
+  return out;
+}
+
+void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, const Parameter&)>& load,
+                                int64_t steps) {
+  std::vector<Tensor> keep;
+  std::map<std::string, TensorView> views;
+  auto check = [&](const Tensor& t, const std::string& name, const Parameter& p) {
+    if (t.shape() != p.value->shape()) {
+      OLMO2_THROW(InputError, "optimizer state ", name, " has shape ", shape_to_string(t.shape()), ", expected ",
+                  shape_to_string(p.value->shape()));
+    }
+  };
+  for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+    if (!zero1_) {
+      for (const Parameter& p : params_) {
+        keep.push_back(load(kind + p.name, p));
+        check(keep.back(), kind + p.name, p);
+        views.emplace(kind + p.name, keep.back().view());
+      }
+      continue;
+    }
+    std::map<size_t, Tensor> whole;  // parameter index → its moment, loaded once
+    for (size_t k = 0; k < segments_.size(); ++k) {
+      const Segment& s = segments_[k];
+      const Parameter& p = params_[s.param];
+      auto it = whole.find(s.param);
+      if (it == whole.end()) {
+        it = whole.emplace(s.param, load(kind + p.name, p)).first;
+        check(it->second, kind + p.name, p);
+      }
+      Tensor piece = Tensor::zeros({s.count});
+      std::memcpy(piece.f32(), it->second.f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
+      keep.push_back(std::move(piece));
+      views.emplace(kind + seg_params_[k].name, keep.back().view());
+    }
+  }
+  adam_->restore(views, steps);
+}
+
+}  // namespace olmo2

@@ -1,0 +1,23 @@
+// The global gradient norm of a sharded model (case C5), what clipping uses.
+#pragma once
+
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "runtime/model/parameters.h"
+
+namespace olmo2 {
+
+/// L2 norm of every gradient of the model held across the ranks of a TP group and a
+/// pipeline group. Sharded parameters count each shard once; TP-replicated ones
+/// (post-norm gains, the final norm: Parameter::tp_replicated) once in total — only TP
+/// rank 0 adds them — not once per rank (case C5: √34 = 5.8310, not √59); a kv head
+/// replicated over TP ranks (after sum_kv_replica_gradients) only on its first replica. Each rank
+/// sums its squares in fp64; the sum crosses ranks as an fp32 (hi, lo) pair, one
+/// all-reduce over `tp` then one over `pp` (either may be null or of size 1). DP
+/// replicas hold identical, already reduced gradients and are not summed. Every rank
+/// returns the same value. Throws CollectiveTimeout if a peer never joins.
+double global_grad_norm(const std::vector<Parameter>& params, parallel::Communicator* tp,
+                        parallel::Communicator* pp);
+
+}  // namespace olmo2

@@ -1,0 +1,469 @@
+// Distributed training against one process (issue #6): every (tp, pp, dp) layout of
+// this world gives the single-process losses and final weights; ZeRO-1 equals plain
+// AdamW; one rank's non-finite loss is skipped on every rank; resume in the same layout
+// is exact and in another layout continues the run; the 1F1B schedule's live
+// activations; case C4 across DP ranks; batch refusals. Run under mpirun at 2, 4, 8.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "parallel/agreement.h"
+#include "parallel/process_groups.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/global_batch.h"
+#include "runtime/model/init.h"
+#include "runtime/io/npy.h"
+#include "runtime/train/trainer.h"
+#include "tests/parallel/mpi_test_util.h"
+
+namespace olmo2 {
+namespace {
+
+namespace fs = std::filesystem;
+using parallel::Topology;
+using parallel::test::message_of;
+using parallel::test::world_rank;
+using parallel::test::world_size;
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 10;
+/// Documented tolerances (fp32; under TP the matrix products and norms sum in another
+/// order, and AdamW's m/√v turns those last-bit differences of near-zero gradients
+/// into update differences of up to ~lr): losses and grad norms within 1e-4 relative
+/// of one process (the issue's bound); each final weight tensor within 1e-4 in
+/// relative L2 norm ‖Δ‖/‖W‖ and every element within 2e-3 of the tensor's largest
+/// (the GQA embedding at tp 2 reached 1.00e-3 on an AVX-512 Xeon, whose OpenBLAS
+/// kernels round differently from AVX2's; the L2 bound is unchanged).
+constexpr double kLossTol = 1e-4, kWeightL2Tol = 1e-4, kWeightMaxTol = 2e-3;
+
+/// A directory every rank sees under the same name: rank 0 makes it, all learn its name.
+class SharedDir {
+ public:
+  SharedDir() {
+    std::string path;
+    if (world_rank() == 0) {
+      std::string tmpl = (fs::temp_directory_path() / "olmo2-dist-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) std::abort();
+      path = tmpl;
+    }
+    auto g = parallel::make_process_groups(Topology::make(world_size(), 1, 1, 0), 60.0);
+    parallel::broadcast_string(*g.world, path, 0);
+    path_ = path;
+  }
+  ~SharedDir() {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) fs::remove_all(path_);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// A 4-layer model (MHA: 4/4 heads, GQA: 4/2 — at tp 4 its kv heads are replicated)
+/// with a vocabulary of 131 that tp 2 and 4 pad, and 4096 tokens of a learnable pattern.
+struct TinyRun {
+  SharedDir dir;
+  explicit TinyRun(int kv_heads) {
+    if (world_rank() == 0) {
+      nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 131},
+                          {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
+                          {"num_attention_heads", 4}, {"num_key_value_heads", kv_heads},
+                          {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+                          {"tie_word_embeddings", false}, {"eos_token_id", 130}, {"pad_token_id", 129}};
+      std::ofstream(dir.file("config.json")) << c.dump(1);
+      std::mt19937 rng(11);
+      std::vector<uint32_t> ids(4096);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = static_cast<uint32_t>(i % 64 == 0 ? 130 : rng() % 6 == 0 ? rng() % 128 : (i * 5) % 29);
+      }
+      NpyWriter w(dir.file("tokens.npy"));
+      w.append(ids);
+      w.close();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  TrainOptions options(const std::string& save = "") const {
+    TrainOptions o;
+    o.model_config = dir.file("config.json");
+    o.data = {dir.file("tokens.npy")};
+    o.seq_len = 16, o.global_batch = 8, o.micro_batch = 2, o.steps = kSteps;
+    o.lr = 1e-2, o.warmup_steps = 2, o.seed = 5, o.z_loss = 1e-4, o.clip_grad = 1.0;
+    o.log_format = "json";
+    if (!save.empty()) o.save_dir = dir.file(save);
+    return o;
+  }
+};
+
+struct Layout {
+  int tp, pp, dp;
+  std::string name() const {
+    return "tp" + std::to_string(tp) + "-pp" + std::to_string(pp) + "-dp" + std::to_string(dp);
+  }
+};
+
+/// The issue's layouts that fit this world.
+std::vector<Layout> layouts_of_world(int world) {
+  const Layout all[] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {2, 1, 2},
+                        {1, 2, 2}, {2, 2, 2}, {4, 1, 1}, {1, 4, 1}};
+  std::vector<Layout> out;
+  for (const Layout& l : all) {
+    if (l.tp * l.pp * l.dp == world) out.push_back(l);
+  }
+  return out;
+}
+
+/// One process's run: per-step losses and grad norms, and the final weights by name.
+struct Reference {
+  std::vector<double> loss, grad_norm;
+  std::map<std::string, std::vector<float>> weights;
+};
+
+Reference single_process(const TrainOptions& given, int steps = kSteps) {
+  TrainOptions o = given;
+  o.save_dir.clear();
+  Trainer t(o);
+  Reference ref;
+  for (int i = 0; i < steps; ++i) {
+    const StepRecord r = t.step();
+    ref.loss.push_back(r.loss), ref.grad_norm.push_back(r.grad_norm);
+  }
+  for (const Parameter& p : t.parameters()) ref.weights[p.name].assign(p.value->f32(), p.value->f32() + p.numel());
+  return ref;
+}
+
+/// Compares a checkpoint's whole weights (read by Olmo2Model::load) with the reference;
+/// prints the worst relative L2 and max differences seen (figures for the notes).
+void expect_weights_near(const std::string& checkpoint, const Reference& ref, const std::string& what) {
+  Olmo2Model m = Olmo2Model::load(checkpoint);
+  ModelWeights g = zeros_like_weights(m.weights());
+  const std::vector<Parameter> ps = list_parameters(m.mutable_weights(), g, m.config(), m.shard());
+  ASSERT_EQ(ps.size(), ref.weights.size()) << what;
+  double worst_l2 = 0, worst_max = 0;
+  for (const Parameter& p : ps) {
+    const std::vector<float>& want = ref.weights.at(p.name);
+    ASSERT_EQ(static_cast<int64_t>(want.size()), p.numel()) << p.name;
+    double scale = 0, diff = 0, d2 = 0, w2 = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double d = double(p.value->f32()[i]) - want[i];
+      scale = std::max(scale, double(std::fabs(want[i])));
+      diff = std::max(diff, std::fabs(d));
+      d2 += d * d, w2 += double(want[i]) * want[i];
+    }
+    const double l2 = std::sqrt(d2 / std::max(w2, 1e-300));
+    worst_l2 = std::max(worst_l2, l2), worst_max = std::max(worst_max, diff / scale);
+    EXPECT_LE(l2, kWeightL2Tol) << what << ": " << p.name << " relative L2 difference";
+    EXPECT_LE(diff, kWeightMaxTol * scale) << what << ": " << p.name << " largest element difference";
+  }
+  std::printf("[ weights ] %s: worst relative L2 %.2e, worst max/scale %.2e\n", what.c_str(), worst_l2, worst_max);
+}
+
+TrainOptions with_layout(TrainOptions o, const Layout& l) {
+  o.tp = l.tp, o.pp = l.pp, o.dp = l.dp;
+  return o;
+}
+
+/// Trains `steps` steps in layout `l`, checking every step's loss on every rank.
+std::vector<StepRecord> run_layout(const TrainOptions& o, const Layout& l, int steps, const Reference* ref,
+                                   int first_step = 0) {
+  auto groups = parallel::make_process_groups(Topology::make(world_size(), l.tp, l.pp, l.dp), 120.0);
+  Trainer t(with_layout(o, l), &groups);
+  std::vector<StepRecord> out;
+  double worst = 0;
+  for (int i = 0; i < steps; ++i) {
+    out.push_back(t.step());
+    if (!ref) continue;
+    const size_t k = static_cast<size_t>(first_step + i);
+    worst = std::max(worst, std::fabs(out.back().loss - ref->loss[k]) / ref->loss[k]);
+    EXPECT_NEAR(out.back().loss, ref->loss[k], kLossTol * ref->loss[k]) << l.name() << " step " << k + 1;
+    EXPECT_NEAR(out.back().grad_norm, ref->grad_norm[k], kLossTol * ref->grad_norm[k]) << l.name() << " step " << k + 1;
+  }
+  if (!o.save_dir.empty()) t.save();
+  if (ref && world_rank() == 0) std::printf("[ losses  ] %s: worst relative difference %.2e\n", l.name().c_str(), worst);
+  return out;
+}
+
+void expect_layouts_match_one_process(int kv_heads, const std::string& model) {
+  const int world = world_size();
+  TinyRun s(kv_heads);
+  const Reference ref = single_process(s.options());
+  for (const Layout& l : layouts_of_world(world)) {
+    const TrainOptions o = s.options(model + "-" + l.name());
+    run_layout(o, l, kSteps, &ref);
+    if (world_rank() == 0) {
+      expect_weights_near(s.dir.file(model + "-" + l.name() + "/step-00000010"), ref, model + " " + l.name());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST(DistributedTraining, EveryLayoutReproducesOneProcessMHA) { expect_layouts_match_one_process(4, "mha"); }
+
+TEST(DistributedTraining, EveryLayoutReproducesOneProcessGQA) { expect_layouts_match_one_process(2, "gqa"); }
+
+// ZeRO-1 shards the AdamW moments over DP; the parameters it produces are bit-identical.
+TEST(DistributedTraining, ZeroOneGivesTheSameRunAsPlainAdamW) {
+  const int world = world_size();
+  TinyRun s(2);
+  const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{1, 2, 2} : Layout{1, 1, 2};
+  TrainOptions plain = s.options("plain"), zero = s.options("zero");
+  zero.zero_stage = 1;
+  const auto a = run_layout(plain, l, 4, nullptr);
+  const auto b = run_layout(zero, l, 4, nullptr);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].loss, b[i].loss) << "step " << i + 1;
+    EXPECT_EQ(a[i].grad_norm, b[i].grad_norm) << "step " << i + 1;
+  }
+  if (world_rank() == 0) {
+    for (const char* f : {"model.safetensors", "training_state.safetensors"}) {
+      std::ifstream x(s.dir.file(std::string("plain/step-00000004/") + f), std::ios::binary),
+          y(s.dir.file(std::string("zero/step-00000004/") + f), std::ios::binary);
+      const std::string bx((std::istreambuf_iterator<char>(x)), {}), by((std::istreambuf_iterator<char>(y)), {});
+      EXPECT_TRUE(!bx.empty() && bx == by) << f << " differs between ZeRO-1 and plain AdamW";
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// One rank's gradients and loss turn NaN: every rank skips that step (the decision
+// comes from reduced values and one world vote), no rank hangs, and the run goes on.
+TEST(DistributedTraining, OneRanksNonFiniteLossIsSkippedOnEveryRank) {
+  const int world = world_size();
+  TinyRun s(4);
+  const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{2, 2, 1} : Layout{1, 2, 1};
+  for (int bad : {0, world - 1}) {  // a first-stage rank (no loss there) and a last-stage one
+    TrainOptions o = s.options();
+    o.debug_scale_step = 3, o.debug_scale_factor = std::nan(""), o.debug_scale_rank = bad;
+    auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
+    Trainer t(with_layout(o, l), &groups);
+    t.step(), t.step();
+    std::vector<std::vector<float>> before;
+    for (const Parameter& p : t.parameters()) before.emplace_back(p.value->f32(), p.value->f32() + p.numel());
+    const StepRecord r = t.step();
+    EXPECT_TRUE(r.skipped) << "rank " << world_rank() << " did not skip when rank " << bad << " went NaN";
+    EXPECT_FALSE(std::isfinite(r.grad_norm)) << "the grad norm is reduced over every rank";
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(std::memcmp(before[i].data(), t.parameters()[i].value->f32(), before[i].size() * 4), 0)
+          << t.parameters()[i].name << " changed in a skipped step";
+    }
+    const StepRecord next = t.step();
+    EXPECT_FALSE(next.skipped);
+    EXPECT_TRUE(std::isfinite(next.loss));
+    EXPECT_EQ(t.skipped_steps(), 1);
+  }
+}
+
+// A stop request (SIGTERM, SIGUSR1) that reaches one rank only stops every rank after
+// the same step, with one checkpoint.
+TEST(DistributedTraining, AStopSeenByOneRankStopsEveryRank) {
+  const int world = world_size();
+  TinyRun s(4);
+  const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{1, 2, 2} : Layout{1, 1, 2};
+  auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
+  Trainer t(with_layout(s.options("stop"), l), &groups);
+  t.run([&] { return world_rank() == world - 1 && t.steps_done() == 2; });
+  EXPECT_EQ(t.steps_done(), 2) << "rank " << world_rank();
+  if (world_rank() == 0) {
+    EXPECT_EQ(latest_checkpoint(s.dir.file("stop")), s.dir.file("stop/step-00000002"));
+  }
+  groups.world->barrier();
+}
+
+// Stop after 3 steps with a checkpoint, resume in the same layout: the same run, bit
+// for bit (losses, grad norms, the final model and optimizer files).
+TEST(DistributedTraining, ResumeInTheSameLayoutIsExact) {
+  const int world = world_size();
+  TinyRun s(2);
+  const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{2, 2, 1} : Layout{1, 2, 1};
+  TrainOptions straight = s.options("straight");
+  straight.steps = 6;
+  const auto a = run_layout(straight, l, 6, nullptr);
+  TrainOptions first = s.options("resumed");
+  first.steps = 6;
+  run_layout(first, l, 3, nullptr);
+  TrainOptions second = first;
+  second.resume = "auto";
+  const auto b = run_layout(second, l, 3, nullptr);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(a[3 + i].loss, b[i].loss) << "step " << 4 + i;
+    EXPECT_EQ(a[3 + i].grad_norm, b[i].grad_norm) << "step " << 4 + i;
+  }
+  if (world_rank() == 0) {
+    for (const char* f : {"model.safetensors", "training_state.safetensors"}) {
+      std::ifstream x(s.dir.file(std::string("straight/step-00000006/") + f), std::ios::binary),
+          y(s.dir.file(std::string("resumed/step-00000006/") + f), std::ios::binary);
+      const std::string bx((std::istreambuf_iterator<char>(x)), {}), by((std::istreambuf_iterator<char>(y)), {});
+      EXPECT_TRUE(!bx.empty() && bx == by) << f << " differs after resume";
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A checkpoint written in one layout (with ZeRO-1 where there is DP) continues in
+// another: model and optimizer state resharded, the losses stay on the one-process run.
+TEST(DistributedTraining, ResumeInAnotherLayoutContinuesTheRun) {
+  const int world = world_size();
+  TinyRun s(2);
+  const Reference ref = single_process(s.options());
+  std::vector<std::pair<Layout, Layout>> moves;
+  if (world == 2) moves = {{{1, 1, 2}, {2, 1, 1}}, {{2, 1, 1}, {1, 2, 1}}};
+  if (world == 4) moves = {{{2, 1, 2}, {1, 2, 2}}, {{4, 1, 1}, {1, 4, 1}}};
+  if (world == 8) moves = {{{2, 2, 2}, {1, 4, 2}}};
+  int k = 0;
+  for (const auto& [from, to] : moves) {
+    const std::string dir = "relayout-" + std::to_string(k++);
+    TrainOptions a = s.options(dir);
+    a.zero_stage = from.dp > 1 ? 1 : 0;
+    run_layout(a, from, 5, &ref);
+    TrainOptions b = s.options(dir);
+    b.resume = "auto";
+    b.zero_stage = 0;
+    run_layout(b, to, 5, &ref, 5);
+    if (world_rank() == 0) {
+      expect_weights_near(s.dir.file(dir + "/step-00000010"), ref, from.name() + " -> " + to.name());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+// Refused before any communication, with the numbers, on every rank alike.
+TEST(DistributedTraining, BatchesThatDoNotDivideAreRefusedOnEveryRank) {
+  const int world = world_size();
+  TinyRun s(4);
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
+  TrainOptions o = with_layout(s.options(), {1, 1, world});
+  o.global_batch = 2 * world + 2, o.micro_batch = 2;  // divides by micro-batch, not by micro × dp
+  const std::string m = message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); });
+  EXPECT_THAT(m, HasSubstr("--global-batch " + std::to_string(2 * world + 2) + " is not divisible by --micro-batch 2 × dp " +
+                           std::to_string(world)));
+  o.micro_batch = 0, o.global_batch = world + 1;
+  EXPECT_THAT(message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); }),
+              HasSubstr("is not divisible by dp " + std::to_string(world)));
+  groups.world->barrier();
+}
+
+// Ranks that read different token files are stopped before training, naming the rank.
+TEST(DistributedTraining, RanksReadingDifferentDataAreRefused) {
+  const int world = world_size();
+  TinyRun s(4);
+  if (world_rank() == 0) {
+    std::vector<uint32_t> ids(4096, 3);
+    NpyWriter w(s.dir.file("other.npy"));
+    w.append(ids);
+    w.close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
+  TrainOptions o = with_layout(s.options(), {1, 1, world});
+  o.micro_batch = 1;
+  if (world_rank() == world - 1) o.data = {s.dir.file("other.npy")};
+  EXPECT_THAT(message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); }),
+              HasSubstr("rank " + std::to_string(world - 1) + ": --data: this rank reads other token data than rank 0"));
+  groups.world->barrier();
+}
+
+// Case C4 across DP: rank 0's share has 1 target, the others 3 each. The loss is the
+// token-weighted mean over the global batch and the gradients equal one process's.
+TEST(DistributedTraining, CaseC4TokenCountIsReducedAcrossDataParallelRanks) {
+  const int world = world_size();
+  TinyRun s(4);
+  const ModelConfig c = ModelConfig::load_file(s.dir.file("config.json"));
+  auto sample = [](int r) {
+    if (r == 0) return Sample{{5, 9, 2, 7}, {-100, -100, 7, -100}, 0};
+    return Sample{{3, 1, 4, 1 + r}, {1, 4, 1 + r, -100}, 0};
+  };
+  std::vector<Sample> all;
+  for (int r = 0; r < world; ++r) all.push_back(sample(r));
+  auto build = [&] {
+    Olmo2Model m = Olmo2Model::from_weights(c, ShardSpec::whole(c), zero_weights(c, ShardSpec::whole(c)));
+    return m;
+  };
+  Olmo2Model whole = build();
+  ModelWeights gw = zeros_like_weights(whole.weights());
+  std::vector<Parameter> pw = list_parameters(whole.mutable_weights(), gw, c, whole.shard());
+  init_parameters(pw, 3, 0.02);
+  const LossSums want = global_batch_forward_backward(whole, pw, gw, {all}, 1e-4f, 1.0, TrainContext{});
+
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
+  Olmo2Model mine = build();
+  ModelWeights gm = zeros_like_weights(mine.weights());
+  std::vector<Parameter> pm = list_parameters(mine.mutable_weights(), gm, c, mine.shard());
+  init_parameters(pm, 3, 0.02);
+  const LossSums got = global_batch_forward_backward(mine, pm, gm, {{sample(world_rank())}}, 1e-4f, 1.0,
+                                                     TrainContext{nullptr, nullptr, groups.dp.get()});
+  EXPECT_EQ(got.count, 1 + 3 * (world - 1));
+  EXPECT_NEAR(got.ce_sum / static_cast<double>(got.count), want.ce_sum / static_cast<double>(want.count), 1e-6);
+  for (size_t i = 0; i < pw.size(); ++i) {
+    double scale = 0, diff = 0;
+    for (int64_t j = 0; j < pw[i].numel(); ++j) {
+      scale = std::max(scale, double(std::fabs(pw[i].grad->f32()[j])));
+      diff = std::max(diff, double(std::fabs(pm[i].grad->f32()[j] - pw[i].grad->f32()[j])));
+    }
+    EXPECT_LE(diff, 1e-5 * scale + 1e-9) << pw[i].name;
+  }
+}
+
+// 1F1B: any number of micro-batches (fewer than stages too); each stage holds at most
+// min(stages − stage, micro-batches) micro-batches' activations, however many there are;
+// the gradients are one process's.
+TEST(DistributedTraining, OneFOneBBoundsLiveActivationsAndMatchesOneProcess) {
+  const int world = world_size();
+  if (world > 4) GTEST_SKIP() << "pp = world needs ≤ 4 ranks for the 4-layer model, have " << world;
+  TinyRun s(2);
+  const ModelConfig c = ModelConfig::load_file(s.dir.file("config.json"));
+  const parallel::PartitionPlan plan = parallel::make_partition_plan(model_shape(c), 1, world, 1);
+  auto groups = parallel::make_process_groups(Topology::make(world, 1, world, 1), 60.0);
+  const int stage = groups.pp->rank();
+  std::vector<std::vector<Sample>> mbs;
+  for (int m = 0; m < 6; ++m) {
+    Sample a{{1, 2, 3, 4, 5}, {2, 3, 4, 5, -100}, 0}, b{{7, 8, 9}, {8, 9, 10}, 0};
+    a.input_ids[0] = b.input_ids[0] = m + 20;
+    mbs.push_back({a, b});
+  }
+  for (int64_t M : {1, 2, 3, 6}) {
+    const std::vector<std::vector<Sample>> use(mbs.begin(), mbs.begin() + M);
+    Olmo2Model whole = Olmo2Model::from_weights(c, ShardSpec::whole(c), zero_weights(c, ShardSpec::whole(c)));
+    ModelWeights gw = zeros_like_weights(whole.weights());
+    std::vector<Parameter> pw = list_parameters(whole.mutable_weights(), gw, c, whole.shard());
+    init_parameters(pw, 9, 0.02);
+    const LossSums want = pipeline_forward_backward(whole, gw, use, 1e-4f, 0.01f);
+
+    const ShardSpec sh = ShardSpec::from_plan(plan, groups.world->rank());
+    Olmo2Model mine = Olmo2Model::from_weights(c, sh, zero_weights(c, sh));
+    ModelWeights gm = zeros_like_weights(mine.weights());
+    std::vector<Parameter> pm = list_parameters(mine.mutable_weights(), gm, c, sh);
+    init_parameters(pm, 9, 0.02);
+    PipelineStats st;
+    const LossSums got = pipeline_forward_backward(mine, gm, use, 1e-4f, 0.01f, 512,
+                                                   ParallelContext{nullptr, groups.pp.get()}, &st);
+    EXPECT_EQ(st.forwards, M);
+    EXPECT_EQ(st.backwards, M);
+    EXPECT_EQ(st.peak_live, std::min<int64_t>(world - stage, M)) << "stage " << stage << ", " << M << " micro-batches";
+    if (stage == world - 1) {
+      EXPECT_NEAR(got.ce_sum, want.ce_sum, 1e-5 * want.ce_sum);
+    }
+    std::map<std::string, const Parameter*> by_name;
+    for (const Parameter& p : pw) by_name[p.name] = &p;
+    for (const Parameter& p : pm) {
+      const Parameter& q = *by_name.at(p.name);
+      double scale = 0, diff = 0;
+      for (int64_t j = 0; j < q.numel(); ++j) {
+        scale = std::max(scale, double(std::fabs(q.grad->f32()[j])));
+        diff = std::max(diff, double(std::fabs(p.grad->f32()[j] - q.grad->f32()[j])));
+      }
+      EXPECT_LE(diff, 1e-5 * scale + 1e-9) << p.name << " stage " << stage << " M " << M;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace olmo2
