@@ -9,6 +9,10 @@ const char* dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::BF16: return "bf16";
     case DType::F16: return "f16";
+    case DType::F64: return "f64";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    case DType::U8: return "u8";
   }
   return "?";
 }
@@ -18,6 +22,10 @@ const char* dtype_to_safetensors(DType t) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+    case DType::U8: return "U8";
   }
   return "?";
 }
@@ -80,6 +88,8 @@ void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {
       }
       return;
     }
+    default:
+      OLMO2_THROW(ShapeError, "convert_to_f32: ", dtype_name(src_type), " is not a floating storage type");
   }
 }
 
@@ -90,7 +100,7 @@ void round_to_dtype(float* data, size_t n, DType t) {
     for (size_t i = 0; i < n; ++i) data[i] = round_bf16(data[i]);
     return;
   }
-  OLMO2_THROW(ShapeError, "round_to_dtype: f16 is a load-only dtype, not a compute dtype");
+  OLMO2_THROW(ShapeError, "round_to_dtype: ", dtype_name(t), " is not a compute dtype (f32, bf16)");
 }
 
 }  // namespace olmo2

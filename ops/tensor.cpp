@@ -75,10 +75,11 @@ int64_t TensorView::numel() const {
 
 bool TensorView::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
 
-float* TensorView::f32() const {
-  OLMO2_CHECK(dtype_ == DType::F32, "expected an f32 tensor, got ", dtype_name(dtype_));
-  OLMO2_CHECK(device_ == Device::CPU, "expected a CPU tensor");
-  return static_cast<float*>(data_);
+void TensorView::check_host(DType want) const {
+  OLMO2_CHECK(dtype_ == want, "expected a ", dtype_name(want), " tensor, got ", dtype_name(dtype_), " ",
+              shape_str());
+  OLMO2_CHECK(device_ == Device::CPU, "expected a cpu tensor, got a ", device_name(device_), " one ",
+              shape_str());
 }
 
 TensorView TensorView::rows(int64_t begin, int64_t end) const {
@@ -89,6 +90,14 @@ TensorView TensorView::rows(int64_t begin, int64_t end) const {
   auto* base = static_cast<char*>(data_) +
                static_cast<ptrdiff_t>(begin * strides_[0]) * static_cast<ptrdiff_t>(dtype_size(dtype_));
   return TensorView(base, dtype_, std::move(shape), strides_, device_);
+}
+
+TensorView TensorView::cols(int64_t begin, int64_t end) const {
+  OLMO2_CHECK(dim() == 2 && 0 <= begin && begin <= end && end <= shape_[1], "cols [", begin, ", ", end, ") of ",
+              shape_str());
+  auto* base = static_cast<char*>(data_) +
+               static_cast<ptrdiff_t>(begin * strides_[1]) * static_cast<ptrdiff_t>(dtype_size(dtype_));
+  return TensorView(base, dtype_, {shape_[0], end - begin}, strides_, device_);
 }
 
 TensorView TensorView::reshape(std::vector<int64_t> shape) const {

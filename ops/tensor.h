@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "ops/dtype.h"
 #include "core/error.h"
+#include "ops/device.h"
+#include "ops/dtype.h"
 
 namespace olmo2 {
-
-enum class Device : uint8_t { CPU, CUDA };
 
 /// Owning, 64-byte aligned, zero-initialised memory on one device. Move-only.
 class Buffer {
@@ -60,10 +59,22 @@ class TensorView {
   bool empty() const { return data_ == nullptr; }
 
   /// Typed pointer to a CPU f32 view. Throws ShapeError for another dtype or device.
-  float* f32() const;
+  float* f32() const { return data_as<float>(); }
+  /// Typed pointer to a CPU i32 view (token ids, positions). ShapeError otherwise.
+  int32_t* i32() const { return data_as<int32_t>(); }
+  /// Typed pointer to a CPU view of element type T (float, double, int32_t, int64_t,
+  /// uint8_t). Throws ShapeError when the dtype is not T's or the view is not on the CPU:
+  /// host code reads device memory only through ops::copy.
+  template <typename T>
+  T* data_as() const {
+    check_host(dtype_of<T>());
+    return static_cast<T*>(data_);
+  }
 
   /// Rows [begin, end) of dimension 0 (same strides).
   TensorView rows(int64_t begin, int64_t end) const;
+  /// Columns [begin, end) of a 2-d view (same strides; rows then are not contiguous).
+  TensorView cols(int64_t begin, int64_t end) const;
   /// Same data, new contiguous shape with the same element count. Requires contiguity.
   TensorView reshape(std::vector<int64_t> shape) const;
 
@@ -71,6 +82,7 @@ class TensorView {
   std::string shape_str() const;
 
  private:
+  void check_host(DType want) const;
   void* data_ = nullptr;
   DType dtype_ = DType::F32;
   Device device_ = Device::CPU;
@@ -88,6 +100,9 @@ class Tensor {
   const TensorView& view() const { return view_; }
   TensorView& view() { return view_; }
   float* f32() const { return view_.f32(); }
+  int32_t* i32() const { return view_.i32(); }
+  DType dtype() const { return view_.dtype(); }
+  Device device() const { return view_.device(); }
   const std::vector<int64_t>& shape() const { return view_.shape(); }
   int64_t numel() const { return view_.numel(); }
   bool empty() const { return view_.empty(); }
