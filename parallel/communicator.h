@@ -1,5 +1,6 @@
 // Communicator: the collectives and point-to-point messages of one process group,
-// independent of the transport (MPI for CPU tensors and bootstrap, NCCL for GPU ones).
+// independent of the transport (MPI for host tensors and bootstrap, NCCL for device
+// ones), typed by the tensor views they carry (docs/architecture.md §6 (communicators)).
 #pragma once
 
 #include <cstddef>
@@ -9,12 +10,21 @@
 #include <utility>
 
 #include "core/error.h"
+#include "ops/device.h"
+#include "ops/dtype.h"
+#include "ops/tensor.h"
 
 namespace olmo2::parallel {
 
+/// The reductions of all_reduce and reduce_scatter.
+enum class ReduceOp : uint8_t { Sum, Max };
+
+/// "sum" or "max", for messages and operation names ("all_reduce_" + name).
+const char* reduce_op_name(ReduceOp op);
+
 /// A collective or message that did not complete within the communicator's timeout.
-/// what() says where every rank stands, e.g.
-/// "rank 0 (tp rank 0 of 2): all_reduce_sum #3 on group tp timed out after 2.0 s (1024 floats)".
+/// what() says where every rank stands and what was being moved, e.g.
+/// "rank 0 (tp rank 0 of 2): all_reduce_sum #3 on group tp timed out after 2.0 s (1024 f32)".
 /// The operation stays posted (MPI cannot cancel a collective): its buffers must stay
 /// valid until Communicator::wait_pending() completes it, or the job is aborted.
 class CollectiveTimeout : public Error {
@@ -42,11 +52,31 @@ class CollectiveTimeout : public Error {
 };
 
 /// One process group. Every member must issue the same collectives in the same order
-/// with matching sizes (as in MPI and NCCL); sequence() counts them so that a hang can
-/// be located. All calls block until the operation completes locally, or throw
-/// CollectiveTimeout after timeout_s() seconds (0 = wait forever). Sizes are checked
-/// up front (ShapeError naming them); a transport failure throws Error. Element counts
-/// above INT_MAX are refused (ShapeError). Not thread-safe: one thread per communicator.
+/// with matching dtypes and element counts (as in MPI and NCCL); sequence() counts them
+/// so that a hang can be located.
+///
+/// The public calls are non-virtual: they check the call, then hand it to the
+/// implementation's protected do_* function (docs/architecture.md §6 (communicators)).
+/// Checked up front, before anything is posted or counted, each a ShapeError naming
+/// the operation, the group and the offending values:
+///  - every view is dense (contiguous, row-major) and non-null when it holds elements;
+///  - its device is one the implementation carries (supports(); MpiCommunicator: CPU
+///    only) and the stream's device is the view's;
+///  - in and out have the same dtype and the element counts the operation needs, and do
+///    not overlap;
+///  - reductions (Sum, Max) take f32, bf16, f64, i32, i64 or u8, not f16; moving
+///    operations take every dtype;
+///  - roots and peers are group ranks, a peer is not this rank, tags are in
+///    [0, tag_limit()].
+/// Integer sums wrap (two's complement, u8 modulo 256) as MPI and NCCL do; bf16 is
+/// reduced in f32 and rounded to nearest even after each addition, so with more than
+/// two ranks a bf16 sum may depend on the transport's reduction order.
+///
+/// On the CPU every call blocks until the operation completes locally, or throws
+/// CollectiveTimeout after timeout_s() seconds (0 = wait forever). A CUDA stream (for an
+/// implementation that carries device views) orders the operation on that stream and
+/// the call may return before it is done. A transport failure throws Error. Not
+/// thread-safe: one thread per communicator.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -64,43 +94,102 @@ class Communicator {
   virtual double timeout_s() const = 0;
   /// Sets timeout_s(); InputError when seconds < 0.
   virtual void set_timeout(double seconds) = 0;
+  /// True when views on `device` can be passed (MpiCommunicator: CPU only).
+  virtual bool supports(Device device) const = 0;
+  /// The largest message tag accepted (the transport's limit, at least 32767).
+  virtual int tag_limit() const = 0;
 
-  /// In place: data[i] = Σ over ranks of data[i]. Same size on every rank.
-  virtual void all_reduce_sum(std::span<float> data) = 0;
-  /// In place: data[i] = max over ranks of data[i]. Same size on every rank.
-  virtual void all_reduce_max(std::span<float> data) = 0;
+  // ---- Typed collectives: a dense view of any supported dtype (see the class note). --
+
+  /// In place: data[i] = op over ranks of data[i]. Same dtype and element count on every
+  /// rank.
+  void all_reduce(const TensorView& data, ReduceOp op, Stream stream = {});
   /// out = concatenation of every rank's `in`, rank-major: out[r·n + i] = in_r[i], with
-  /// n = in.size(). out.size() must be size()·n; in and out must not overlap.
-  virtual void all_gather(std::span<const float> in, std::span<float> out) = 0;
-  /// out[i] = Σ over ranks r of in_r[rank()·n + i], with n = out.size(); in.size() must
-  /// be size()·n; in and out must not overlap.
-  virtual void reduce_scatter_sum(std::span<const float> in, std::span<float> out) = 0;
+  /// n = in.numel(). out.numel() must be size()·n, out.dtype() in.dtype(); in and out
+  /// must not overlap. Shapes are not checked beyond element counts.
+  void all_gather(const TensorView& in, const TensorView& out, Stream stream = {});
+  /// out[i] = op over ranks r of in_r[rank()·n + i], with n = out.numel(); in.numel() must
+  /// be size()·n, in.dtype() out.dtype(); in and out must not overlap.
+  void reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                      Stream stream = {});
   /// data on every rank = data on `root` (a group rank in [0, size())).
-  virtual void broadcast(std::span<float> data, int root) = 0;
-  /// Byte version of broadcast (plans, ids, integers).
-  virtual void broadcast(std::span<std::byte> data, int root) = 0;
-  /// Blocks until every member has entered the barrier.
-  virtual void barrier() = 0;
-
-  /// Sends `data` to group rank `peer` (≠ rank()) with `tag` (≥ 0, below the
-  /// transport's limit, at least 32767); returns once the buffer may be reused, which
-  /// for large messages means the peer has posted the matching recv.
-  virtual void send(std::span<const float> data, int peer, int tag) = 0;
-  /// Byte version of send.
-  virtual void send(std::span<const std::byte> data, int peer, int tag) = 0;
-  /// Receives exactly data.size() floats from group rank `peer` with `tag`; a message of
-  /// another size throws Error.
-  virtual void recv(std::span<float> data, int peer, int tag) = 0;
-  /// Byte version of recv.
-  virtual void recv(std::span<std::byte> data, int peer, int tag) = 0;
-  /// Sends `out` to group rank `peer` with `send_tag` and receives exactly in.size()
-  /// floats from the same peer with `recv_tag`, both posted at once, so two ranks that
+  void broadcast(const TensorView& data, int root, Stream stream = {});
+  /// Sends `data` to group rank `peer` (≠ rank()) with `tag` (in [0, tag_limit()]);
+  /// returns once the buffer may be reused, which for large messages means the peer has
+  /// posted the matching recv. The receiver must expect the same dtype.
+  void send(const TensorView& data, int peer, int tag, Stream stream = {});
+  /// Receives exactly data.numel() elements of data.dtype() from group rank `peer` with
+  /// `tag`; a message of another element count throws Error.
+  void recv(const TensorView& data, int peer, int tag, Stream stream = {});
+  /// Sends `out` to group rank `peer` with `send_tag` and receives exactly in.numel()
+  /// elements from the same peer with `recv_tag`, both posted at once, so two ranks that
   /// exchange with each other cannot deadlock whatever the message sizes (what a
   /// pipeline stage does when it sends an activation forward and receives a gradient
-  /// back: Megatron's send_forward_recv_backward). `out` and `in` must not overlap.
-  /// On a timeout the unfinished half stays posted (pending()).
-  virtual void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
-                         int recv_tag) = 0;
+  /// back: Megatron's send_forward_recv_backward). `out` and `in` have the same dtype and
+  /// device and must not overlap. On a timeout the unfinished half stays posted
+  /// (pending()).
+  void send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
+                 int recv_tag, Stream stream = {});
+  /// Blocks until every member has entered the barrier.
+  void barrier();
+
+  // ---- Host-span conveniences: all_reduce/all_gather/... on a 1-d CPU view of the
+  // span (dtype from the element type; std::byte is u8; uint64_t moves as i64 words, bit
+  // for bit, and has no reductions). Explicit overloads, not templates, so that a
+  // std::vector<T>& converts implicitly. Same contract and errors as the typed calls.
+
+  /// all_reduce(data, Sum).
+  void all_reduce_sum(std::span<float> data);
+  void all_reduce_sum(std::span<double> data);
+  void all_reduce_sum(std::span<int32_t> data);
+  void all_reduce_sum(std::span<int64_t> data);
+  void all_reduce_sum(std::span<uint8_t> data);
+  /// all_reduce(data, Max).
+  void all_reduce_max(std::span<float> data);
+  void all_reduce_max(std::span<double> data);
+  void all_reduce_max(std::span<int32_t> data);
+  void all_reduce_max(std::span<int64_t> data);
+  void all_reduce_max(std::span<uint8_t> data);
+  /// all_gather(in, out): out.size() == size()·in.size().
+  void all_gather(std::span<const float> in, std::span<float> out);
+  void all_gather(std::span<const double> in, std::span<double> out);
+  void all_gather(std::span<const int32_t> in, std::span<int32_t> out);
+  void all_gather(std::span<const int64_t> in, std::span<int64_t> out);
+  void all_gather(std::span<const uint8_t> in, std::span<uint8_t> out);
+  void all_gather(std::span<const uint64_t> in, std::span<uint64_t> out);
+  /// reduce_scatter(in, out, Sum): in.size() == size()·out.size().
+  void reduce_scatter_sum(std::span<const float> in, std::span<float> out);
+  void reduce_scatter_sum(std::span<const double> in, std::span<double> out);
+  void reduce_scatter_sum(std::span<const int32_t> in, std::span<int32_t> out);
+  void reduce_scatter_sum(std::span<const int64_t> in, std::span<int64_t> out);
+  void reduce_scatter_sum(std::span<const uint8_t> in, std::span<uint8_t> out);
+  /// broadcast(data, root).
+  void broadcast(std::span<float> data, int root);
+  void broadcast(std::span<double> data, int root);
+  void broadcast(std::span<int32_t> data, int root);
+  void broadcast(std::span<int64_t> data, int root);
+  void broadcast(std::span<uint8_t> data, int root);
+  void broadcast(std::span<uint64_t> data, int root);
+  void broadcast(std::span<std::byte> data, int root);
+  /// send(data, peer, tag).
+  void send(std::span<const float> data, int peer, int tag);
+  void send(std::span<const double> data, int peer, int tag);
+  void send(std::span<const int32_t> data, int peer, int tag);
+  void send(std::span<const int64_t> data, int peer, int tag);
+  void send(std::span<const uint8_t> data, int peer, int tag);
+  void send(std::span<const uint64_t> data, int peer, int tag);
+  void send(std::span<const std::byte> data, int peer, int tag);
+  /// recv(data, peer, tag): exactly data.size() elements.
+  void recv(std::span<float> data, int peer, int tag);
+  void recv(std::span<double> data, int peer, int tag);
+  void recv(std::span<int32_t> data, int peer, int tag);
+  void recv(std::span<int64_t> data, int peer, int tag);
+  void recv(std::span<uint8_t> data, int peer, int tag);
+  void recv(std::span<uint64_t> data, int peer, int tag);
+  void recv(std::span<std::byte> data, int peer, int tag);
+  /// send_recv(out, in, peer, send_tag, recv_tag) of f32 (pipeline activations).
+  void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
+                 int recv_tag);
 
   /// Description of the operation left posted by a CollectiveTimeout, "" when none.
   /// While one is pending every other call throws Error.
@@ -108,6 +197,41 @@ class Communicator {
   /// Waits (up to timeout_s() again) for the pending operation, if any, to complete;
   /// throws CollectiveTimeout when it still does not.
   virtual void wait_pending() = 0;
+
+ protected:
+  // What the implementations provide. Each receives a call the public function has
+  // checked (see the class note): dense non-null views, a supported device and dtype,
+  // the stream on the data's device, matching dtypes and counts, valid ranks and tags.
+
+  /// all_reduce on a checked view.
+  virtual void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) = 0;
+  /// all_gather on checked views.
+  virtual void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) = 0;
+  /// reduce_scatter on checked views.
+  virtual void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                                 Stream stream) = 0;
+  /// broadcast on a checked view and root.
+  virtual void do_broadcast(const TensorView& data, int root, Stream stream) = 0;
+  /// send on a checked view, peer and tag.
+  virtual void do_send(const TensorView& data, int peer, int tag, Stream stream) = 0;
+  /// recv on a checked view, peer and tag.
+  virtual void do_recv(const TensorView& data, int peer, int tag, Stream stream) = 0;
+  /// send_recv on checked views, peer and tags.
+  virtual void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
+                            int recv_tag, Stream stream) = 0;
+  /// barrier.
+  virtual void do_barrier() = 0;
+  /// Why views on `device` are not carried (when !supports(device)), appended to the
+  /// ShapeError, e.g. "Debian's Open MPI is not CUDA-aware". Default: "".
+  virtual std::string device_note(Device device) const;
+
+ private:
+  void check_view(const char* op, const char* role, const TensorView& v, Stream stream) const;
+  void check_reducible(const char* op, const TensorView& v) const;
+  void check_pair(const char* op, const char* a_role, const TensorView& a, const char* b_role,
+                  const TensorView& b) const;
+  void check_root(const char* op, int root) const;
+  void check_peer(const char* op, int peer, int tag) const;
 };
 
 }  // namespace olmo2::parallel

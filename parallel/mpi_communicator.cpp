@@ -1,7 +1,9 @@
 #include "parallel/mpi_communicator.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -22,10 +24,66 @@ std::string seconds(double s) {
   return buf;
 }
 
-bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return pa < pb + b_bytes && pb < pa + a_bytes;
+// bf16 reductions (docs/architecture.md §6 (communicators)): MPI has no bf16 type, so
+// bf16 travels as MPI_UINT16_T words and is reduced by these user functions, in f32,
+// rounded to nearest even after each pairwise step. NaN wins a max, as in torch.max.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+    if (std::isnan(y)) continue;
+    if (std::isnan(x) || x > y) b[i] = a[i];
+  }
+}
+
+// The two bf16 MPI_Ops, made once per process on first use. They are freed at the start
+// of MPI_Finalize, whoever calls it: MPI deletes MPI_COMM_SELF's attributes first thing
+// in MPI_Finalize, while every MPI call is still allowed (MPI 3.1 §8.7.1), and the
+// attribute set here frees the ops from its delete callback.
+struct Bf16Ops {
+  MPI_Op sum = MPI_OP_NULL;
+  MPI_Op max = MPI_OP_NULL;
+};
+Bf16Ops g_bf16_ops;
+std::mutex g_bf16_mutex;
+
+int free_bf16_ops(MPI_Comm, int, void*, void*) {
+  std::lock_guard<std::mutex> lock(g_bf16_mutex);
+  if (g_bf16_ops.sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_ops.sum);
+  if (g_bf16_ops.max != MPI_OP_NULL) MPI_Op_free(&g_bf16_ops.max);
+  return MPI_SUCCESS;
+}
+
+// The bf16 op for `op`, or MPI_OP_NULL with *rc set when MPI refused to make them.
+MPI_Op bf16_op(ReduceOp op, int* rc) {
+  std::lock_guard<std::mutex> lock(g_bf16_mutex);
+  *rc = MPI_SUCCESS;
+  if (g_bf16_ops.sum == MPI_OP_NULL) {
+    MPI_Op sum = MPI_OP_NULL, max = MPI_OP_NULL;
+    int keyval = MPI_KEYVAL_INVALID;
+    if ((*rc = MPI_Op_create(&bf16_sum, /*commute=*/1, &sum)) != MPI_SUCCESS) return MPI_OP_NULL;
+    if ((*rc = MPI_Op_create(&bf16_max, /*commute=*/1, &max)) != MPI_SUCCESS) {
+      MPI_Op_free(&sum);
+      return MPI_OP_NULL;
+    }
+    if ((*rc = MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &free_bf16_ops, &keyval, nullptr)) !=
+            MPI_SUCCESS ||
+        (*rc = MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr)) != MPI_SUCCESS) {
+      MPI_Op_free(&sum);
+      MPI_Op_free(&max);
+      return MPI_OP_NULL;
+    }
+    MPI_Comm_free_keyval(&keyval);  // the attribute keeps it until MPI_Finalize deletes it
+    g_bf16_ops.sum = sum, g_bf16_ops.max = max;
+  }
+  return op == ReduceOp::Sum ? g_bf16_ops.sum : g_bf16_ops.max;
 }
 
 }  // namespace
@@ -83,7 +141,7 @@ std::string MpiCommunicator::describe(const Op& op) const {
 
 std::string MpiCommunicator::details(const Op& op) const {
   if (!op.p2p && op.count == 0 && std::string_view(op.name) == "barrier") return "";
-  std::string s = detail::concat(op.count, op.type == MPI_FLOAT ? " floats" : " bytes");
+  std::string s = detail::concat(op.count, " ", dtype_name(op.dtype));
   if (op.p2p) s += detail::concat(", after collective #", op.sequence);
   return s;
 }
@@ -94,38 +152,57 @@ void MpiCommunicator::check(int rc, const char* call, const Op& op) const {
   }
 }
 
-void MpiCommunicator::check_root(const char* name, int root) const {
-  if (root < 0 || root >= size_) {
-    OLMO2_THROW(ShapeError, name, " on group ", name_, ": root ", root, " out of range [0, ", size_,
-                ")");
-  }
+std::string MpiCommunicator::device_note(Device device) const {
+  if (device == Device::CPU) return "";
+  return detail::concat("MpiCommunicator carries host memory only (Debian's Open MPI is not ",
+                        device == Device::CUDA ? "CUDA" : device_name(device),
+                        "-aware); device tensors go through the NCCL communicator");
 }
 
-void MpiCommunicator::check_peer(const char* name, int peer, int tag) const {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    OLMO2_THROW(ShapeError, name, " on group ", name_, ": peer ", peer,
-                " must be another rank of [0, ", size_, "), this is rank ", rank_);
+MPI_Datatype MpiCommunicator::mpi_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::U8:
+      return MPI_UINT8_T;
+    case DType::BF16:
+    case DType::F16:
+      return MPI_UINT16_T;
   }
-  if (tag < 0 || tag > tag_ub_) {
-    OLMO2_THROW(ShapeError, name, " on group ", name_, ": tag ", tag, " out of range [0, ", tag_ub_,
-                "]");
-  }
+  OLMO2_THROW(ShapeError, "no MPI datatype for dtype ", static_cast<int>(dtype));
 }
 
-MpiCommunicator::Op MpiCommunicator::begin(const char* name, size_t count, MPI_Datatype type,
-                                           bool p2p) {
+MPI_Op MpiCommunicator::reduction(ReduceOp op, DType dtype, const Op& call) const {
+  if (dtype == DType::BF16) {
+    int rc = MPI_SUCCESS;
+    const MPI_Op o = bf16_op(op, &rc);
+    check(rc, "MPI_Op_create (bf16)", call);
+    return o;
+  }
+  return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
+}
+
+MpiCommunicator::Op MpiCommunicator::begin(const char* name, const TensorView& data, bool p2p) {
   if (pending_.request != MPI_REQUEST_NULL) {
     OLMO2_THROW(Error, who(), ": ", name, " refused: ", describe(pending_.op),
                 " timed out and is still pending (wait_pending() completes it)");
   }
+  const size_t count = static_cast<size_t>(data.numel());
   if (count > static_cast<size_t>(INT_MAX)) {
-    OLMO2_THROW(ShapeError, name, " on group ", name_, ": ", count,
+    OLMO2_THROW(ShapeError, name, " on group ", name_, ": ", count, " ", dtype_name(data.dtype()),
                 " elements exceed MPI's int count limit ", INT_MAX);
   }
   Op op;
   op.name = name;
   op.count = count;
-  op.type = type;
+  op.dtype = data.dtype();
+  op.type = mpi_datatype(data.dtype());
   op.p2p = p2p;
   if (!p2p) ++sequence_;
   op.sequence = sequence_;
@@ -169,8 +246,15 @@ void MpiCommunicator::wait(MPI_Request* request, const Op& op, double waited_bef
     int got = 0;
     MPI_Get_count(&status, op.type, &got);
     if (got != static_cast<int>(op.count)) {
-      OLMO2_THROW(Error, who(), ": ", describe(op), " received ", got,
-                  op.type == MPI_FLOAT ? " floats" : " bytes", ", expected ", op.count);
+      if (got == MPI_UNDEFINED) {
+        int bytes = 0;
+        MPI_Get_count(&status, MPI_BYTE, &bytes);
+        OLMO2_THROW(Error, who(), ": ", describe(op), " received ", bytes,
+                    " bytes, not a whole number of ", dtype_name(op.dtype), ", expected ", op.count,
+                    " ", dtype_name(op.dtype));
+      }
+      OLMO2_THROW(Error, who(), ": ", describe(op), " received ", got, " ", dtype_name(op.dtype),
+                  ", expected ", op.count, " ", dtype_name(op.dtype));
     }
   }
 }
@@ -187,120 +271,71 @@ void MpiCommunicator::wait_pending() {
   wait(&p.request, p.op, p.waited_s);
 }
 
-void MpiCommunicator::all_reduce_sum(std::span<float> data) {
-  const Op op = begin("all_reduce_sum", data.size(), MPI_FLOAT, false);
-  run(op, "MPI_Iallreduce", [&](int n, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, data.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
+void MpiCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream) {
+  const Op o = begin(op == ReduceOp::Sum ? "all_reduce_sum" : "all_reduce_max", data, false);
+  const MPI_Op mop = reduction(op, data.dtype(), o);
+  run(o, "MPI_Iallreduce", [&](int n, MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, data.data(), n, o.type, mop, comm_, r);
   });
 }
 
-void MpiCommunicator::all_reduce_max(std::span<float> data) {
-  const Op op = begin("all_reduce_max", data.size(), MPI_FLOAT, false);
-  run(op, "MPI_Iallreduce", [&](int n, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, data.data(), n, MPI_FLOAT, MPI_MAX, comm_, r);
+void MpiCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream) {
+  const Op o = begin("all_gather", in, false);
+  run(o, "MPI_Iallgather", [&](int n, MPI_Request* r) {
+    return MPI_Iallgather(in.data(), n, o.type, out.data(), n, o.type, comm_, r);
   });
 }
 
-void MpiCommunicator::all_gather(std::span<const float> in, std::span<float> out) {
-  if (out.size() != in.size() * size_) {
-    OLMO2_THROW(ShapeError, "all_gather on group ", name_, ": out has ", out.size(),
-                " floats, expected ", size_, " ranks × in ", in.size(), " = ", in.size() * size_);
-  }
-  if (overlap(in.data(), in.size_bytes(), out.data(), out.size_bytes())) {
-    OLMO2_THROW(ShapeError, "all_gather on group ", name_, ": in and out overlap");
-  }
-  const Op op = begin("all_gather", in.size(), MPI_FLOAT, false);
-  run(op, "MPI_Iallgather", [&](int n, MPI_Request* r) {
-    return MPI_Iallgather(in.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, comm_, r);
+void MpiCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                                        Stream) {
+  const Op o = begin(op == ReduceOp::Sum ? "reduce_scatter_sum" : "reduce_scatter_max", out, false);
+  const MPI_Op mop = reduction(op, in.dtype(), o);
+  run(o, "MPI_Ireduce_scatter_block", [&](int n, MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(in.data(), out.data(), n, o.type, mop, comm_, r);
   });
 }
 
-void MpiCommunicator::reduce_scatter_sum(std::span<const float> in, std::span<float> out) {
-  if (in.size() != out.size() * size_) {
-    OLMO2_THROW(ShapeError, "reduce_scatter_sum on group ", name_, ": in has ", in.size(),
-                " floats, expected ", size_, " ranks × out ", out.size(), " = ",
-                out.size() * size_);
-  }
-  if (overlap(in.data(), in.size_bytes(), out.data(), out.size_bytes())) {
-    OLMO2_THROW(ShapeError, "reduce_scatter_sum on group ", name_, ": in and out overlap");
-  }
-  const Op op = begin("reduce_scatter_sum", out.size(), MPI_FLOAT, false);
-  run(op, "MPI_Ireduce_scatter_block", [&](int n, MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(in.data(), out.data(), n, MPI_FLOAT, MPI_SUM, comm_, r);
+void MpiCommunicator::do_broadcast(const TensorView& data, int root, Stream) {
+  const Op o = begin("broadcast", data, false);
+  run(o, "MPI_Ibcast",
+      [&](int n, MPI_Request* r) { return MPI_Ibcast(data.data(), n, o.type, root, comm_, r); });
+}
+
+void MpiCommunicator::do_barrier() {
+  const Op o = begin("barrier", TensorView(nullptr, DType::U8, {0}), false);
+  run(o, "MPI_Ibarrier", [&](int, MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+}
+
+void MpiCommunicator::do_send(const TensorView& data, int peer, int tag, Stream) {
+  Op o = begin("send", data, true);
+  o.peer = peer;
+  o.tag = tag;
+  run(o, "MPI_Isend", [&](int n, MPI_Request* r) {
+    return MPI_Isend(data.data(), n, o.type, peer, tag, comm_, r);
   });
 }
 
-void MpiCommunicator::broadcast(std::span<float> data, int root) {
-  check_root("broadcast", root);
-  const Op op = begin("broadcast", data.size(), MPI_FLOAT, false);
-  run(op, "MPI_Ibcast",
-      [&](int n, MPI_Request* r) { return MPI_Ibcast(data.data(), n, MPI_FLOAT, root, comm_, r); });
+void MpiCommunicator::do_recv(const TensorView& data, int peer, int tag, Stream) {
+  Op o = begin("recv", data, true);
+  o.peer = peer;
+  o.tag = tag;
+  o.check_count = true;
+  run(o, "MPI_Irecv", [&](int n, MPI_Request* r) {
+    return MPI_Irecv(data.data(), n, o.type, peer, tag, comm_, r);
+  });
 }
 
-void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
-  check_root("broadcast", root);
-  const Op op = begin("broadcast", data.size(), MPI_BYTE, false);
-  run(op, "MPI_Ibcast",
-      [&](int n, MPI_Request* r) { return MPI_Ibcast(data.data(), n, MPI_BYTE, root, comm_, r); });
-}
-
-void MpiCommunicator::barrier() {
-  const Op op = begin("barrier", 0, MPI_BYTE, false);
-  run(op, "MPI_Ibarrier", [&](int, MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
-}
-
-void MpiCommunicator::send(std::span<const float> data, int peer, int tag) {
-  send_raw(data.data(), data.size(), MPI_FLOAT, peer, tag);
-}
-
-void MpiCommunicator::send(std::span<const std::byte> data, int peer, int tag) {
-  send_raw(data.data(), data.size(), MPI_BYTE, peer, tag);
-}
-
-void MpiCommunicator::recv(std::span<float> data, int peer, int tag) {
-  recv_raw(data.data(), data.size(), MPI_FLOAT, peer, tag);
-}
-
-void MpiCommunicator::recv(std::span<std::byte> data, int peer, int tag) {
-  recv_raw(data.data(), data.size(), MPI_BYTE, peer, tag);
-}
-
-void MpiCommunicator::send_raw(const void* data, size_t count, MPI_Datatype type, int peer,
-                               int tag) {
-  check_peer("send", peer, tag);
-  Op op = begin("send", count, type, true);
-  op.peer = peer;
-  op.tag = tag;
-  run(op, "MPI_Isend",
-      [&](int n, MPI_Request* r) { return MPI_Isend(data, n, type, peer, tag, comm_, r); });
-}
-
-void MpiCommunicator::recv_raw(void* data, size_t count, MPI_Datatype type, int peer, int tag) {
-  check_peer("recv", peer, tag);
-  Op op = begin("recv", count, type, true);
-  op.peer = peer;
-  op.tag = tag;
-  op.check_count = true;
-  run(op, "MPI_Irecv",
-      [&](int n, MPI_Request* r) { return MPI_Irecv(data, n, type, peer, tag, comm_, r); });
-}
-
-void MpiCommunicator::send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
-                                int recv_tag) {
-  check_peer("send_recv", peer, send_tag);
-  check_peer("send_recv", peer, recv_tag);
-  if (overlap(out.data(), out.size_bytes(), in.data(), in.size_bytes())) {
-    OLMO2_THROW(ShapeError, "send_recv on group ", name_, ": out and in overlap");
-  }
-  Op rop = begin("recv", in.size(), MPI_FLOAT, true);
+void MpiCommunicator::do_send_recv(const TensorView& out, const TensorView& in, int peer,
+                                   int send_tag, int recv_tag, Stream) {
+  Op rop = begin("recv", in, true);
   rop.peer = peer, rop.tag = recv_tag, rop.check_count = true;
-  Op sop = begin("send", out.size(), MPI_FLOAT, true);
+  Op sop = begin("send", out, true);
   sop.peer = peer, sop.tag = send_tag;
   MPI_Request rreq = MPI_REQUEST_NULL, sreq = MPI_REQUEST_NULL;
-  check(MPI_Irecv(in.data(), static_cast<int>(in.size()), MPI_FLOAT, peer, recv_tag, comm_, &rreq), "MPI_Irecv",
-        rop);
-  check(MPI_Isend(out.data(), static_cast<int>(out.size()), MPI_FLOAT, peer, send_tag, comm_, &sreq), "MPI_Isend",
-        sop);
+  check(MPI_Irecv(in.data(), static_cast<int>(rop.count), rop.type, peer, recv_tag, comm_, &rreq),
+        "MPI_Irecv", rop);
+  check(MPI_Isend(out.data(), static_cast<int>(sop.count), sop.type, peer, send_tag, comm_, &sreq),
+        "MPI_Isend", sop);
   // Both are posted: waiting for one, then the other, cannot deadlock.
   const auto start = Clock::now();
   try {

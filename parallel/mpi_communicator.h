@@ -6,21 +6,29 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "parallel/communicator.h"
 
 namespace olmo2::parallel {
 
-/// Communicator carried by Open MPI (CPU buffers only: Debian's Open MPI is not
-/// CUDA-aware). Every call posts a non-blocking MPI operation (MPI_Iallreduce,
+/// Communicator carried by Open MPI, for host (CPU) views only: Debian's Open MPI is not
+/// CUDA-aware, so a CUDA view is refused with a ShapeError naming the operation (the
+/// NCCL communicator carries device tensors). dtypes map to MPI datatypes: f32 MPI_FLOAT,
+/// f64 MPI_DOUBLE, i32 MPI_INT32_T, i64 MPI_INT64_T, u8 MPI_UINT8_T; bf16 and f16, which
+/// MPI lacks, move as 16-bit words (MPI_UINT16_T), and bf16 is reduced by two
+/// commutative user-defined MPI_Ops that add or take the maximum in f32 and round to
+/// nearest even (f32_to_bf16), created on first use and freed when MPI_Finalize starts
+/// (an attribute on MPI_COMM_SELF, whose deletion the MPI standard runs first in
+/// MPI_Finalize). Every call posts a non-blocking MPI operation (MPI_Iallreduce,
 /// MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ibarrier, MPI_Isend,
 /// MPI_Irecv) and polls MPI_Test, yielding then sleeping briefly between polls so that
 /// oversubscribed ranks leave the cores to each other, until it completes or timeout_s()
-/// passes (CollectiveTimeout; the operation then stays pending, see wait_pending()).
-/// The communicator is switched to MPI_ERRORS_RETURN so that MPI failures become Error
-/// exceptions naming the call and the group instead of aborting the job.
+/// passes (CollectiveTimeout, naming the dtype and element count, e.g. "(1024 f32)"; the
+/// operation then stays pending, see wait_pending()). Element counts above INT_MAX are
+/// refused (ShapeError). The communicator is switched to MPI_ERRORS_RETURN so that MPI
+/// failures become Error exceptions naming the call and the group instead of aborting
+/// the job. docs/architecture.md §6 (communicators).
 class MpiCommunicator final : public Communicator {
  public:
   /// Takes ownership of `comm` (freed with MPI_Comm_free by the destructor). `name` is
@@ -41,29 +49,35 @@ class MpiCommunicator final : public Communicator {
   /// This process's rank in MPI_COMM_WORLD.
   int world_rank() const { return world_rank_; }
 
+  /// The MPI datatype a view of `dtype` travels as (MPI_UINT16_T for bf16 and f16).
+  static MPI_Datatype mpi_datatype(DType dtype);
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
   uint64_t sequence() const override { return sequence_; }
   double timeout_s() const override { return timeout_s_; }
   void set_timeout(double seconds) override;
-
-  void all_reduce_sum(std::span<float> data) override;
-  void all_reduce_max(std::span<float> data) override;
-  void all_gather(std::span<const float> in, std::span<float> out) override;
-  void reduce_scatter_sum(std::span<const float> in, std::span<float> out) override;
-  void broadcast(std::span<float> data, int root) override;
-  void broadcast(std::span<std::byte> data, int root) override;
-  void barrier() override;
-  void send(std::span<const float> data, int peer, int tag) override;
-  void send(std::span<const std::byte> data, int peer, int tag) override;
-  void recv(std::span<float> data, int peer, int tag) override;
-  void recv(std::span<std::byte> data, int peer, int tag) override;
-  void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
-                 int recv_tag) override;
+  /// CPU only.
+  bool supports(Device device) const override { return device == Device::CPU; }
+  /// MPI_TAG_UB of the communicator.
+  int tag_limit() const override { return tag_ub_; }
 
   std::string pending() const override;
   void wait_pending() override;
+
+ protected:
+  void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
+  void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
+  void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                         Stream stream) override;
+  void do_broadcast(const TensorView& data, int root, Stream stream) override;
+  void do_send(const TensorView& data, int peer, int tag, Stream stream) override;
+  void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
+  void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
+                    int recv_tag, Stream stream) override;
+  void do_barrier() override;
+  std::string device_note(Device device) const override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -73,6 +87,7 @@ class MpiCommunicator final : public Communicator {
     const char* name = "";  // "all_reduce_sum", "send", ...
     uint64_t sequence = 0;  // the collective's number; for send/recv the count before it
     size_t count = 0;       // elements
+    DType dtype = DType::U8;
     MPI_Datatype type = MPI_BYTE;
     int peer = -1;  // send/recv only
     int tag = -1;   // send/recv only
@@ -85,18 +100,15 @@ class MpiCommunicator final : public Communicator {
     double waited_s = 0;
   };
 
-  Op begin(const char* name, size_t count, MPI_Datatype type, bool p2p);
+  Op begin(const char* name, const TensorView& data, bool p2p);
   template <typename Post>
   void run(const Op& op, const char* call, Post&& post);
   void wait(MPI_Request* request, const Op& op, double waited_before_s);
   void check(int rc, const char* call, const Op& op) const;
-  void check_root(const char* name, int root) const;
-  void check_peer(const char* name, int peer, int tag) const;
+  MPI_Op reduction(ReduceOp op, DType dtype, const Op& call) const;
   std::string who() const;
   std::string describe(const Op& op) const;
   std::string details(const Op& op) const;
-  void send_raw(const void* data, size_t count, MPI_Datatype type, int peer, int tag);
-  void recv_raw(void* data, size_t count, MPI_Datatype type, int peer, int tag);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::string name_;

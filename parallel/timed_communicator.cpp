@@ -9,7 +9,7 @@ namespace olmo2::parallel {
 const char* to_string(CommOp op) {
   static constexpr const char* kNames[kCommOpCount] = {
       "all_reduce_sum", "all_reduce_max", "all_gather", "reduce_scatter_sum", "broadcast",
-      "barrier",        "send",           "recv",       "send_recv"};
+      "barrier",        "send",           "recv",       "send_recv",          "reduce_scatter_max"};
   const int i = static_cast<int>(op);
   return i >= 0 && i < kCommOpCount ? kNames[i] : "unknown";
 }
@@ -54,54 +54,41 @@ uint64_t TimedCommunicator::total_calls() const {
 
 void TimedCommunicator::reset() { stats_.fill(CommOpStats{}); }
 
-void TimedCommunicator::all_reduce_sum(std::span<float> data) {
-  timed(CommOp::all_reduce_sum, data.size_bytes(), [&] { inner_->all_reduce_sum(data); });
+void TimedCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) {
+  timed(op == ReduceOp::Sum ? CommOp::all_reduce_sum : CommOp::all_reduce_max, data.bytes(),
+        [&] { inner_->all_reduce(data, op, stream); });
 }
 
-void TimedCommunicator::all_reduce_max(std::span<float> data) {
-  timed(CommOp::all_reduce_max, data.size_bytes(), [&] { inner_->all_reduce_max(data); });
+void TimedCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream stream) {
+  timed(CommOp::all_gather, out.bytes(), [&] { inner_->all_gather(in, out, stream); });
 }
 
-void TimedCommunicator::all_gather(std::span<const float> in, std::span<float> out) {
-  timed(CommOp::all_gather, out.size_bytes(), [&] { inner_->all_gather(in, out); });
+void TimedCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out,
+                                          ReduceOp op, Stream stream) {
+  timed(op == ReduceOp::Sum ? CommOp::reduce_scatter_sum : CommOp::reduce_scatter_max, in.bytes(),
+        [&] { inner_->reduce_scatter(in, out, op, stream); });
 }
 
-void TimedCommunicator::reduce_scatter_sum(std::span<const float> in, std::span<float> out) {
-  timed(CommOp::reduce_scatter_sum, in.size_bytes(), [&] { inner_->reduce_scatter_sum(in, out); });
+void TimedCommunicator::do_broadcast(const TensorView& data, int root, Stream stream) {
+  timed(CommOp::broadcast, data.bytes(), [&] { inner_->broadcast(data, root, stream); });
 }
 
-void TimedCommunicator::broadcast(std::span<float> data, int root) {
-  timed(CommOp::broadcast, data.size_bytes(), [&] { inner_->broadcast(data, root); });
-}
-
-void TimedCommunicator::broadcast(std::span<std::byte> data, int root) {
-  timed(CommOp::broadcast, data.size_bytes(), [&] { inner_->broadcast(data, root); });
-}
-
-void TimedCommunicator::barrier() {
+void TimedCommunicator::do_barrier() {
   timed(CommOp::barrier, 0, [&] { inner_->barrier(); });
 }
 
-void TimedCommunicator::send(std::span<const float> data, int peer, int tag) {
-  timed(CommOp::send, data.size_bytes(), [&] { inner_->send(data, peer, tag); });
+void TimedCommunicator::do_send(const TensorView& data, int peer, int tag, Stream stream) {
+  timed(CommOp::send, data.bytes(), [&] { inner_->send(data, peer, tag, stream); });
 }
 
-void TimedCommunicator::send(std::span<const std::byte> data, int peer, int tag) {
-  timed(CommOp::send, data.size_bytes(), [&] { inner_->send(data, peer, tag); });
+void TimedCommunicator::do_recv(const TensorView& data, int peer, int tag, Stream stream) {
+  timed(CommOp::recv, data.bytes(), [&] { inner_->recv(data, peer, tag, stream); });
 }
 
-void TimedCommunicator::recv(std::span<float> data, int peer, int tag) {
-  timed(CommOp::recv, data.size_bytes(), [&] { inner_->recv(data, peer, tag); });
-}
-
-void TimedCommunicator::recv(std::span<std::byte> data, int peer, int tag) {
-  timed(CommOp::recv, data.size_bytes(), [&] { inner_->recv(data, peer, tag); });
-}
-
-void TimedCommunicator::send_recv(std::span<const float> out, std::span<float> in, int peer,
-                                  int send_tag, int recv_tag) {
-  timed(CommOp::send_recv, out.size_bytes() + in.size_bytes(),
-        [&] { inner_->send_recv(out, in, peer, send_tag, recv_tag); });
+void TimedCommunicator::do_send_recv(const TensorView& out, const TensorView& in, int peer,
+                                     int send_tag, int recv_tag, Stream stream) {
+  timed(CommOp::send_recv, out.bytes() + in.bytes(),
+        [&] { inner_->send_recv(out, in, peer, send_tag, recv_tag, stream); });
 }
 
 }  // namespace olmo2::parallel

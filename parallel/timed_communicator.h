@@ -6,14 +6,15 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "parallel/communicator.h"
 
 namespace olmo2::parallel {
 
-/// The operations a Communicator offers; the byte and float variants share a kind.
+/// The kinds of call a Communicator offers, by operation and reduction; the dtypes and
+/// the host-span conveniences of one operation share its kind. New kinds are appended
+/// (indexes stay stable for tables built on them).
 enum class CommOp {
   all_reduce_sum,
   all_reduce_max,
@@ -23,28 +24,34 @@ enum class CommOp {
   barrier,
   send,
   recv,
-  send_recv
+  send_recv,
+  reduce_scatter_max
 };
-inline constexpr int kCommOpCount = 9;
+inline constexpr int kCommOpCount = 10;
 
 /// "all_reduce_sum", "send_recv", ... (the names CollectiveTimeout uses).
 const char* to_string(CommOp op);
 
 /// What one kind of call has cost since the last reset().
 struct CommOpStats {
-  uint64_t calls = 0;  ///< calls made (including those that threw)
+  uint64_t calls = 0;  ///< calls forwarded (including those the inner communicator failed)
   double seconds = 0;  ///< wall seconds inside the calls, waiting for peers included
   uint64_t bytes = 0;  ///< payload bytes, see TimedCommunicator
 };
 
-/// Wraps (and owns) another Communicator: every call is forwarded unchanged, and the
-/// wall time from entry to return (or throw), which includes waiting for the peers, is
-/// added to its kind's CommOpStats with the call's payload in bytes: the buffer's size
-/// for all_reduce_*, broadcast, send and recv; out's for all_gather (the gathered
-/// whole); in's for reduce_scatter_sum (the whole before scattering); out's plus in's
-/// for send_recv; 0 for barrier. These are buffer sizes on this rank, not bytes on the
-/// wire (which depend on MPI's algorithm). Errors pass through unchanged. Adds two clock
-/// reads per call. Not thread-safe, like the communicator it wraps.
+/// Wraps (and owns) another Communicator: every call is forwarded unchanged (the typed
+/// view, the reduction and the stream), and the wall time from entry to return (or
+/// throw), which includes waiting for the peers, is added to its kind's CommOpStats
+/// with the call's payload in bytes, element count × dtype_size(dtype): the view's for
+/// all_reduce, broadcast, send and recv; out's for all_gather (the gathered whole);
+/// in's for reduce_scatter (the whole before scattering); out's plus in's for
+/// send_recv; 0 for barrier. So 3 f64 count 24 bytes, 4 bf16 8. These are buffer sizes
+/// on this rank, not bytes on the wire (which depend on the transport's algorithm).
+/// Calls the wrapper's own checks refuse (ShapeError, see Communicator) are not
+/// counted; errors of the inner communicator pass through unchanged and are counted.
+/// On a CUDA stream the time is that of enqueueing only. Adds two clock reads per call.
+/// Not thread-safe, like the communicator it wraps. docs/architecture.md §6
+/// (communicators) and §9 (metrics).
 class TimedCommunicator final : public Communicator {
  public:
   /// Takes ownership of `inner`; Error when it is null.
@@ -69,24 +76,24 @@ class TimedCommunicator final : public Communicator {
   uint64_t sequence() const override { return inner_->sequence(); }
   double timeout_s() const override { return inner_->timeout_s(); }
   void set_timeout(double seconds) override { inner_->set_timeout(seconds); }
-
-  void all_reduce_sum(std::span<float> data) override;
-  void all_reduce_max(std::span<float> data) override;
-  void all_gather(std::span<const float> in, std::span<float> out) override;
-  void reduce_scatter_sum(std::span<const float> in, std::span<float> out) override;
-  void broadcast(std::span<float> data, int root) override;
-  void broadcast(std::span<std::byte> data, int root) override;
-  void barrier() override;
-  void send(std::span<const float> data, int peer, int tag) override;
-  void send(std::span<const std::byte> data, int peer, int tag) override;
-  void recv(std::span<float> data, int peer, int tag) override;
-  void recv(std::span<std::byte> data, int peer, int tag) override;
-  void send_recv(std::span<const float> out, std::span<float> in, int peer, int send_tag,
-                 int recv_tag) override;
+  bool supports(Device device) const override { return inner_->supports(device); }
+  int tag_limit() const override { return inner_->tag_limit(); }
 
   std::string pending() const override { return inner_->pending(); }
   /// Forwarded; its time is not counted (it finishes a call already counted).
   void wait_pending() override { inner_->wait_pending(); }
+
+ protected:
+  void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
+  void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
+  void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                         Stream stream) override;
+  void do_broadcast(const TensorView& data, int root, Stream stream) override;
+  void do_send(const TensorView& data, int peer, int tag, Stream stream) override;
+  void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
+  void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
+                    int recv_tag, Stream stream) override;
+  void do_barrier() override;
 
  private:
   template <typename Fn>

@@ -53,7 +53,7 @@ TEST(MpiCommunicator, ChecksSizesBeforeCommunicating) {
   std::vector<float> in(3), out(3 * n + 1), big(3 * n);
   EXPECT_EQ(message_of<ShapeError>([&] { c.all_gather(in, out); }),
             "all_gather on group world: out has " + std::to_string(3 * n + 1) +
-                " floats, expected " + std::to_string(n) +
+                " f32, expected " + std::to_string(n) +
                 " ranks × in 3 = " + std::to_string(3 * n));
   EXPECT_TRUE(contains(message_of<ShapeError>([&] { c.reduce_scatter_sum(out, in); }),
                        "reduce_scatter_sum on group world: in has " + std::to_string(3 * n + 1)));
@@ -85,8 +85,8 @@ TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {
   if (c.rank() == 0) c.send(four, 1, 9);
   if (c.rank() == 1) {
     EXPECT_TRUE(contains(message_of<Error>([&] { c.recv(eight, 0, 9); }),
-                         "recv from world rank 0 (tag 9) on group world received 4 floats, "
-                         "expected 8"));
+                         "recv from world rank 0 (tag 9) on group world received 4 f32, "
+                         "expected 8 f32"));
   }
   c.barrier();
 }
@@ -187,7 +187,7 @@ TEST(CollectiveTimeout, RecvNamesThePeer) {
                       0),
               0u)
         << m;
-    EXPECT_TRUE(contains(m, "(5 floats, after collective #0)")) << m;
+    EXPECT_TRUE(contains(m, "(5 f32, after collective #0)")) << m;
   }
   g.world->barrier();
   if (pp.rank() == 1) pp.send(x, 0, 4);
