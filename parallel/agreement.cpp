@@ -19,13 +19,13 @@ void agree(Communicator* world, const std::function<void()>& fn) {
     failed = true;
     message = e.what();
   }
-  // One flag per rank, summed: who failed.
-  std::vector<float> flags(static_cast<size_t>(world->size()), 0.0f);
-  flags[static_cast<size_t>(world->rank())] = failed ? 1.0f : 0.0f;
+  // One i32 flag per rank, summed: who failed.
+  std::vector<int32_t> flags(static_cast<size_t>(world->size()), 0);
+  flags[static_cast<size_t>(world->rank())] = failed ? 1 : 0;
   world->all_reduce_sum(flags);
   int root = -1, count = 0;
   for (int r = 0; r < world->size(); ++r) {
-    if (flags[static_cast<size_t>(r)] == 0.0f) continue;
+    if (flags[static_cast<size_t>(r)] == 0) continue;
     if (root < 0) root = r;
     ++count;
   }
@@ -40,15 +40,15 @@ void agree(Communicator* world, const std::function<void()>& fn) {
 
 bool any_rank(Communicator* world, bool flag) {
   if (!world || world->size() == 1) return flag;
-  float f = flag ? 1.0f : 0.0f;
-  world->all_reduce_max(std::span<float>(&f, 1));
-  return f != 0.0f;
+  int32_t f = flag ? 1 : 0;
+  world->all_reduce_max(std::span<int32_t>(&f, 1));
+  return f != 0;
 }
 
 void broadcast_string(Communicator& comm, std::string& text, int root) {
-  uint64_t size = text.size();
-  comm.broadcast(std::as_writable_bytes(std::span<uint64_t>(&size, 1)), root);
-  text.resize(size);
+  int64_t size = static_cast<int64_t>(text.size());
+  comm.broadcast(std::span<int64_t>(&size, 1), root);
+  text.resize(static_cast<size_t>(size));
   if (size > 0) comm.broadcast(std::as_writable_bytes(std::span<char>(text.data(), text.size())), root);
 }
 
