@@ -2,6 +2,7 @@
 // size; the timeout tests need two ranks or more.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -112,10 +113,11 @@ TEST(MpiCommunicator, SendRecvExchangesLargeMessagesWithoutDeadlock) {
 
 // Every rank but the last enters `late_op` on `c` (timeout `seconds`) and times out; the
 // last rank waits on `sync` until they all have, then joins late, so the pending
-// operation completes and each timed-out rank finishes it with wait_pending().
+// operation completes and each timed-out rank finishes it with wait_pending(). The
+// message must end with " (" + details + ")" when details is given.
 template <typename Op>
 void skip_then_join_late(Communicator& c, Communicator& sync, double seconds, Op late_op,
-                         const std::string& what) {
+                         const std::string& what, const std::string& details = "") {
   const bool skipper = c.rank() == c.size() - 1;
   c.set_timeout(seconds);
   if (!skipper) {
@@ -127,6 +129,10 @@ void skip_then_join_late(Communicator& c, Communicator& sync, double seconds, Op
       const std::string who = "rank " + std::to_string(world_rank()) + " (" + c.name() + " rank " +
                               std::to_string(c.rank()) + " of " + std::to_string(c.size()) + "): ";
       EXPECT_EQ(m.rfind(who + what + " timed out after ", 0), 0u) << m;
+      if (!details.empty()) {
+        const std::string tail = " s (" + details + ")";
+        EXPECT_EQ(m.substr(m.size() - std::min(m.size(), tail.size())), tail) << m;
+      }
       EXPECT_GE(e.waited_s(), seconds);
       EXPECT_LT(e.waited_s(), seconds + 5.0);
       EXPECT_EQ(e.group(), c.name());
@@ -152,13 +158,31 @@ TEST(CollectiveTimeout, AllReduceOnWorldNamesTheCollective) {
   world.barrier();  // #1
   std::vector<float> x(16, static_cast<float>(world_rank() + 1));
   skip_then_join_late(
-      world, *g.dp, 1.0, [&] { world.all_reduce_sum(x); }, "all_reduce_sum #2 on group world");
+      world, *g.dp, 1.0, [&] { world.all_reduce_sum(x); }, "all_reduce_sum #2 on group world",
+      "16 f32");
   for (float v : x) ASSERT_EQ(v, n * (n + 1) / 2.0f) << "the late all-reduce completed";
   // Still usable, sequences still agree.
   const float seq = static_cast<float>(world.sequence());
   std::vector<float> all(n);
   world.all_gather(std::span<const float>(&seq, 1), all);
   for (float s : all) EXPECT_EQ(s, 2.0f);
+}
+
+TEST(CollectiveTimeout, NamesTheDtypeAndElementCount) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  const int n = world_size();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 30.0);
+  Communicator& world = *g.world;
+  std::vector<int64_t> x(1024, int64_t{1} << 40);
+  skip_then_join_late(
+      world, *g.dp, 0.5, [&] { world.all_reduce_max(x); }, "all_reduce_max #1 on group world",
+      "1024 i64");
+  EXPECT_EQ(x[0], int64_t{1} << 40);
+  std::vector<uint16_t> bits(6, f32_to_bf16(1.0f));
+  const TensorView view(bits.data(), DType::BF16, {2, 3});
+  skip_then_join_late(
+      world, *g.dp, 0.5, [&] { world.broadcast(view, n - 1); }, "broadcast #2 on group world",
+      "6 bf16");  // from the late rank: the others must wait for it
 }
 
 TEST(CollectiveTimeout, BarrierOnTensorParallelGroup) {
