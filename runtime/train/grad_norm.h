@@ -1,4 +1,5 @@
-// The global gradient norm of a sharded model (case C5), what clipping uses.
+// The global gradient norm of a sharded model, what clipping uses
+// (docs/architecture.md §11.5 grad norm with sharded and replicated parameters).
 #pragma once
 
 #include <vector>
@@ -11,10 +12,10 @@ namespace olmo2 {
 /// L2 norm of every gradient of the model held across the ranks of a TP group and a
 /// pipeline group. Sharded parameters count each shard once; TP-replicated ones
 /// (post-norm gains, the final norm: Parameter::tp_replicated) once in total — only TP
-/// rank 0 adds them — not once per rank (case C5: √34 = 5.8310, not √59); a kv head
-/// replicated over TP ranks (after sum_kv_replica_gradients) only on its first replica. Each rank
-/// sums its squares in fp64; the sum crosses ranks as an fp32 (hi, lo) pair, one
-/// all-reduce over `tp` then one over `pp` (either may be null or of size 1). DP
+/// rank 0 adds them — not once per rank (docs/architecture.md §11.5: √34 = 5.8310, not
+/// √59); a kv head replicated over TP ranks (after sum_kv_replica_gradients) only on its
+/// first replica. Each rank sums its squares in fp64; the sum crosses ranks as one f64,
+/// an all-reduce over `tp` then one over `pp` (either may be null or of size 1). DP
 /// replicas hold identical, already reduced gradients and are not summed. Every rank
 /// returns the same value. Throws CollectiveTimeout if a peer never joins.
 double global_grad_norm(const std::vector<Parameter>& params, parallel::Communicator* tp,

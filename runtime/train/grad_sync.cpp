@@ -46,13 +46,7 @@ void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator
 
 void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& v) {
   if (!c || c->size() == 1) return;
-  std::vector<float> pairs(2 * v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float hi = static_cast<float>(v[i]);
-    pairs[2 * i] = hi, pairs[2 * i + 1] = static_cast<float>(v[i] - static_cast<double>(hi));
-  }
-  c->all_reduce_sum(pairs);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(pairs[2 * i]) + static_cast<double>(pairs[2 * i + 1]);
+  c->all_reduce_sum(v);
 }
 
 void sum_kv_replica_gradients(std::vector<Parameter>& params, parallel::Communicator& tp) {

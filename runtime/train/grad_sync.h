@@ -15,15 +15,19 @@ namespace olmo2 {
 /// tensor spans several buckets, small ones share one), each packed into one buffer
 /// and summed with one all-reduce — ceil(total bytes / bucket_bytes) collectives, the
 /// same on every rank. The caller scales by 1/(global target count) before or after
-/// (DESIGN §5: the token count is reduced across ranks, never averages of averages).
+/// (docs/architecture.md §7 (training semantics): the token count is reduced across
+/// ranks, never averages of averages).
 /// No-op for a group of one. Throws InputError for bucket_bytes < 4, CollectiveTimeout
 /// if a peer never joins. Source: PyTorch DDP's gradient buckets (25 MiB default).
 void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp,
                           int64_t bucket_bytes = int64_t{25} << 20);
 
-/// Sums doubles over `c` in place, each sent as an fp32 (hi, lo) pair (about 48
-/// significant bits): loss sums, token counts, squared norms. No-op for null or a group
-/// of one. CollectiveTimeout if a peer never joins.
+/// Sums doubles over `c` in place with one f64 all-reduce (MPI_DOUBLE): loss sums,
+/// squared norms, norm sums. Each rank's value and the result are IEEE doubles; the sum
+/// is as exact as f64 addition in the transport's order (integers below 2^53 exactly;
+/// counts that must be exact whatever their size go as i64, see global_target_count).
+/// No-op for null or a group of one. CollectiveTimeout if a peer never joins.
+/// docs/architecture.md §6 (communicators), §7 (training semantics).
 void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& values);
 
 /// Under TP with KV < tp a kv head lives on kv_replicas consecutive ranks, and each
