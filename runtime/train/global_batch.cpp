@@ -1,10 +1,35 @@
 #include "runtime/train/global_batch.h"
 
 #include <cmath>
+#include <span>
 
+#include "core/error.h"
 #include "runtime/train/grad_sync.h"
 
 namespace olmo2 {
+
+int64_t global_target_count(int64_t local, parallel::Communicator* dp) {
+  if (!dp || dp->size() == 1) {
+    if (local < 0) OLMO2_THROW(InputError, "target count ", local, " must be ≥ 0");
+    return local;
+  }
+  // The count and a flag for a negative one, in one i64 all-reduce: a bad count on one
+  // rank stops every rank of the group together (none is left waiting).
+  int64_t v[2] = {local, local < 0 ? 1 : 0};
+  dp->all_reduce_sum(std::span<int64_t>(v, 2));
+  if (v[1] > 0) {
+    OLMO2_THROW(InputError, "target count must be ≥ 0, but ", v[1], " rank(s) of group ", dp->name(),
+                " have a negative one (this rank's: ", local, ")");
+  }
+  return v[0];
+}
+
+float loss_gradient_scale(double loss_scale, int64_t global_targets) {
+  if (global_targets < 0) OLMO2_THROW(InputError, "global target count ", global_targets, " must be ≥ 0");
+  if (!std::isfinite(loss_scale)) OLMO2_THROW(InputError, "loss scale ", loss_scale, " must be finite");
+  if (global_targets == 0) return 0.0f;
+  return static_cast<float>(loss_scale / static_cast<double>(global_targets));
+}
 
 LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Parameter>& params, ModelWeights& grads,
                                        const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
@@ -12,12 +37,10 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
                                        const std::function<void(LossSums&)>& inject) {
   int64_t local = 0;
   for (const auto& mb : micro_batches) local += count_targets(mb);
-  std::vector<double> count{static_cast<double>(local)};
-  all_reduce_doubles(ctx.dp, count);
+  const int64_t total = global_target_count(local, ctx.dp);
   LossSums sums;
-  const int64_t total = std::llround(count[0]);
   if (total > 0) {
-    const float scale = static_cast<float>(loss_scale / static_cast<double>(total));
+    const float scale = loss_gradient_scale(loss_scale, total);
     sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp},
                                      nullptr, ctx.diag);
   }

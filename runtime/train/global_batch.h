@@ -1,5 +1,7 @@
 // Forward and backward of one global batch over every rank of a (tp, pp, dp) layout:
-// the target count, the 1F1B pipeline, and the gradient and loss reductions (DESIGN §5).
+// the target count, the 1F1B pipeline, and the gradient and loss reductions
+// (docs/architecture.md §7 (training semantics), §11.4 loss over micro-batches of
+// different token counts).
 #pragma once
 
 #include <cstdint>
@@ -21,14 +23,33 @@ struct TrainContext {
   LayerDiagnostics* diag = nullptr;          ///< if set, this rank's stage's forward statistics (not reduced)
 };
 
+/// The number of counted (non-ignored) targets of the whole global batch: `local`, this
+/// rank's DP share's count, summed over `dp` as one i64 all-reduce, exact at any size
+/// (an fp32 sum would make 9,000,001 + 9,000,000 into 18,000,000: every count past 2^24
+/// could be off). Every rank of `dp` must call it (tp and pp peers hold the same share
+/// and count; they need not reduce it). `dp` null or of one rank: `local`. The count
+/// travels with a flag for a negative one in the same all-reduce: when any rank's
+/// `local` is < 0, every rank throws InputError naming how many and its own value.
+/// CollectiveTimeout if a peer never joins. docs/architecture.md §7 (training
+/// semantics), §11.4.
+int64_t global_target_count(int64_t local, parallel::Communicator* dp);
+
+/// The one place the loss is divided by the global target count: the factor every
+/// target's loss gradient is scaled by, loss_scale / global_targets computed in f64 and
+/// rounded once to f32 (the training step's gradient scale), so the gradients are those
+/// of the token-weighted mean over the whole global batch. 0 for global_targets == 0 (no
+/// target: nothing to scale). Throws InputError for global_targets < 0 or a loss_scale
+/// that is not finite, naming the value.
+float loss_gradient_scale(double loss_scale, int64_t global_targets);
+
 /// One global batch, of which this rank holds its DP share as `micro_batches`:
-///  1. the target count of the share, summed over DP (case C4: the count is reduced,
-///     never the per-rank means);
-///  2. pipeline_forward_backward with scale loss_scale / (global count);
+///  1. the target count of the share, summed over DP as i64 (global_target_count; the
+///     count is reduced, never the per-rank means);
+///  2. pipeline_forward_backward with scale loss_gradient_scale(loss_scale, count);
 ///  3. `inject`, if given, on this rank's local loss sums and gradients (tests inject
 ///     a non-finite value on one rank here);
 ///  4. gradients summed over DP in buckets, and over kv-head replicas on TP;
-///  5. ce_sum and z_sq_sum summed over DP and PP (fp32 hi/lo pairs, ~48 bits).
+///  5. ce_sum and z_sq_sum summed over DP and PP (f64 all-reduces).
 /// Gradients must be zero on entry (they accumulate). Returns the global sums and count
 /// on every rank; a count of 0 runs no forward. Collective over tp, pp and dp.
 LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Parameter>& params, ModelWeights& grads,
