@@ -17,6 +17,7 @@
 #include "ops/gemm.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
+#include "parallel/node_ranks.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/global_batch.h"
@@ -248,22 +249,13 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     }
   });
   // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
-  // node, found by one all-gather of a hash of each rank's host name.
+  // node (parallel::node_ranks: one all-gather of a u64 hash of each host name).
   std::vector<int> served;
   if (options_.metrics_port > 0) {
-    const int world = world_ ? world_->size() : 1;
-    std::vector<float> keys(static_cast<size_t>(4 * world), 0.0f);
     if (options_.metrics_per_node && world_) {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      const uint64_t h = fnv1a64(host);
-      float mine[4];
-      for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);  // exact in fp32
-      world_->all_gather(std::span<const float>(mine, 4), keys);
-    }
-    const int me = world_ ? world_->rank() : 0;
-    for (int r = 0; r < world; ++r) {
-      if (std::equal(keys.begin() + 4 * r, keys.begin() + 4 * r + 4, keys.begin() + 4 * me)) served.push_back(r);
+      served = parallel::node_ranks(world_);
+    } else {
+      for (int r = 0; r < (world_ ? world_->size() : 1); ++r) served.push_back(r);
     }
   }
   if (endpoint_) {  // the metric families, and the peak for MFU
@@ -284,7 +276,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {
     uint64_t root_fp = data_fingerprint;
-    world_->broadcast(std::as_writable_bytes(std::span<uint64_t>(&root_fp, 1)), 0);
+    world_->broadcast(std::span<uint64_t>(&root_fp, 1), 0);
     parallel::agree(world_, [&] {
       if (data_fingerprint != root_fp) {
         OLMO2_THROW(InputError, "--data: this rank reads other token data than rank 0 (", loader_->num_windows(),
