@@ -63,40 +63,43 @@ StepPlan decode_plan(std::span<const int64_t> d) {
 
 int64_t results_size(const StepPlan& plan) {
   int64_t n = 0;
-  for (const auto& s : plan.sequences) n += s.sample ? 2 + 2 * s.selection.logprobs : 0;
+  for (const auto& s : plan.sequences) n += s.sample ? 1 + s.selection.logprobs : 0;
   return n;
 }
 
-std::vector<float> encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
-  std::vector<float> d;
+StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
+  StepResults d;
   size_t k = 0;
   for (const auto& s : plan.sequences) {
     if (!s.sample) continue;
     OLMO2_CHECK(k < tokens.size(), "fewer chosen tokens than sampled sequences");
     const SelectedToken& t = tokens[k++];
-    d.push_back(static_cast<float>(t.id));
-    d.push_back(t.logprob);
+    d.ids.push_back(t.id);
+    d.logprobs.push_back(t.logprob);
     for (int32_t j = 0; j < s.selection.logprobs; ++j) {
       const bool have = j < static_cast<int32_t>(t.top.size());
-      d.push_back(have ? t.top[static_cast<size_t>(j)].logit : 0.0f);
-      d.push_back(have ? static_cast<float>(t.top[static_cast<size_t>(j)].id) : -1.0f);
+      d.ids.push_back(have ? t.top[static_cast<size_t>(j)].id : -1);
+      d.logprobs.push_back(have ? t.top[static_cast<size_t>(j)].logit : 0.0f);
     }
   }
   return d;
 }
 
-std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const float> d) {
-  OLMO2_CHECK(static_cast<int64_t>(d.size()) == results_size(plan), "step results of ", d.size(), " floats, expected ",
-              results_size(plan));
+std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const int32_t> ids,
+                                          std::span<const float> logprobs) {
+  const int64_t want = results_size(plan);
+  OLMO2_CHECK(static_cast<int64_t>(ids.size()) == want && static_cast<int64_t>(logprobs.size()) == want,
+              "step results of ", ids.size(), " ids and ", logprobs.size(), " log-probabilities, expected ",
+              want, " of each");
   std::vector<SelectedToken> out;
   size_t at = 0;
   for (const auto& s : plan.sequences) {
     if (!s.sample) continue;
     SelectedToken t;
-    t.id = static_cast<int32_t>(d[at++]);
-    t.logprob = d[at++];
-    for (int32_t j = 0; j < s.selection.logprobs; ++j, at += 2) {
-      if (d[at + 1] >= 0) t.top.push_back({d[at], static_cast<int32_t>(d[at + 1])});
+    t.id = ids[at];
+    t.logprob = logprobs[at++];
+    for (int32_t j = 0; j < s.selection.logprobs; ++j, ++at) {
+      if (ids[at] >= 0) t.top.push_back({logprobs[at], ids[at]});
     }
     out.push_back(std::move(t));
   }

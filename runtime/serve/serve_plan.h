@@ -30,17 +30,35 @@ struct StepPlan {
   int64_t sampled() const;
 };
 
-/// Flat int64 encoding for the broadcast (doubles by their bits).
+/// Flat i64 encoding of a plan for its broadcast from rank 0 (an i64 collective):
+/// shutdown, micro_batches, the sequence count, then per sequence seq_id, micro_batch,
+/// start, sample, temperature (the double's bits), top_k, top_p (bits), seed, draw,
+/// logprobs, the token and block counts, the tokens, the blocks. Every field is an
+/// integer or a double's bits: the plan crosses ranks bit for bit.
 std::vector<int64_t> encode_plan(const StepPlan& plan);
 /// Inverse of encode_plan. Throws Error for a truncated or malformed buffer.
 StepPlan decode_plan(std::span<const int64_t> data);
 
-/// Flat float encoding of a step's chosen tokens (in plan order of the sampled
-/// sequences): per sequence id, logprob, then `logprobs` (logprob, id) pairs. Ids are
-/// exact in a float (vocabularies are far below 2^24).
-std::vector<float> encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
-/// Its size for `plan`, in floats.
+/// A step's chosen tokens on their way from the last pipeline stage to rank 0, each
+/// field in its own type (sent as an i32 message then an f32 one): for each sampled
+/// sequence in plan order, 1 + selection.logprobs entries in both buffers: the chosen
+/// token (ids: its id; logprobs: its log-probability), then the alternatives, most
+/// likely first (ids: the id, or -1 where the token had fewer alternatives; logprobs:
+/// the log-probability, 0 there). docs/architecture.md §8 (serving semantics).
+struct StepResults {
+  std::vector<int32_t> ids;      ///< token ids (i32)
+  std::vector<float> logprobs;   ///< log-probabilities (f32), same length as ids
+};
+
+/// Encodes `tokens`, one per sampled sequence of `plan` in plan order. Throws Error when
+/// there are fewer tokens than sampled sequences.
+StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
+/// The length of each StepResults buffer for `plan`: Σ over sampled sequences of
+/// 1 + selection.logprobs.
 int64_t results_size(const StepPlan& plan);
-std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const float> data);
+/// Inverse of encode_results. Throws Error when either buffer's length is not
+/// results_size(plan) (naming both).
+std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const int32_t> ids,
+                                          std::span<const float> logprobs);
 
 }  // namespace olmo2

@@ -8,7 +8,7 @@
 namespace olmo2 {
 
 namespace {
-constexpr int kResultsTag = 41;
+constexpr int kResultIdsTag = 41, kResultLogprobsTag = 42;  // StepResults' two messages
 double seconds_between(ServeRequest::Clock::time_point a, ServeRequest::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -113,10 +113,10 @@ void ServingEngine::broadcast_plan(StepPlan& plan) {
   // An idle server waits for its next request as long as it takes.
   const double timeout = world.timeout_s();
   if (world.rank() != 0) world.set_timeout(0);
-  world.broadcast(std::as_writable_bytes(std::span<int64_t>(&n, 1)), 0);
+  world.broadcast(std::span<int64_t>(&n, 1), 0);
   world.set_timeout(timeout);
   data.resize(static_cast<size_t>(n));
-  world.broadcast(std::as_writable_bytes(std::span<int64_t>(data)), 0);
+  world.broadcast(std::span<int64_t>(data), 0);
   if (world.rank() != 0) plan = decode_plan(data);
 }
 
@@ -165,13 +165,17 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
   if (ranks_.results_root == 0 || results_size(plan) == 0) return ordered;
   parallel::Communicator& world = *ranks_.world;
   if (rank() == ranks_.results_root) {
-    const std::vector<float> data = encode_results(plan, ordered);
-    world.send(std::span<const float>(data), 0, kResultsTag);
+    const StepResults r = encode_results(plan, ordered);
+    world.send(std::span<const int32_t>(r.ids), 0, kResultIdsTag);
+    world.send(std::span<const float>(r.logprobs), 0, kResultLogprobsTag);
     return {};
   }
-  std::vector<float> data(static_cast<size_t>(results_size(plan)));
-  world.recv(std::span<float>(data), ranks_.results_root, kResultsTag);
-  return decode_results(plan, data);
+  StepResults r;
+  r.ids.resize(static_cast<size_t>(results_size(plan)));
+  r.logprobs.resize(r.ids.size());
+  world.recv(std::span<int32_t>(r.ids), ranks_.results_root, kResultIdsTag);
+  world.recv(std::span<float>(r.logprobs), ranks_.results_root, kResultLogprobsTag);
+  return decode_results(plan, r.ids, r.logprobs);
 }
 
 void ServingEngine::drain_inbox(bool close) {

@@ -296,23 +296,28 @@ TEST(ServePlan, EncodeDecodeRoundTrip) {
 TEST(ServePlan, ResultsRoundTripWithLogprobs) {
   StepPlan p;
   p.sequences.resize(3);
-  p.sequences[0].sample = true, p.sequences[0].selection.logprobs = 2;
+  p.sequences[0].sample = true, p.sequences[0].selection.logprobs = 3;
   p.sequences[2].sample = true;
-  EXPECT_EQ(results_size(p), 8);
-  const std::vector<SelectedToken> in = {{5, -0.25f, {{-0.25f, 5}, {-1.5f, 9}}},
+  EXPECT_EQ(results_size(p), 5);
+  // Ids past 2^24 are not exact in an f32: typed buffers carry them whole.
+  const std::vector<SelectedToken> in = {{5, -0.25f, {{-0.25f, 5}, {-1.5f, 16777217}}},
                                          {100351, -3.0f, {}}};
-  const std::vector<float> d = encode_results(p, in);
-  ASSERT_EQ(d.size(), 8u);
-  auto flat = [](const SelectedToken& t) {
-    std::vector<float> v = {static_cast<float>(t.id), t.logprob};
-    for (const Candidate& c : t.top) v.insert(v.end(), {c.logit, static_cast<float>(c.id)});
-    return v;
-  };
-  const std::vector<SelectedToken> out = decode_results(p, d);
+  const StepResults d = encode_results(p, in);
+  EXPECT_EQ(d.ids, (std::vector<int32_t>{5, 5, 16777217, -1, 100351}));
+  EXPECT_EQ(d.logprobs, (std::vector<float>{-0.25f, -0.25f, -1.5f, 0.0f, -3.0f}));
+  const std::vector<SelectedToken> out = decode_results(p, d.ids, d.logprobs);
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(flat(out[0]), (std::vector<float>{5, -0.25f, -0.25f, 5, -1.5f, 9}));
-  EXPECT_EQ(flat(out[1]), (std::vector<float>{100351, -3.0f}));
-  EXPECT_THROW(decode_results(p, std::span<const float>(d.data(), 7)), Error);
+  EXPECT_EQ(out[0].id, 5);
+  EXPECT_EQ(out[0].logprob, -0.25f);
+  ASSERT_EQ(out[0].top.size(), 2u) << "the missing third alternative is dropped";
+  EXPECT_EQ(out[0].top[1].id, 16777217);
+  EXPECT_EQ(out[0].top[1].logit, -1.5f);
+  EXPECT_EQ(out[1].id, 100351);
+  EXPECT_EQ(out[1].logprob, -3.0f);
+  EXPECT_TRUE(out[1].top.empty());
+  EXPECT_THROW(decode_results(p, std::span<const int32_t>(d.ids.data(), 4), d.logprobs), Error);
+  EXPECT_THROW(decode_results(p, d.ids, std::span<const float>(d.logprobs.data(), 4)), Error);
+  EXPECT_THROW(encode_results(p, {in[0]}), Error) << "fewer tokens than sampled sequences";
 }
 
 TEST(MemorySize, Units) {
