@@ -86,8 +86,8 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
                                                                  bool contribute, parallel::Communicator& world,
                                                                  int root) {
   constexpr int kHeaderTag = 21, kDataTag = 22;
-  // Who sends: every rank tells root whether it contributes (one float each).
-  std::vector<float> mine{contribute ? 1.0f : 0.0f}, who(static_cast<size_t>(world.size()));
+  // Who sends: every rank tells root whether it contributes (one u8 each).
+  std::vector<uint8_t> mine{static_cast<uint8_t>(contribute ? 1 : 0)}, who(static_cast<size_t>(world.size()));
   world.all_gather(mine, who);
   std::vector<std::pair<std::string, Tensor>> out;
   std::map<std::string, size_t> index;
@@ -116,7 +116,7 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
     }
     const std::string text = header.dump();
     const uint64_t size = text.size();
-    world.send(std::as_bytes(std::span<const uint64_t>(&size, 1)), root, kHeaderTag);
+    world.send(std::span<const uint64_t>(&size, 1), root, kHeaderTag);
     world.send(std::as_bytes(std::span<const char>(text.data(), text.size())), root, kHeaderTag);
     for (const SliceToGather& s : slices) {
       world.send(std::span<const float>(s.data, static_cast<size_t>(s.param->numel())), root, kDataTag);
@@ -127,9 +127,9 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
     for (const SliceToGather& s : slices) place(s.name, *s.param, s.data);
   }
   for (int r = 0; r < world.size(); ++r) {
-    if (r == root || who[static_cast<size_t>(r)] == 0.0f) continue;
+    if (r == root || who[static_cast<size_t>(r)] == 0) continue;
     uint64_t size = 0;
-    world.recv(std::as_writable_bytes(std::span<uint64_t>(&size, 1)), r, kHeaderTag);
+    world.recv(std::span<uint64_t>(&size, 1), r, kHeaderTag);
     std::string text(size, '\0');
     world.recv(std::as_writable_bytes(std::span<char>(text.data(), text.size())), r, kHeaderTag);
     for (const nlohmann::json& e : nlohmann::json::parse(text)) {

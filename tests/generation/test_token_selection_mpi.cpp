@@ -106,8 +106,8 @@ void check_layout(int64_t real, int64_t padded, std::vector<float> logits, int r
     }
   }
   // Both ranks return the same tokens.
-  std::vector<float> ids(got.size()), all(2 * got.size());
-  for (size_t i = 0; i < got.size(); ++i) ids[i] = static_cast<float>(got[i].id);
+  std::vector<int32_t> ids(got.size()), all(2 * got.size());
+  for (size_t i = 0; i < got.size(); ++i) ids[i] = got[i].id;
   tp->all_gather(ids, all);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(all[i], all[got.size() + i]);
 }
