@@ -13,7 +13,9 @@ const char* to_string(ThreadLevel level);
 /// destruction, unless MPI was already initialised by someone else, in which case it
 /// neither initialises nor finalises. Every communicator must be destroyed before the
 /// runtime that initialised MPI. Works under mpirun / srun and as a singleton (one rank,
-/// no launcher). Non-copyable.
+/// no launcher). The bf16 reduction ops MpiCommunicator creates are freed first thing in
+/// MPI_Finalize, whoever calls it (an MPI_COMM_SELF attribute; docs/architecture.md §6
+/// (communicators)). Non-copyable.
 class MpiRuntime {
  public:
   /// Throws Error when MPI was already finalised, when MPI_Init_thread fails or when the

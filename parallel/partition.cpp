@@ -83,7 +83,7 @@ void check_stage_layers(const std::vector<int64_t>& list, int pp, int64_t layers
   }
 }
 
-// Fills the parameter counts of `r` from its ranges (DESIGN §4 and partition.h).
+// Fills the parameter counts of `r` from its ranges (docs/architecture.md §5 and partition.h).
 void count_parameters(const ModelShape& s, int pp, RankPartition& r) {
   const int64_t h = s.hidden, q = r.q_rows.size(), kv = r.kv_rows.size(), inter = r.mlp_rows.size();
   const int64_t q_part = 2 * q * h + q;     // q_proj rows, o_proj columns, q_norm slice

@@ -1,5 +1,6 @@
 // The partition plan: which rank of a (tp, pp, dp) layout holds which layers, heads,
-// weight rows and vocabulary rows, and how many parameters (DESIGN §3, §4).
+// weight rows and vocabulary rows, and how many parameters (docs/architecture.md §4
+// rank layout, §5 partitioning).
 #pragma once
 
 #include <cstdint>
@@ -88,7 +89,7 @@ struct PartitionPlan {
   const RankPartition& at(const Coords& c) const { return ranks[topology.rank(c)]; }
 };
 
-/// Builds the plan for `shape` over tp × pp × dp ranks (DESIGN §4). `pp_layers` gives the
+/// Builds the plan for `shape` over tp × pp × dp ranks (docs/architecture.md §5). `pp_layers` gives the
 /// layers per stage explicitly; empty means balanced, earlier stages taking the extra
 /// layer (30 over 4 → 8,8,7,7). Query heads, MLP rows and (padded) vocab rows split evenly
 /// over TP; kv heads split when kv ≥ tp, each replicated on tp/kv consecutive ranks when

@@ -1,5 +1,5 @@
 // Topology: world rank <-> (tp, dp, pp) coordinates and the process groups they form.
-// Pure arithmetic: no MPI, no I/O. The one place that knows the rank order (DESIGN §3).
+// Pure arithmetic: no MPI, no I/O. The one place that knows the rank order (docs/architecture.md §4).
 #pragma once
 
 #include <string>
