@@ -38,8 +38,9 @@ int64_t global_target_count(int64_t local, parallel::Communicator* dp);
 /// target's loss gradient is scaled by, loss_scale / global_targets computed in f64 and
 /// rounded once to f32 (the training step's gradient scale), so the gradients are those
 /// of the token-weighted mean over the whole global batch. 0 for global_targets == 0 (no
-/// target: nothing to scale). Throws InputError for global_targets < 0 or a loss_scale
-/// that is not finite, naming the value.
+/// target: nothing to scale). A non-finite loss_scale gives a non-finite scale (the
+/// trainer's non-finite step detection then skips or stops the step). Throws InputError
+/// for global_targets < 0, naming the value.
 float loss_gradient_scale(double loss_scale, int64_t global_targets);
 
 /// One global batch, of which this rank holds its DP share as `micro_batches`:

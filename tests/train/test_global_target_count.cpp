@@ -4,6 +4,7 @@
 // divides by that exact count (docs/architecture.md §7 (training semantics), §11.4).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -85,7 +86,7 @@ TEST(LossGradientScale, DividesByTheExactCount) {
   EXPECT_EQ(loss_gradient_scale(4.0, 16'777'217), static_cast<float>(4.0 / 16'777'217.0));
   EXPECT_EQ(loss_gradient_scale(1.0, 0), 0.0f) << "no target: nothing to scale";
   EXPECT_THROW(loss_gradient_scale(1.0, -3), InputError);
-  EXPECT_THROW(loss_gradient_scale(std::nan(""), 3), InputError);
+  EXPECT_TRUE(std::isnan(loss_gradient_scale(std::nan(""), 3))) << "a non-finite scale propagates";
 }
 
 }  // namespace
