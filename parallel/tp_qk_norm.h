@@ -21,7 +21,7 @@ namespace olmo2::parallel {
 /// q [T, q_local] and w_q [q_local], k [T, k_local] and w_k [k_local]: f32 CPU.
 /// q_width, k_width: the global widths H·hd and KV·hd. Throws ShapeError on
 /// mismatched shapes; CollectiveTimeout if a peer never joins.
-/// Source: docs/architecture.md §11.1 whole-projection QK-norm over TP.
+/// Source: DESIGN §4; cases C1 in shared/cases.
 void tp_qk_norm(const TensorView& q, const TensorView& w_q, int64_t q_width, const TensorView& k,
                 const TensorView& w_k, int64_t k_width, bool k_counts, float eps, Communicator& tp);
 
