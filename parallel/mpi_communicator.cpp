@@ -45,8 +45,9 @@ void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
 
 // The two bf16 MPI_Ops, made once per process on first use. They are freed at the start
 // of MPI_Finalize, whoever calls it: MPI deletes MPI_COMM_SELF's attributes first thing
-// in MPI_Finalize, while every MPI call is still allowed (MPI 3.1 §8.7.1), and the
-// attribute set here frees the ops from its delete callback.
+// in MPI_Finalize, while every MPI call is still allowed (the MPI standard, "Allowing
+// User Functions at Process Termination"), and the attribute set here frees the ops
+// from its delete callback (docs/architecture.md §6 (communicators)).
 struct Bf16Ops {
   MPI_Op sum = MPI_OP_NULL;
   MPI_Op max = MPI_OP_NULL;
