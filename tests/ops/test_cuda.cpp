@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "ops/cpu/kernels.h"
 #include "ops/rmsnorm.h"
 
 #ifdef OLMO2_HAVE_CUDA
