@@ -39,4 +39,13 @@ inline void recv(Communicator& c, const TensorView& t, int peer, int tag) {
   c.recv(std::span<float>(t.f32(), static_cast<size_t>(t.numel())), peer, tag);
 }
 
+/// Sends `out` to and receives `in` from group rank `peer`, both posted at once (see
+/// Communicator::send_recv); contiguous f32 views.
+inline void send_recv(Communicator& c, const TensorView& out, const TensorView& in, int peer, int send_tag,
+                      int recv_tag) {
+  OLMO2_CHECK(out.is_contiguous() && in.is_contiguous(), "send_recv of non-contiguous views");
+  c.send_recv(std::span<const float>(out.f32(), static_cast<size_t>(out.numel())),
+              std::span<float>(in.f32(), static_cast<size_t>(in.numel())), peer, send_tag, recv_tag);
+}
+
 }  // namespace olmo2::parallel

@@ -574,8 +574,8 @@ std::string Trainer::save() {
   const int tp_rank = tp_ ? tp_->rank() : 0;
   for (const Parameter& p : params_) {
     if (!p.owned(tp_rank)) continue;
-    slices.push_back({p.name, &p, p.value->f32()});
-    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).f32()});
+    slices.push_back({p.name, &p, p.value->view()});
+    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).view()});
   }
   const auto whole = gather_whole_tensors(slices, dp_rank_ == 0, *world_, 0);
   std::string path;
