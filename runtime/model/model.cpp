@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "ops/tensor_ops.h"
 #include "runtime/io/safetensors.h"
 
 namespace olmo2 {
@@ -32,8 +33,8 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
     Tensor t = Tensor::zeros({shard.vocab_rows.size(), h});
     if (shard.vocab_real.size() > 0) {
       const Tensor real = ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
-      std::memcpy(t.f32() + (shard.vocab_real.begin - shard.vocab_rows.begin) * h, real.f32(),
-                  sizeof(float) * static_cast<size_t>(real.numel()));
+      const int64_t first = shard.vocab_real.begin - shard.vocab_rows.begin;
+      ops::copy(real.view(), t.view().rows(first, first + shard.vocab_real.size()));
     }
     return t;
   };
@@ -87,7 +88,7 @@ Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std) {
   };
   auto ones = [](int64_t n) {
     Tensor t = Tensor::zeros({n});
-    for (int64_t i = 0; i < n; ++i) t.f32()[i] = 1.0f;
+    ops::fill(t.view(), 1.0);
     return t;
   };
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,

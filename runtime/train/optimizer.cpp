@@ -86,8 +86,8 @@ void AdamW::restore(const std::map<std::string, TensorView>& state, int64_t step
     auto it = state.find(name);
     if (it == state.end()) OLMO2_THROW(InputError, "optimizer state has no tensor ", name);
     const TensorView& src = it->second;
-    if (src.dtype() != DType::F32 || src.device() != Device::CPU || !src.is_contiguous() || src.empty()) {
-      OLMO2_THROW(InputError, "optimizer state tensor ", name, " must be a contiguous f32 CPU tensor, got ",
+    if (src.dtype() != DType::F32 || !src.is_contiguous() || src.empty()) {
+      OLMO2_THROW(InputError, "optimizer state tensor ", name, " must be a contiguous f32 tensor, got ",
                   dtype_name(src.dtype()));
     }
     if (src.shape() != dst.shape()) {
@@ -95,7 +95,7 @@ void AdamW::restore(const std::map<std::string, TensorView>& state, int64_t step
                   dst.shape_str());
     }
   }
-  for (const auto& [name, dst] : mine) std::memcpy(dst.data(), state.at(name).data(), dst.bytes());
+  for (const auto& [name, dst] : mine) ops::copy(state.at(name), dst);
   steps_ = steps;
 }
 
