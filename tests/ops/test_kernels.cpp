@@ -12,7 +12,6 @@
 #include "ops/gemm.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
-#include "ops/threads.h"
 
 namespace olmo2::ops {
 namespace {
@@ -149,20 +148,6 @@ TEST(SwiGlu, SiluTimesUp) {
   add_inplace(o.view(), u.view());
   const double g0 = g.f32()[0];
   EXPECT_NEAR(o.f32()[0], g0 / (1 + std::exp(-g0)) * u.f32()[0] + u.f32()[0], 1e-5);
-}
-
-TEST(Threads, CountIsConfigurableAndValidated) {
-  set_num_threads(1);
-  EXPECT_EQ(num_threads(), 1);
-  // Results do not depend on the thread count.
-  Tensor x = random_tensor({64, 256}, 15), w = random_tensor({256}, 16), y1 = Tensor::zeros({64, 256}),
-         y2 = Tensor::zeros({64, 256});
-  rmsnorm(x.view(), w.view(), 1e-6f, y1.view());
-  set_num_threads(2);
-  EXPECT_EQ(num_threads(), 2);
-  rmsnorm(x.view(), w.view(), 1e-6f, y2.view());
-  for (int64_t i = 0; i < y1.numel(); ++i) ASSERT_EQ(y1.f32()[i], y2.f32()[i]);
-  EXPECT_THROW(set_num_threads(0), InputError);
 }
 
 }  // namespace
