@@ -1,12 +1,8 @@
 #include "runtime/train/trainer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -90,14 +86,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
       OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
                   micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
     }
-    if (is_root()) {
-      if (opt.resume == "auto") {
-        resume_dir = latest_checkpoint(opt.save_dir);
-      } else if (!opt.resume.empty()) {
-        if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
-        resume_dir = opt.resume;
-      }
-    }
+    if (is_root()) resume_dir = RunDirectory::resume_checkpoint(opt.resume, opt.save_dir);
     // The metrics port is taken now, so a port in use stops every rank before any work.
     metrics_rank_ = opt.metrics_port > 0 &&
                     (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
@@ -164,7 +153,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
                     " tokens, more than the model's vocab_size ", config.vocab_size);
       }
     }
-    if (is_root() && !opt.save_dir.empty()) lock_save_dir(resume_dir);
+    if (is_root() && !opt.save_dir.empty()) run_dir_.lock(opt.save_dir, resume_dir);
     schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
     const std::string from = resume_dir.empty() ? opt.model_dir : resume_dir;
     if (!from.empty()) {
@@ -179,13 +168,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
                                                      dp_, opt.zero_stage == 1);
     if (!resume_dir.empty()) resume_from(resume_dir);
     data_fingerprint = fingerprint(*loader_);
-    // Where checkpoints copy tokenizer.json from: --tokenizer, else the checkpoint this
-    // run continues (updated to each new checkpoint, as older ones may be pruned).
-    if (!opt.tokenizer.empty()) {
-      tokenizer_source_ = opt.tokenizer;
-    } else if (!from.empty() && fs::is_regular_file(from + "/tokenizer.json")) {
-      tokenizer_source_ = from + "/tokenizer.json";
-    }
+    run_dir_.choose_tokenizer_source(opt.tokenizer, from);
   });
   // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
   // node, found by one all-gather of a hash of each rank's host name.
@@ -241,31 +224,7 @@ int64_t Trainer::micro_batch() const {
 
 ParallelContext Trainer::context() const { return ParallelContext{tp_, pp_}; }
 
-Trainer::~Trainer() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
-
-void Trainer::lock_save_dir(const std::string& resume_dir) {
-  const std::string& dir = options_.save_dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot create the directory (",
-                ec ? ec.message() : "not a directory", ")");
-  }
-  const std::string lock = dir + "/.lock";
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot write ", lock, " (", std::strerror(errno), ")");
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, " is in use by another olmo2 train (", lock,
-                " is locked); give each run its own --save-dir");
-  }
-  const std::string latest = latest_checkpoint(dir);
-  if (!latest.empty() && (resume_dir.empty() || fs::canonical(resume_dir).parent_path() != fs::canonical(dir))) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, " already holds checkpoints of another run (newest ", latest,
-                "); give --resume to continue it, or another --save-dir");
-  }
-}
+Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const std::string& dir) {
   const TrainingState st = load_training_state(dir);
@@ -501,12 +460,12 @@ std::string Trainer::save() {
   c.config = model_->config();
   c.config.dtype = DType::F32;
   c.state = state_json();
-  c.tokenizer_file = tokenizer_source_;
+  c.tokenizer_file = run_dir_.tokenizer_source();
   if (!world_) {
     for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
     for (const auto& [name, t] : moments) c.state_tensors.emplace(name, t.view());
     const std::string path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
-    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
+    run_dir_.checkpoint_written(path);
     return path;
   }
   // Gather the whole model and moments on rank 0 from DP replica 0's owned slices.
@@ -530,7 +489,7 @@ std::string Trainer::save() {
       for (const char* kind : {"exp_avg.", "exp_avg_sq."}) c.state_tensors.emplace(kind + name, by_name.at(kind + name)->view());
     }
     path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
-    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
+    run_dir_.checkpoint_written(path);
   });
   parallel::broadcast_string(*world_, path, 0);
   return path;

@@ -21,6 +21,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/train/optimizer.h"
+#include "runtime/train/run_directory.h"
 #include "runtime/model/parameters.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
@@ -96,7 +97,6 @@ class Trainer {
 
  private:
   void resume_from(const std::string& dir);
-  void lock_save_dir(const std::string& resume_dir);
   ParallelContext context() const;
   TrainOptions options_;
   parallel::ProcessGroups* groups_ = nullptr;
@@ -104,7 +104,6 @@ class Trainer {
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
-  std::string tokenizer_source_;  ///< tokenizer.json copied into checkpoints ("" = none)
   std::unique_ptr<Olmo2Model> model_;
   ModelWeights grads_;
   std::vector<Parameter> params_;
@@ -120,7 +119,7 @@ class Trainer {
   bool metrics_rank_ = false;  ///< this rank serves an endpoint (world rank 0, or a node's first)
   void record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
                       std::vector<double> layer_grad_sq);
-  int lock_fd_ = -1;  ///< flock on save_dir/.lock, held for the run
+  RunDirectory run_dir_;  ///< last, so that the lock is released first (locked on rank 0 only)
 };
 
 }  // namespace olmo2
