@@ -48,7 +48,7 @@ uint64_t fingerprint(const DataLoader& loader) {
 }  // namespace
 
 Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
-    : options_(std::move(o)), groups_(groups) {
+    : options_(std::move(o)), groups_(groups), faults_(options_) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
@@ -73,11 +73,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
       OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
                   " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
     }
-    const int world = world_ ? world_->size() : 1;
-    if (opt.debug_scale_rank >= world) {
-      OLMO2_THROW(InputError, "--debug-scale-rank ", opt.debug_scale_rank, " is not a rank of this job (", world,
-                  " ranks)");
-    }
+    faults_.check_rank(world_ ? world_->size() : 1);
     if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
       OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
                   " (each data-parallel rank takes an equal share)");
@@ -307,18 +303,8 @@ StepRecord Trainer::step() {
   r.step = step_ + 1;
   r.lr = schedule_.lr(step_);
   for (const Parameter& p : params_) std::fill(p.grad->f32(), p.grad->f32() + p.numel(), 0.0f);
-  const bool debug_step = r.step == o.debug_scale_step;
-  const double factor = debug_step && o.debug_scale_rank < 0 ? o.debug_scale_factor : 1.0;
-  std::function<void(LossSums&)> inject;
-  if (debug_step && o.debug_scale_rank >= 0 && (world_ ? world_->rank() : 0) == o.debug_scale_rank) {
-    inject = [&](LossSums& s) {  // this rank's local loss and gradients only
-      s.ce_sum *= o.debug_scale_factor, s.z_sq_sum *= o.debug_scale_factor;
-      const float f = static_cast<float>(o.debug_scale_factor);
-      for (const Parameter& p : params_) {
-        for (int64_t i = 0; i < p.numel(); ++i) p.grad->f32()[i] *= f;
-      }
-    };
-  }
+  const double factor = faults_.loss_factor(r.step);
+  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
   // the option is the same on every rank, so every rank takes the same branch.
   const bool diag_step = o.metrics_port > 0 && (r.step == 1 || r.step % o.diag_interval == 0);
@@ -532,7 +518,7 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
     }
     if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1) loss_sum = 0, loss_n = 0;
     // A signal may reach some ranks only: stop when any rank saw one (one vote).
-    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || step_ == o.debug_stop_after;
+    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || faults_.stop_after(step_);
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string path = save();

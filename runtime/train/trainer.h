@@ -18,6 +18,7 @@
 #include "parallel/process_groups.h"
 #include "runtime/train/data_loader.h"
 #include "runtime/train/data_parallel_adamw.h"
+#include "runtime/train/fault_injection.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/train/optimizer.h"
@@ -104,6 +105,7 @@ class Trainer {
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
+  FaultInjection faults_;
   std::unique_ptr<Olmo2Model> model_;
   ModelWeights grads_;
   std::vector<Parameter> params_;
