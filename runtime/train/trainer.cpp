@@ -1,17 +1,12 @@
 #include "runtime/train/trainer.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 #include <tuple>
 
-#include "ops/gemm.h"
-#include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/grad_norm.h"
@@ -25,16 +20,6 @@ namespace olmo2 {
 namespace fs = std::filesystem;
 
 namespace {
-/// fp32 matrix-product FLOP/s of this node with every hardware thread (the MFU
-/// denominator when --peak-tflops is not given).
-double node_sgemm_flops() {
-  const int before = num_threads();
-  set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  const double flops = ops::measure_linear_flops(512, 10);
-  set_num_threads(before);
-  return flops;
-}
-
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
 /// and different for token files that differ in size or at either end.
 uint64_t fingerprint(const DataLoader& loader) {
@@ -84,9 +69,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     }
     if (is_root()) resume_dir = RunDirectory::resume_checkpoint(opt.resume, opt.save_dir);
     // The metrics port is taken now, so a port in use stops every rank before any work.
-    metrics_rank_ = opt.metrics_port > 0 &&
-                    (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
-    if (metrics_rank_) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
+    metrics_ = std::make_unique<MetricsReporter>(opt, world_ ? groups_ : nullptr);
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
   // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
@@ -166,40 +149,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     data_fingerprint = fingerprint(*loader_);
     run_dir_.choose_tokenizer_source(opt.tokenizer, from);
   });
-  // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
-  // node, found by one all-gather of a hash of each rank's host name.
-  std::vector<int> served;
-  if (options_.metrics_port > 0) {
-    const int world = world_ ? world_->size() : 1;
-    std::vector<float> keys(static_cast<size_t>(4 * world), 0.0f);
-    if (options_.metrics_per_node && world_) {
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      const uint64_t h = fnv1a64(host);
-      float mine[4];
-      for (int i = 0; i < 4; ++i) mine[i] = static_cast<float>((h >> (16 * i)) & 0xffff);  // exact in fp32
-      world_->all_gather(std::span<const float>(mine, 4), keys);
-    }
-    const int me = world_ ? world_->rank() : 0;
-    for (int r = 0; r < world; ++r) {
-      if (std::equal(keys.begin() + 4 * r, keys.begin() + 4 * r + 4, keys.begin() + 4 * me)) served.push_back(r);
-    }
-  }
-  if (endpoint_) {  // the metric families, and the peak for MFU
-    std::vector<monitoring::RankCoords> ranks;
-    const int world = world_ ? world_->size() : 1;
-    for (int r : served) {
-      const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
-      ranks.push_back({r, c.tp, c.pp, c.dp});
-    }
-    // With one endpoint per node, the job-wide values are served by world rank 0's only.
-    metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
-                                                          !world_ || world_->rank() == 0);
-    const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
-    peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
-    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
-              << " ranks (MFU against " << peak_flops_ / 1e9 << " GFLOP/s)\n";
-  }
+  metrics_->start(*model_);  // the ranks each endpoint serves, the metric families, the MFU peak
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {
     uint64_t root_fp = data_fingerprint;
@@ -307,7 +257,7 @@ StepRecord Trainer::step() {
   const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
   // the option is the same on every rank, so every rank takes the same branch.
-  const bool diag_step = o.metrics_port > 0 && (r.step == 1 || r.step % o.diag_interval == 0);
+  const bool diag_step = metrics_->diagnostics_at(r.step);
   LayerDiagnostics diag;
   if (diag_step) diag.reset(model_->weights().layers.size());
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
@@ -316,17 +266,7 @@ StepRecord Trainer::step() {
                                                                    diag_step ? &diag : nullptr},
                                                       inject);
   std::vector<double> layer_grad_sq;
-  if (diag_step) {  // before clipping changes them
-    layer_grad_sq.assign(static_cast<size_t>(model_->config().num_hidden_layers), 0.0);
-    const int tp_rank = tp_ ? tp_->rank() : 0;
-    for (const Parameter& p : params_) {
-      if (!p.owned(tp_rank) || !p.name.starts_with("model.layers.")) continue;
-      const size_t l = std::stoul(p.name.substr(13));
-      double sq = 0;
-      for (int64_t i = 0; i < p.numel(); ++i) sq += double(p.grad->f32()[i]) * p.grad->f32()[i];
-      layer_grad_sq[l] += sq;
-    }
-  }
+  if (diag_step) layer_grad_sq = metrics_->layer_grad_squares(params_);  // before clipping changes them
   const int64_t count = sums.count;
   r.target_tokens = count;
   r.grad_norm = global_grad_norm(params_, tp_, pp_);
@@ -374,70 +314,11 @@ StepRecord Trainer::step() {
   r.tokens = tokens_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = static_cast<double>(o.global_batch * o.seq_len) / r.seconds;
-  if (o.metrics_port > 0) record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
+  metrics_->record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
   return r;
 }
 
-void Trainer::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
-                             std::vector<double> layer_grad_sq) {
-  // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
-  const int world = world_ ? world_->size() : 1;
-  std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));
-  if (world_) {
-    const float mine = static_cast<float>(r.seconds);
-    world_->all_gather(std::span<const float>(&mine, 1), seconds);
-  }
-  monitoring::LayerValues lv;
-  if (diag_step) {
-    const int64_t L = model_->config().num_hidden_layers;
-    const size_t local = diag.output_norm_sum.size();
-    std::vector<double> sums;  // this stage's norm sums and token count, summed over DP
-    for (const auto* v : {&diag.output_norm_sum, &diag.attention_norm_sum, &diag.mlp_norm_sum}) {
-      sums.insert(sums.end(), v->begin(), v->end());
-    }
-    sums.push_back(static_cast<double>(diag.tokens));
-    all_reduce_doubles(dp_, sums);
-    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP and DP
-    for (parallel::Communicator* c : {tp_, dp_}) {
-      if (c && c->size() > 1) c->all_reduce_max(logits);
-    }
-    all_reduce_doubles(tp_, layer_grad_sq);  // each TP rank's owned shards
-    std::vector<float> v(static_cast<size_t>(5 * L), 0.0f);
-    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
-    const double tokens = std::max(1.0, sums.back());
-    for (size_t l = 0; reporter && l < local; ++l) {
-      const size_t g = static_cast<size_t>(model_->shard().layers.begin) + l;
-      v[g] = static_cast<float>(sums[l] / tokens);
-      v[static_cast<size_t>(L) + g] = static_cast<float>(sums[local + l] / tokens);
-      v[static_cast<size_t>(2 * L) + g] = static_cast<float>(sums[2 * local + l] / tokens);
-      v[static_cast<size_t>(3 * L) + g] = static_cast<float>(std::sqrt(layer_grad_sq[g]));
-      v[static_cast<size_t>(4 * L) + g] = logits[l];
-    }
-    if (world_) world_->all_reduce_sum(v);  // each layer comes from the one reporter of its stage
-    auto part = [&](int64_t k) {
-      return std::vector<double>(v.begin() + k * L, v.begin() + (k + 1) * L);
-    };
-    lv = {part(0), part(1), part(2), part(3), part(4)};
-  }
-  if (!metrics_) return;
-  monitoring::StepValues sv;
-  sv.step = r.step, sv.loss = r.loss, sv.z_loss = r.z_loss, sv.grad_norm = r.grad_norm, sv.learning_rate = r.lr;
-  sv.tokens = options_.global_batch * options_.seq_len, sv.tokens_per_second = r.tokens_per_second;
-  sv.model_flops_utilization =
-      peak_flops_ > 0
-          ? r.tokens_per_second * 3.0 * model_->forward_flops(1, (static_cast<double>(options_.seq_len) + 1) / 2) /
-                peak_flops_
-          : 0;  // training = 3 × forward FLOPs (backward 2×), causal context (T+1)/2 on average
-  sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
-  sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
-  sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
-  metrics_->record_step(sv);
-  if (diag_step) metrics_->record_layers(lv);
-}
-
-void Trainer::record_save_seconds(double seconds) {
-  if (metrics_) metrics_->record_checkpoint_save(seconds);
-}
+void Trainer::record_save_seconds(double seconds) { metrics_->record_save_seconds(seconds); }
 
 std::string Trainer::save() {
   OLMO2_CHECK(!options_.save_dir.empty(), "save() without --save-dir");

@@ -14,12 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "monitoring/spike_detector.h"
-#include "monitoring/train_metrics.h"
 #include "parallel/process_groups.h"
 #include "runtime/train/data_loader.h"
 #include "runtime/train/data_parallel_adamw.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/metrics_reporter.h"
 #include "runtime/model/model.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/train/run_directory.h"
@@ -115,12 +115,7 @@ class Trainer {
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
   /// Set from --spike-window/--spike-sigma once the options are validated.
   monitoring::SpikeDetector loss_spikes_{"loss", 128, 6}, grad_spikes_{"grad_norm", 128, 6};
-  std::unique_ptr<monitoring::MetricsEndpoint> endpoint_;  ///< rank 0, with --metrics-port
-  std::unique_ptr<monitoring::TrainMetrics> metrics_;      ///< rank 0, with --metrics-port
-  double peak_flops_ = 0;                                 ///< of the whole job, for MFU
-  bool metrics_rank_ = false;  ///< this rank serves an endpoint (world rank 0, or a node's first)
-  void record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
-                      std::vector<double> layer_grad_sq);
+  std::unique_ptr<MetricsReporter> metrics_;  ///< every rank; made in the first phase
   RunDirectory run_dir_;  ///< last, so that the lock is released first (locked on rank 0 only)
 };
 
