@@ -3,21 +3,21 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
+#include <span>
 #include <tuple>
 
+#include "core/hash.h"
 #include "parallel/agreement.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/grad_norm.h"
-#include "runtime/train/global_batch.h"
 #include "runtime/model/init.h"
-#include "runtime/train/sharded_state.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/global_batch.h"
+#include "runtime/train/grad_norm.h"
+#include "runtime/train/sharded_state.h"
 #include "runtime/train/train_step.h"
 
 namespace olmo2 {
-namespace fs = std::filesystem;
 
 namespace {
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
@@ -32,124 +32,158 @@ uint64_t fingerprint(const DataLoader& loader) {
 }
 }  // namespace
 
+// Every check that can fail comes before any work, inside parallel::agree, so that a
+// failure on any rank stops every rank with one message (docs/architecture.md §6, §7).
 Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     : options_(std::move(o)), groups_(groups), faults_(options_) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
   }
-  const TrainOptions& opt = options_;
-  // Phase 1, checks of the options and the layout, and (rank 0) which checkpoint to
-  // resume from; every rank learns whether any failed before anyone goes on.
+  // Phase 1: the options and the layout, (rank 0) which checkpoint to resume from, and
+  // the metrics port; every rank learns whether any failed before anyone goes on.
   std::string resume_dir;
-  ModelConfig config;
-  parallel::PartitionPlan plan;
   parallel::agree(world_, [&] {
-    validate(opt);
-    loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
-    grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
-    if (world_) {
-      const parallel::Layout l = groups_->topology.layout();
-      if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
-        OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
-                    ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
-      }
-    } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
-      OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
-                  " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
-    }
-    faults_.check_rank(world_ ? world_->size() : 1);
-    if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
-      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
-                  " (each data-parallel rank takes an equal share)");
-    }
-    if (opt.global_batch % (micro_batch() * dp_size_) != 0) {
-      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
-                  micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
-    }
-    if (is_root()) resume_dir = RunDirectory::resume_checkpoint(opt.resume, opt.save_dir);
-    // The metrics port is taken now, so a port in use stops every rank before any work.
-    metrics_ = std::make_unique<MetricsReporter>(opt, world_ ? groups_ : nullptr);
+    check_options_and_layout();
+    if (is_root()) resume_dir = RunDirectory::resume_checkpoint(options_.resume, options_.save_dir);
+    metrics_ = std::make_unique<MetricsReporter>(options_, world_ ? groups_ : nullptr);
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
-  // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
+  // Phase 2, on every rank: the config, the layout, the data; (rank 0) the save directory;
+  // the model and optimizer; the resumed state.
   uint64_t data_fingerprint = 0;
   parallel::agree(world_, [&] {
-    config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
-    if (!resume_dir.empty()) {
-      const ModelConfig saved = ModelConfig::load(resume_dir);
-      const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
-          {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
-          {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
-          {"num_attention_heads", &ModelConfig::num_attention_heads},
-          {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
-      for (const auto& [name, field] : fields) {
-        if (saved.*field != config.*field) {
-          OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
-                      opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
-                      " (a checkpoint continues the model it was trained from)");
-        }
-      }
-      if (is_root()) {
-        const nlohmann::json a = config.to_json(), b = saved.to_json();
-        std::string differ;
-        for (const auto& [k, v] : b.items()) {
-          if (k != "dtype" && (!a.contains(k) || a.at(k) != v)) differ += (differ.empty() ? "" : ", ") + k;
-        }
-        if (!differ.empty()) {
-          std::cerr << "note: resuming with the checkpoint's config.json; "
-                    << (opt.model_config.empty() ? opt.model_dir : opt.model_config) << " differs in " << differ << "\n";
-        }
-      }
-      config = saved;
-    } else if (opt.resume == "auto" && is_root()) {
-      std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
-    }
-    if (opt.seq_len > config.max_position_embeddings) {
-      OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
-                  config.max_position_embeddings, ")");
-    }
-    ShardSpec shard = ShardSpec::whole(config);
-    if (world_) {
-      const parallel::Layout l = groups_->topology.layout();
-      plan = parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, opt.pp_layers);
-      shard = ShardSpec::from_plan(plan, world_->rank());
-      if (config.tie_word_embeddings && l.pp > 1) {
-        OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
-                                "parallelism cannot split over stages: use --pp 1");
-      }
-      layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
-    } else {
-      layout_ = "tp 1, pp 1, dp 1";
-    }
-    DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
-    loader_ = std::make_unique<DataLoader>(opt.data, dl);
-    loader_->check_token_ids();
-    if (!opt.tokenizer.empty()) {
-      const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
-      if (tok.vocab_size() > config.vocab_size) {
-        OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
-                    " tokens, more than the model's vocab_size ", config.vocab_size);
-      }
-    }
-    if (is_root() && !opt.save_dir.empty()) run_dir_.lock(opt.save_dir, resume_dir);
-    schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
-    const std::string from = resume_dir.empty() ? opt.model_dir : resume_dir;
-    if (!from.empty()) {
-      model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
-    } else {
-      model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
-    }
-    grads_ = zeros_like_weights(model_->weights());
-    params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
-    if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
-    optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
-                                                     dp_, opt.zero_stage == 1);
+    const ModelConfig config = resolve_config(resume_dir);
+    const ShardSpec shard = plan_layout(config);
+    open_data(config);
+    if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
+    const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
+    build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
     data_fingerprint = fingerprint(*loader_);
-    run_dir_.choose_tokenizer_source(opt.tokenizer, from);
+    run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
-  metrics_->start(*model_);  // the ranks each endpoint serves, the metric families, the MFU peak
+  // Phase 3: the metrics families and MFU peak; then every rank's data against rank 0's.
+  metrics_->start(*model_);
+  agree_on_data(data_fingerprint);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_options_and_layout() {
+  const TrainOptions& opt = options_;
+  validate(opt);
+  loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
+  grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
+  if (world_) {
+    const parallel::Layout l = groups_->topology.layout();
+    if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
+      OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
+                  ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
+    }
+  } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
+    OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
+                " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
+  }
+  faults_.check_rank(world_ ? world_->size() : 1);
+  if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
+    OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
+                " (each data-parallel rank takes an equal share)");
+  }
+  if (opt.global_batch % (micro_batch() * dp_size_) != 0) {
+    OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
+                micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
+  }
+}
+
+ModelConfig Trainer::resolve_config(const std::string& resume_dir) const {
+  const TrainOptions& opt = options_;
+  ModelConfig config =
+      opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
+  if (!resume_dir.empty()) {
+    const ModelConfig saved = ModelConfig::load(resume_dir);
+    const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
+        {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
+        {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
+        {"num_attention_heads", &ModelConfig::num_attention_heads},
+        {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
+    for (const auto& [name, field] : fields) {
+      if (saved.*field != config.*field) {
+        OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
+                    opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
+                    " (a checkpoint continues the model it was trained from)");
+      }
+    }
+    if (is_root()) {
+      const nlohmann::json a = config.to_json(), b = saved.to_json();
+      std::string differ;
+      for (const auto& [k, v] : b.items()) {
+        if (k != "dtype" && (!a.contains(k) || a.at(k) != v)) differ += (differ.empty() ? "" : ", ") + k;
+      }
+      if (!differ.empty()) {
+        std::cerr << "note: resuming with the checkpoint's config.json; "
+                  << (opt.model_config.empty() ? opt.model_dir : opt.model_config) << " differs in " << differ << "\n";
+      }
+    }
+    config = saved;
+  } else if (opt.resume == "auto" && is_root()) {
+    std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
+  }
+  if (opt.seq_len > config.max_position_embeddings) {
+    OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
+                config.max_position_embeddings, ")");
+  }
+  return config;
+}
+
+ShardSpec Trainer::plan_layout(const ModelConfig& config) {
+  ShardSpec shard = ShardSpec::whole(config);
+  if (world_) {
+    const parallel::Layout l = groups_->topology.layout();
+    const parallel::PartitionPlan plan =
+        parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, options_.pp_layers);
+    shard = ShardSpec::from_plan(plan, world_->rank());
+    if (config.tie_word_embeddings && l.pp > 1) {
+      OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
+                              "parallelism cannot split over stages: use --pp 1");
+    }
+    layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
+  } else {
+    layout_ = "tp 1, pp 1, dp 1";
+  }
+  return shard;
+}
+
+void Trainer::open_data(const ModelConfig& config) {
+  const TrainOptions& opt = options_;
+  DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
+  loader_ = std::make_unique<DataLoader>(opt.data, dl);
+  loader_->check_token_ids();
+  if (!opt.tokenizer.empty()) {
+    const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
+    if (tok.vocab_size() > config.vocab_size) {
+      OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
+                  " tokens, more than the model's vocab_size ", config.vocab_size);
+    }
+  }
+}
+
+void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from) {
+  const TrainOptions& opt = options_;
+  schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
+  if (!from.empty()) {
+    model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
+  } else {
+    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
+  }
+  grads_ = zeros_like_weights(model_->weights());
+  params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
+  if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
+  optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
+                                                   dp_, opt.zero_stage == 1);
+}
+
+void Trainer::agree_on_data(uint64_t data_fingerprint) {
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {
     uint64_t root_fp = data_fingerprint;
@@ -167,10 +201,6 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
 int64_t Trainer::micro_batch() const {
   return options_.micro_batch ? options_.micro_batch : options_.global_batch / dp_size_;
 }
-
-ParallelContext Trainer::context() const { return ParallelContext{tp_, pp_}; }
-
-Trainer::~Trainer() = default;
 
 void Trainer::resume_from(const std::string& dir) {
   const TrainingState st = load_training_state(dir);

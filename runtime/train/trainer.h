@@ -1,13 +1,14 @@
-// `olmo2 train`: the OLMo 2 recipe (DESIGN §5) — token-weighted loss with Z-loss over
-// micro-batches, AdamW with warm-up + cosine/linear/constant schedule, global grad-norm
-// clipping, non-finite guards, atomic HF-layout checkpoints and exact resume — on one
-// process or over tensor-, pipeline- and data-parallel ranks (DESIGN §3–4).
+// `olmo2 train`: the OLMo 2 recipe — token-weighted loss with Z-loss over micro-batches,
+// AdamW with warm-up + cosine/linear/constant schedule, global grad-norm clipping,
+// non-finite guards, atomic HF-layout checkpoints and exact resume (docs/architecture.md
+// §7 training semantics) — on one process or over tensor-, pipeline- and data-parallel
+// ranks (§4 rank layout, §5 partitioning). The run directory, the metrics and the test
+// faults are units of their own (run_directory.h, metrics_reporter.h, fault_injection.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,18 +16,16 @@
 
 #include "monitoring/spike_detector.h"
 #include "parallel/process_groups.h"
+#include "runtime/model/model.h"
+#include "runtime/model/parameters.h"
 #include "runtime/train/data_loader.h"
 #include "runtime/train/data_parallel_adamw.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/metrics_reporter.h"
-#include "runtime/model/model.h"
-#include "runtime/train/optimizer.h"
 #include "runtime/train/run_directory.h"
-#include "runtime/model/parameters.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
-#include "runtime/train/train_step.h"
 
 namespace olmo2 {
 
@@ -52,7 +51,14 @@ class TrainingStopped : public Error {
 /// with the same message (no rank is left in a collective).
 class Trainer {
  public:
+  /// Builds the run in phases, each behind one parallel::agree (docs/architecture.md §6):
+  /// (1) the options and the layout, the checkpoint to resume from, the metrics port;
+  /// (2) the config, the partition, the data, the save directory's lock, the model and
+  /// optimizer, the resumed state; then the metrics families and the data check across
+  /// ranks. `groups`: the job's process groups, or null for one process. Throws as the
+  /// class comment says.
   explicit Trainer(TrainOptions options, parallel::ProcessGroups* groups = nullptr);
+  /// Releases the save directory's lock (rank 0), then the metrics endpoint.
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -67,7 +73,8 @@ class Trainer {
   /// else clip to clip_grad and AdamW (ZeRO-1 if asked) with the scheduled lr.
   StepRecord step();
 
-  /// Records a checkpoint save's duration in the metrics (rank 0; no-op without them).
+  /// Records a checkpoint save's duration, in seconds, in the metrics (on the ranks that
+  /// serve an endpoint; a no-op elsewhere and without --metrics-port). Local; throws nothing.
   void record_save_seconds(double seconds);
 
   /// Writes a checkpoint of the current state into save_dir (atomic); returns its path.
@@ -97,8 +104,15 @@ class Trainer {
   nlohmann::json state_json() const;
 
  private:
+  // The constructor's phases, in order (each may throw InputError; see the class comment).
+  void check_options_and_layout();
+  ModelConfig resolve_config(const std::string& resume_dir) const;
+  ShardSpec plan_layout(const ModelConfig& config);
+  void open_data(const ModelConfig& config);
+  void build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from);
   void resume_from(const std::string& dir);
-  ParallelContext context() const;
+  void agree_on_data(uint64_t data_fingerprint);
+
   TrainOptions options_;
   parallel::ProcessGroups* groups_ = nullptr;
   parallel::Communicator* world_ = nullptr;  ///< null or size 1: one process
