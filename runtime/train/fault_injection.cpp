@@ -1,6 +1,7 @@
 #include "runtime/train/fault_injection.h"
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 
@@ -30,10 +31,7 @@ std::function<void(LossSums&)> FaultInjection::injection(int64_t step, int rank,
     const double factor = scale_factor_;
     inject = [factor, &params](LossSums& s) {  // this rank's local loss and gradients only
       s.ce_sum *= factor, s.z_sq_sum *= factor;
-      const float f = static_cast<float>(factor);
-      for (const Parameter& p : params) {
-        for (int64_t i = 0; i < p.numel(); ++i) p.grad->f32()[i] *= f;
-      }
+      for (const Parameter& p : params) ops::scale(p.grad->view(), static_cast<float>(factor));
     };
   }
   return inject;

@@ -11,6 +11,7 @@
 
 #include "core/hash.h"
 #include "ops/gemm.h"
+#include "ops/tensor_ops.h"
 #include "ops/threads.h"
 #include "runtime/train/grad_sync.h"
 
@@ -92,9 +93,7 @@ std::vector<double> MetricsReporter::layer_grad_squares(const std::vector<Parame
   for (const Parameter& p : params) {
     if (!p.owned(tp_rank) || !p.name.starts_with("model.layers.")) continue;
     const size_t l = std::stoul(p.name.substr(13));
-    double sq = 0;
-    for (int64_t i = 0; i < p.numel(); ++i) sq += double(p.grad->f32()[i]) * p.grad->f32()[i];
-    layer_grad_sq[l] += sq;
+    layer_grad_sq[l] += ops::sum_squares(p.grad->view());
   }
   return layer_grad_sq;
 }

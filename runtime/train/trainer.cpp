@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/hash.h"
+#include "ops/tensor_ops.h"
 #include "parallel/agreement.h"
 #include "runtime/model/init.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -282,7 +283,7 @@ StepRecord Trainer::step() {
   StepRecord r;
   r.step = step_ + 1;
   r.lr = schedule_.lr(step_);
-  for (const Parameter& p : params_) std::fill(p.grad->f32(), p.grad->f32() + p.numel(), 0.0f);
+  for (const Parameter& p : params_) ops::fill(p.grad->view(), 0.0);
   const double factor = faults_.loss_factor(r.step);
   const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
