@@ -53,10 +53,10 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
   const ModelConfig config = ModelConfig::load(o.model);
   const ShardSpec shard = plan ? ShardSpec::from_plan(*plan, rank) : ShardSpec::whole(config);
   // Every rank's pool has the same block count: the one the fullest rank can hold.
-  int64_t per_block = PagedKVCache::bytes_per_block(config, shard, o.block_size);
+  int64_t per_block = KVCache::bytes_per_block(config, shard, o.block_size);
   if (plan) {
     for (int r = 0; r < static_cast<int>(plan->ranks.size()); ++r) {
-      per_block = std::max(per_block, PagedKVCache::bytes_per_block(config, ShardSpec::from_plan(*plan, r), o.block_size));
+      per_block = std::max(per_block, KVCache::bytes_per_block(config, ShardSpec::from_plan(*plan, r), o.block_size));
     }
   }
   EngineOptions eo;

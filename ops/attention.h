@@ -19,11 +19,10 @@ namespace olmo2::ops {
 void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
                       int n_kv_heads, const TensorView& out, DType act = DType::F32);
 
-/// Padded batch form: q [B, T, H·hd], k, v [B, T, KV·hd], lengths[b] ≤ T valid tokens
-/// per sequence. Keys at or past lengths[b] are masked (padding mask); query rows at or
-/// past lengths[b] are written as zeros. out [B, T, H·hd].
-void causal_attention_padded(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::vector<int64_t>& lengths, int n_heads, int n_kv_heads,
-                             const TensorView& out, DType act = DType::F32);
+/// The largest scaled score q_t·k_s/√hd over the causal pairs (s ≤ S−T+t) of one
+/// sequence, over every head of q (query head h uses kv head h/(H/KV)): the "max
+/// attention logit" training monitors. q [T, H·hd], k [S, KV·hd] f32, S ≥ T.
+/// −∞ for T = 0. Throws ShapeError on inconsistent shapes.
+float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads);
 
 }  // namespace olmo2::ops

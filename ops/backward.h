@@ -2,7 +2,8 @@
 // cross-entropy + z-loss forward/backward of the training loss (DESIGN.md §5).
 //
 // Conventions shared by every function here:
-//  - all views are f32 CPU views with a contiguous last dimension (rows may be strided);
+//  - float views are f32 with a contiguous last dimension (rows may be strided); token
+//    ids, positions and targets are i32 views; all views of one call on one device;
 //  - activation gradients (dx, dq, dgate, …) are OVERWRITTEN unless a flag says otherwise;
 //  - parameter gradients (dw, dtable) are ACCUMULATED (+=) by default, because gradients
 //    sum over micro-batches; zero them once per optimizer step;
@@ -30,12 +31,18 @@ void linear_backward(const TensorView& x, const TensorView& w, const TensorView&
                      const TensorView& dx, const TensorView& dw, bool accumulate_dw = true,
                      bool accumulate_dx = false);
 
-/// Backward of `embedding`: dtable[ids[i], :] += dout[i, :] for i < n (ids may repeat;
-/// repeats add up). dout [n, h], dtable [V, h]. Always accumulates.
-/// Throws InputError naming the id and V when an id is outside [0, V) (checked before any
-/// write), ShapeError on mismatched shapes.
-void embedding_backward(const int32_t* ids, int64_t n, const TensorView& dout,
-                        const TensorView& dtable);
+/// Backward of `embedding`: dtable[ids[i], :] += dout[i, :] for every i (ids may repeat;
+/// repeats add up, in increasing i). ids [n] i32, dout [n, h], dtable [V, h]. Always
+/// accumulates. Throws InputError naming the id and V when an id is outside [0, V)
+/// (checked before any write), ShapeError on mismatched shapes.
+void embedding_backward(const TensorView& ids, const TensorView& dout, const TensorView& dtable);
+
+/// Backward of `embedding_slice`: dtable[ids[i] − first_id, :] += dout[i, :] for the ids
+/// in [first_id, first_id + V_local); other ids are another rank's and are skipped.
+/// The same order of additions as embedding_backward. Source: Megatron-LM's
+/// VocabParallelEmbedding.
+void embedding_slice_backward(const TensorView& ids, const TensorView& dout, int64_t first_id,
+                              const TensorView& dtable);
 
 /// Backward of `rmsnorm` (f32 path): y = w ⊙ x·r with r = 1/sqrt(mean(x²) + eps) per row.
 /// x, dy, dx [T, D]; w, dw [D]. With g = w ⊙ dy:
@@ -51,12 +58,12 @@ void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const
 /// First half of the rmsnorm backward, split out for tensor parallelism. For each row t of
 /// the (local) x [T, D], w [D], dy [T, D] writes
 ///   sumsq[t] = Σ_i x[t,i]²          and       dot[t] = Σ_i dy[t,i]·w[i]·x[t,i]
-/// (both float arrays of T entries). Under TP with the OLMo 2 whole-projection QK-norm the
-/// normalized width is split across ranks: the caller all-reduces (sums) sumsq and dot
-/// over the TP group — one all-reduce of 2T floats — and then calls
-/// rmsnorm_backward_finish with the global width. Throws ShapeError on mismatched shapes.
+/// (sumsq, dot: [T] f32 views, may be strided). Under TP with the OLMo 2 whole-projection
+/// QK-norm the normalized width is split across ranks: the caller all-reduces (sums)
+/// sumsq and dot over the TP group and then calls rmsnorm_backward_finish with the global
+/// width. Throws ShapeError on mismatched shapes.
 void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const TensorView& dy,
-                               float* sumsq, float* dot);
+                               const TensorView& sumsq, const TensorView& dot);
 
 /// Second half of the rmsnorm backward: given the GLOBAL per-row sumsq and dot (see
 /// rmsnorm_backward_partials) and the global normalized width d_total (= D without TP),
@@ -66,17 +73,16 @@ void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const T
 /// on the local columns. dx may alias x or dy. Throws ShapeError on mismatched shapes or
 /// d_total < D.
 void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
-                             const TensorView& dy, const float* sumsq, const float* dot,
+                             const TensorView& dy, const TensorView& sumsq, const TensorView& dot,
                              const TensorView& dx, const TensorView& dw);
 
 /// Backward of `rope`: rotates dy [T, n_heads·head_dim] IN PLACE by −angle (the inverse of
 /// the forward rotation, which is orthogonal, so its transpose is its inverse):
 ///   dx[i]   =  dy[i]·cos a + dy[i+h]·sin a
 ///   dx[i+h] =  dy[i+h]·cos a − dy[i]·sin a
-/// with the same fp32 angles a = positions[t]·inv_freq[i] as `rope`.
+/// with the same fp32 angles a = positions[t]·inv_freq[i] as `rope` (positions [T] i32).
 /// Throws ShapeError when the width is not n_heads·head_dim or head_dim is odd.
-void rope_backward(const TensorView& dy, const int32_t* positions, int n_heads, int head_dim,
-                   float theta);
+void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta);
 
 /// Backward of `causal_attention` (act = f32) for one sequence: q [T, H·hd]; k, v
 /// [S, KV·hd], S ≥ T, query t sees keys 0 … S−T+t; dout [T, H·hd]. Recomputes the softmax
@@ -109,18 +115,39 @@ struct CrossEntropySums {
 };
 
 /// Fused cross-entropy + z-loss forward and backward over logits [T, V] f32 and
-/// targets[T] (targets[t] ∈ [0, V) or kIgnoreIndex). With z_t = logsumexp(logits[t]) and
+/// targets [T] i32 (targets[t] ∈ [0, V) or kIgnoreIndex). With z_t = logsumexp(logits[t]) and
 /// p = softmax(logits[t]), for every counted row writes (when dlogits is not empty)
 ///   dlogits[t] = scale·(p − onehot(target)) + scale·z_coef·2·z_t·p
 /// i.e. the gradient of scale·(CE_t + z_coef·z_t²); ignored rows are written as zeros.
 /// The caller passes scale = 1/(global count of non-ignored tokens) so that the loss is
-/// (ce_sum + z_coef·z_sq_sum)/count summed over micro-batches and DP ranks (DESIGN.md §5:
-/// never average averages). dlogits [T, V] may alias logits (in-place, saves memory).
+/// (ce_sum + z_coef·z_sq_sum)/count summed over micro-batches and DP ranks (never
+/// averages of averages: docs/architecture.md §7, §11.4). dlogits [T, V] may alias logits (in-place, saves memory).
 /// Statistics are fp32 with a max shift; the exp sums and the returned sums are fp64.
 /// Throws InputError naming the row and value for a target outside [0, V) that is not
 /// kIgnoreIndex (checked before any write), ShapeError on mismatched shapes.
 /// Source: `torch.nn.functional.cross_entropy` + OLMo-core's z-loss.
-CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* targets, float z_coef,
+CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef,
                                      float scale, const TensorView& dlogits);
+
+/// The vocab-parallel cross-entropy in three ops around two all-reduces (the collectives
+/// are the caller's: parallel::vocab_parallel_cross_entropy). This rank holds logits
+/// [T, V_local] f32 of ids vocab_begin … vocab_begin + V_local − 1, of which the first
+/// `real_cols` are real. targets [T] i32 (global ids or kIgnoreIndex).
+///  1. row_max [T] f32 ← max over the real columns of each row (−∞ when none);
+///  2. (after an all-reduce max of row_max) stats [T, 2] f32 ← (Σ_i exp(x_i − max) over
+///     the real columns, summed in fp64 then rounded; the target's logit if this rank
+///     holds it, else 0); when dlogits is set, dlogits ← exp(x − max) on the real
+///     columns;
+///  3. (after an all-reduce sum of stats) the loss sums of the counted rows, and
+///     dlogits ← scale·(1 + 2·z_coef·lse)·softmax − scale·onehot on the real columns,
+///     zeros elsewhere and on ignored rows.
+/// dlogits may alias logits. Source: Megatron-LM's vocab-parallel cross-entropy.
+void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max);
+void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int64_t vocab_begin,
+                                const TensorView& targets, const TensorView& row_max, const TensorView& stats,
+                                const TensorView& dlogits);
+CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const TensorView& stats,
+                                          const TensorView& targets, int64_t vocab_begin, int64_t real_cols,
+                                          float z_coef, float scale, const TensorView& dlogits);
 
 }  // namespace olmo2::ops

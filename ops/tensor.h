@@ -4,6 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#if __cplusplus >= 202002L
+#include <span>
+#endif
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,23 @@ class Tensor {
   Buffer buffer_;
   TensorView view_;
 };
+
+#if __cplusplus >= 202002L  // the .cu files of ops/cuda are C++17
+/// A 1-d CPU view of host values (token ids, positions, targets, small buffers): its
+/// dtype is T's (dtype_of). The values must outlive the view; a view of const values
+/// must only be read.
+template <typename T>
+TensorView host_view(std::span<T> values) {
+  using V = std::remove_const_t<T>;
+  return TensorView(const_cast<V*>(values.data()), dtype_of<V>(), {static_cast<int64_t>(values.size())});
+}
+template <typename T>
+TensorView host_view(std::vector<T>& values) { return host_view(std::span<T>(values)); }
+template <typename T>
+TensorView host_view(const std::vector<T>& values) { return host_view(std::span<const T>(values)); }
+template <typename T, size_t N>
+TensorView host_view(T (&values)[N]) { return host_view(std::span<T>(values, N)); }
+#endif
 
 /// Human-readable "[a, b, c]".
 std::string shape_to_string(const std::vector<int64_t>& shape);

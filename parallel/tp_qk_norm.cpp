@@ -1,26 +1,17 @@
 #include "parallel/tp_qk_norm.h"
 
-#include <cmath>
-#include <vector>
+#include "ops/backward.h"
+#include "ops/rmsnorm.h"
+#include "ops/tensor_ops.h"
+#include "parallel/tensor_collectives.h"
 
 namespace olmo2::parallel {
 
 namespace {
-float sum_squares(const float* x, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
-  return s;
-}
-void scale_rows(const TensorView& x, const TensorView& w, const std::vector<float>& stats, int col,
-                int64_t width, float eps) {
-  const int64_t rows = x.size(0), n = x.size(1);
-  const float* wp = w.f32();
-#pragma omp parallel for schedule(static) if (rows * n > (1 << 14))
-  for (int64_t t = 0; t < rows; ++t) {
-    const float inv = 1.0f / std::sqrt(stats[static_cast<size_t>(2 * t + col)] / static_cast<float>(width) + eps);
-    float* r = x.f32() + t * x.stride(0);
-    for (int64_t i = 0; i < n; ++i) r[i] = wp[i] * (r[i] * inv);
-  }
+/// Column c of a [T, cols] f32 tensor as a strided [T] view.
+TensorView column(const Tensor& t, int64_t c) {
+  const int64_t cols = t.shape()[1];
+  return TensorView(t.f32() + c, DType::F32, {t.shape()[0]}, {cols}, t.device());
 }
 }  // namespace
 
@@ -33,16 +24,29 @@ void tp_qk_norm(const TensorView& q, const TensorView& w_q, int64_t q_width, con
               w_k.shape_str());
   OLMO2_CHECK(q_width >= q.size(1) && k_width >= k.size(1), "tp_qk_norm: global widths ", q_width,
               "/", k_width, " smaller than the local slices");
-  const int64_t rows = q.size(0);
-  std::vector<float> stats(static_cast<size_t>(2 * rows));
-#pragma omp parallel for schedule(static) if (rows * q.size(1) > (1 << 14))
-  for (int64_t t = 0; t < rows; ++t) {
-    stats[static_cast<size_t>(2 * t)] = sum_squares(q.f32() + t * q.stride(0), q.size(1));
-    stats[static_cast<size_t>(2 * t + 1)] = k_counts ? sum_squares(k.f32() + t * k.stride(0), k.size(1)) : 0.0f;
-  }
-  tp.all_reduce_sum(stats);
-  scale_rows(q, w_q, stats, 0, q_width, eps);
-  scale_rows(k, w_k, stats, 1, k_width, eps);
+  const Tensor stats = Tensor::zeros({q.size(0), 2}, DType::F32, q.device());  // (Σq², Σk²) per token
+  ops::rmsnorm_partials(q, column(stats, 0));
+  if (k_counts) ops::rmsnorm_partials(k, column(stats, 1));
+  all_reduce_sum(tp, stats.view());
+  ops::rmsnorm_apply(q, w_q, column(stats, 0), q_width, eps, q);
+  ops::rmsnorm_apply(k, w_k, column(stats, 1), k_width, eps, k);
+}
+
+void tp_qk_norm_backward(const TensorView& q0, const TensorView& w_q, int64_t q_width, const TensorView& dq,
+                         const TensorView& dw_q, const TensorView& k0, const TensorView& w_k, int64_t k_width,
+                         const TensorView& dk, const TensorView& dw_k, bool k_counts, float eps, Communicator& tp) {
+  OLMO2_CHECK(q0.dim() == 2 && k0.dim() == 2 && q0.size(0) == k0.size(0), "tp_qk_norm_backward: q0 ",
+              q0.shape_str(), " k0 ", k0.shape_str());
+  const int64_t n = q0.size(0);
+  const Tensor st = Tensor::zeros({4, n}, DType::F32, q0.device());  // Σq², Σg·w·q, Σk², Σg·w·k
+  auto row = [&](int64_t r) { return st.view().rows(r, r + 1).reshape({n}); };
+  ops::rmsnorm_backward_partials(q0, w_q, dq, row(0), row(1));
+  ops::rmsnorm_backward_partials(k0, w_k, dk, row(2), row(3));
+  if (!k_counts) ops::fill(row(2), 0.0);
+  all_reduce_sum(tp, st.view());
+  ops::rmsnorm_backward_finish(q0, w_q, eps, q_width, dq, row(0), row(1), dq, dw_q);
+  if (!k_counts) ops::fill(row(3), 0.0);
+  ops::rmsnorm_backward_finish(k0, w_k, eps, k_width, dk, row(2), row(3), dk, dw_k);
 }
 
 }  // namespace olmo2::parallel

@@ -18,11 +18,28 @@ namespace olmo2::parallel {
 ///      slice of the norm weights.
 /// A kv head replicated on several TP ranks (KV < tp) must be counted once: pass
 /// `k_counts` = true on exactly one rank of each replica set (the first).
-/// q [T, q_local] and w_q [q_local], k [T, k_local] and w_k [k_local]: f32 CPU.
-/// q_width, k_width: the global widths H·hd and KV·hd. Throws ShapeError on
-/// mismatched shapes; CollectiveTimeout if a peer never joins.
-/// Source: DESIGN §4; cases C1 in shared/cases.
+/// q [T, q_local] and w_q [q_local], k [T, k_local] and w_k [k_local]: f32, one device.
+/// q_width, k_width: the global widths H·hd and KV·hd. Computed by ops::rmsnorm_partials
+/// and ops::rmsnorm_apply, so each rank's slice equals the unsplit rmsnorm's columns up
+/// to the order of the sums. Throws ShapeError on mismatched shapes; CollectiveTimeout
+/// if a peer never joins. Source: docs/architecture.md §5 and §11.1 (the whole-projection
+/// QK-norm split over TP ranks: q = [1, 2 | 3, 4] normalizes to
+/// [0.3651, 0.7303 | 1.0954, 1.4606], not each half alone).
 void tp_qk_norm(const TensorView& q, const TensorView& w_q, int64_t q_width, const TensorView& k,
                 const TensorView& w_k, int64_t k_width, bool k_counts, float eps, Communicator& tp);
+
+/// The backward of tp_qk_norm, with one [4, T] all-reduce of (Σq², Σg·w·q, Σk², Σg·w·k).
+/// q0, k0: the projections before the norm (this rank's slices); dq, dk: in, the
+/// gradients at the normalized q and k; out (in place), the gradients at q0 and k0.
+/// dw_q, dw_k: the norm weights' gradients, accumulated (may be empty to skip). A kv
+/// head replicated on several ranks (k_counts false on all but the first) gets on each
+/// replica a partial dk from its own query heads: every replica adds its partial Σg·w·k,
+/// only the first adds Σk² and applies the −k·r³·dot term, so the replicas' gradients
+/// sum to the unsplit ones (the caller sums k/v gradients over replicas afterwards).
+/// Throws ShapeError on mismatched shapes; CollectiveTimeout if a peer never joins.
+/// Source: the derivative of Olmo2RMSNorm; docs/architecture.md §5.
+void tp_qk_norm_backward(const TensorView& q0, const TensorView& w_q, int64_t q_width, const TensorView& dq,
+                         const TensorView& dw_q, const TensorView& k0, const TensorView& w_k, int64_t k_width,
+                         const TensorView& dk, const TensorView& dw_k, bool k_counts, float eps, Communicator& tp);
 
 }  // namespace olmo2::parallel

@@ -1,5 +1,7 @@
 #include "ops/attention.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <cblas.h>
 
 #include <cmath>
@@ -8,7 +10,7 @@
 
 namespace olmo2::ops {
 
-void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
+void cpu::causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
                       int n_kv_heads, const TensorView& out, DType act) {
   OLMO2_CHECK(q.dim() == 2 && k.dim() == 2 && v.dim() == 2 && out.dim() == 2,
               "attention wants 2-d views");
@@ -75,33 +77,27 @@ void causal_attention(const TensorView& q, const TensorView& k, const TensorView
   }
 }
 
-void causal_attention_padded(const TensorView& q, const TensorView& k, const TensorView& v,
-                             const std::vector<int64_t>& lengths, int n_heads, int n_kv_heads,
-                             const TensorView& out, DType act) {
-  OLMO2_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && out.dim() == 3 &&
-                  q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
-                  out.is_contiguous(),
-              "padded attention wants contiguous 3-d views");
-  const int64_t batch = q.size(0), t_len = q.size(1);
-  OLMO2_CHECK(static_cast<int64_t>(lengths.size()) == batch && k.size(0) == batch &&
-                  k.size(1) == t_len && out.shape() == q.shape(),
-              "padded attention: q ", q.shape_str(), " k ", k.shape_str(), " lengths ",
-              lengths.size());
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t len = lengths[b];
-    OLMO2_CHECK(0 <= len && len <= t_len, "sequence ", b, " length ", len, " outside [0, ",
-                t_len, "]");
-    auto flat = [&](const TensorView& x) {
-      TensorView bx(static_cast<float*>(x.data()) + b * x.size(1) * x.size(2), DType::F32,
-                    {x.size(1), x.size(2)});
-      return bx;
-    };
-    const TensorView ob = flat(out);
-    causal_attention(flat(q).rows(0, len), flat(k).rows(0, len), flat(v).rows(0, len), n_heads,
-                     n_kv_heads, ob.rows(0, len), act);
-    std::memset(ob.f32() + len * ob.size(1), 0,
-                sizeof(float) * static_cast<size_t>((t_len - len) * ob.size(1)));
+float cpu::causal_attention_max_logit(const TensorView& q, const TensorView& k, int nh, int nkv) {
+  OLMO2_CHECK(q.dim() == 2 && k.dim() == 2 && nh > 0 && nkv > 0 && nh % nkv == 0 && q.size(1) % nh == 0 &&
+                  k.size(1) == q.size(1) / nh * nkv && k.size(0) >= q.size(0) && q.stride(1) == 1 &&
+                  k.stride(1) == 1,
+              "causal_attention_max_logit: q ", q.shape_str(), " k ", k.shape_str(), " heads ", nh, "/", nkv);
+  const int64_t T = q.size(0), past = k.size(0) - T, hd = q.size(1) / nh;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float best = -std::numeric_limits<float>::infinity();
+  for (int h = 0; h < nh; ++h) {
+    const int kvh = h / (nh / nkv);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* qt = q.f32() + t * q.stride(0) + h * hd;
+      for (int64_t j = 0; j <= past + t; ++j) {
+        const float* kj = k.f32() + j * k.stride(0) + kvh * hd;
+        float d = 0;
+        for (int64_t i = 0; i < hd; ++i) d += qt[i] * kj[i];
+        best = std::max(best, d * scale);
+      }
+    }
   }
+  return best;
 }
 
 }  // namespace olmo2::ops

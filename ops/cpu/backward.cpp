@@ -1,6 +1,6 @@
 #include "ops/backward.h"
 
-#include "ops/rope.h"
+#include "ops/cpu/kernels.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -40,7 +40,7 @@ blasint bi(int64_t v) { return static_cast<blasint>(v); }
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-void linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy,
+void cpu::linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy,
                      const TensorView& dx, const TensorView& dw, bool accumulate_dw,
                      bool accumulate_dx) {
   check_rows(x, "linear_backward", "x");
@@ -82,40 +82,69 @@ void linear_backward(const TensorView& x, const TensorView& w, const TensorView&
 }
 
 // ---------------------------------------------------------------------------------------
-void embedding_backward(const int32_t* ids, int64_t n, const TensorView& dout,
-                        const TensorView& dtable) {
-  check_rows(dout, "embedding_backward", "dout");
-  check_rows(dtable, "embedding_backward", "dtable");
-  OLMO2_CHECK(dout.size(0) == n && dout.size(1) == dtable.size(1), "embedding_backward: dout ",
-              dout.shape_str(), " dtable ", dtable.shape_str(), " n ", n);
-  const int64_t vocab = dtable.size(0), h = dtable.size(1);
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      OLMO2_THROW(InputError, "token id ", ids[i], " at position ", i,
-                  " is outside the vocabulary [0, ", vocab, ")");
+namespace {
+// dtable[ids[i] − first_id] += dout[i] for the ids in the table's range, in increasing i.
+// Threads split the columns, so repeated ids never race; each thread walks all tokens.
+void embedding_rows_backward(const char* op, const TensorView& ids, const TensorView& dout, int64_t first_id,
+                             const TensorView& dtable, bool all_in_range) {
+  check_rows(dout, op, "dout");
+  check_rows(dtable, op, "dtable");
+  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.stride(0) == 1 && dout.size(0) == ids.size(0) &&
+                  dout.size(1) == dtable.size(1),
+              op, ": ids ", ids.shape_str(), " dout ", dout.shape_str(), " dtable ", dtable.shape_str());
+  const int64_t n = ids.size(0), rows = dtable.size(0), h = dtable.size(1);
+  const int32_t* id = ids.i32();
+  if (all_in_range) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (id[i] < 0 || id[i] >= rows) {
+        OLMO2_THROW(InputError, "token id ", id[i], " at position ", i, " is outside the vocabulary [0, ", rows, ")");
+      }
     }
   }
-  // Threads split the columns, so repeated ids never race; each thread walks all tokens.
   const int64_t chunk = 256;
   const int64_t n_chunks = (h + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n * h > (1 << 16) && n_chunks > 1)
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t lo = c * chunk, hi = std::min(h, lo + chunk);
     for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = static_cast<int64_t>(id[i]) - first_id;
+      if (r < 0 || r >= rows) continue;
       const float* src = dout.f32() + i * dout.stride(0);
-      float* dst = dtable.f32() + static_cast<int64_t>(ids[i]) * dtable.stride(0);
+      float* dst = dtable.f32() + r * dtable.stride(0);
       for (int64_t j = lo; j < hi; ++j) dst[j] += src[j];
     }
   }
 }
+}  // namespace
+
+void cpu::embedding_backward(const TensorView& ids, const TensorView& dout, const TensorView& dtable) {
+  embedding_rows_backward("embedding_backward", ids, dout, 0, dtable, true);
+}
+
+void cpu::embedding_slice_backward(const TensorView& ids, const TensorView& dout, int64_t first_id,
+                                   const TensorView& dtable) {
+  embedding_rows_backward("embedding_slice_backward", ids, dout, first_id, dtable, false);
+}
 
 // ---------------------------------------------------------------------------------------
-void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const TensorView& dy,
-                               float* sumsq, float* dot) {
+namespace {
+void check_stat(const TensorView& s, int64_t rows, const char* name) {
+  OLMO2_CHECK(s.dim() == 1 && s.size(0) == rows && s.dtype() == DType::F32 && s.device() == Device::CPU,
+              "rmsnorm_backward: ", name, " must be an f32 vector of ", rows, ", got ", s.shape_str());
+}
+}  // namespace
+
+void cpu::rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const TensorView& dy,
+                                    const TensorView& sumsq_v, const TensorView& dot_v) {
   check_rows(x, "rmsnorm_backward", "x");
   check_same(x, dy, "rmsnorm_backward", "dy");
   const int64_t rows = x.size(0), d = x.size(1);
   check_vec(w, d, "rmsnorm_backward", "w");
+  check_stat(sumsq_v, rows, "sumsq");
+  check_stat(dot_v, rows, "dot");
+  float* const sumsq = sumsq_v.f32();
+  float* const dot = dot_v.f32();
+  const int64_t ss_stride = sumsq_v.stride(0), dot_stride = dot_v.stride(0);
   const float* wp = w.f32();
 #pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
   for (int64_t t = 0; t < rows; ++t) {
@@ -126,18 +155,23 @@ void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const T
       ss += xr[i] * xr[i];
       dt += gr[i] * wp[i] * xr[i];
     }
-    sumsq[t] = ss;
-    dot[t] = dt;
+    sumsq[t * ss_stride] = ss;
+    dot[t * dot_stride] = dt;
   }
 }
 
-void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
-                             const TensorView& dy, const float* sumsq, const float* dot,
-                             const TensorView& dx, const TensorView& dw) {
+void cpu::rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
+                                  const TensorView& dy, const TensorView& sumsq_v, const TensorView& dot_v,
+                                  const TensorView& dx, const TensorView& dw) {
   check_rows(x, "rmsnorm_backward", "x");
   check_same(x, dy, "rmsnorm_backward", "dy");
   check_same(x, dx, "rmsnorm_backward", "dx");
   const int64_t rows = x.size(0), d = x.size(1);
+  check_stat(sumsq_v, rows, "sumsq");
+  check_stat(dot_v, rows, "dot");
+  const float* const sumsq = sumsq_v.f32();
+  const float* const dot = dot_v.f32();
+  const int64_t ss_stride = sumsq_v.stride(0), dot_stride = dot_v.stride(0);
   check_vec(w, d, "rmsnorm_backward", "w");
   const bool want_dw = is_set(dw);
   if (want_dw) check_vec(dw, d, "rmsnorm_backward", "dw");
@@ -158,8 +192,8 @@ void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps
       const float* xr = x.f32() + t * x.stride(0);
       const float* gr = dy.f32() + t * dy.stride(0);
       float* dr = dx.f32() + t * dx.stride(0);
-      const float r = 1.0f / std::sqrt(sumsq[t] * inv_d + eps);
-      const float c = r * r * r * dot[t] * inv_d;
+      const float r = 1.0f / std::sqrt(sumsq[t * ss_stride] * inv_d + eps);
+      const float c = r * r * r * dot[t * dot_stride] * inv_d;
       for (int64_t i = 0; i < d; ++i) {
         const float xi = xr[i], gi = gr[i];  // read before dx (may alias) is written
         if (mine) mine[i] += gi * xi * r;
@@ -174,28 +208,31 @@ void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps
   }
 }
 
-void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const TensorView& dy,
-                      const TensorView& dx, const TensorView& dw) {
+void cpu::rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const TensorView& dy,
+                           const TensorView& dx, const TensorView& dw) {
   check_rows(x, "rmsnorm_backward", "x");
   const int64_t rows = x.size(0);
   std::vector<float> sumsq(static_cast<size_t>(rows)), dot(static_cast<size_t>(rows));
-  rmsnorm_backward_partials(x, w, dy, sumsq.data(), dot.data());
-  rmsnorm_backward_finish(x, w, eps, x.size(1), dy, sumsq.data(), dot.data(), dx, dw);
+  const TensorView s(sumsq.data(), DType::F32, {rows}), d(dot.data(), DType::F32, {rows});
+  rmsnorm_backward_partials(x, w, dy, s, d);
+  rmsnorm_backward_finish(x, w, eps, x.size(1), dy, s, d, dx, dw);
 }
 
 // ---------------------------------------------------------------------------------------
-void rope_backward(const TensorView& dy, const int32_t* positions, int n_heads, int head_dim,
-                   float theta) {
+void cpu::rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
+                        float theta) {
   // The rotation by −a is the forward at position −p: (−p)·f = −(p·f) exactly in fp32,
   // and cos/sin are even/odd, so this reuses the forward's angles bit for bit.
   const int64_t rows = dy.dim() == 2 ? dy.size(0) : 0;
+  OLMO2_CHECK(positions.dim() == 1 && positions.size(0) == rows && positions.stride(0) == 1,
+              "rope_backward: positions ", positions.shape_str(), " for dy ", dy.shape_str());
   std::vector<int32_t> negated(static_cast<size_t>(rows));
-  for (int64_t t = 0; t < rows; ++t) negated[static_cast<size_t>(t)] = -positions[t];
-  rope(dy, negated.data(), n_heads, head_dim, theta);
+  for (int64_t t = 0; t < rows; ++t) negated[static_cast<size_t>(t)] = -positions.i32()[t];
+  rope(dy, TensorView(negated.data(), DType::I32, {rows}), n_heads, head_dim, theta);
 }
 
 // ---------------------------------------------------------------------------------------
-void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+void cpu::causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                                const TensorView& dout, int n_heads, int n_kv_heads,
                                const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   const char* op = "causal_attention_backward";
@@ -281,7 +318,7 @@ void causal_attention_backward(const TensorView& q, const TensorView& k, const T
 }
 
 // ---------------------------------------------------------------------------------------
-void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout,
+void cpu::swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout,
                      const TensorView& dgate, const TensorView& dup) {
   check_rows(gate, "swiglu_backward", "gate");
   check_same(gate, up, "swiglu_backward", "up");
@@ -307,9 +344,12 @@ void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorV
 }
 
 // ---------------------------------------------------------------------------------------
-CrossEntropySums cross_entropy_zloss(const TensorView& logits, const int32_t* targets, float z_coef,
-                                     float scale, const TensorView& dlogits) {
+CrossEntropySums cpu::cross_entropy_zloss(const TensorView& logits, const TensorView& targets_v, float z_coef,
+                                          float scale, const TensorView& dlogits) {
   check_rows(logits, "cross_entropy_zloss", "logits");
+  OLMO2_CHECK(targets_v.dim() == 1 && targets_v.size(0) == logits.size(0) && targets_v.stride(0) == 1,
+              "cross_entropy_zloss: targets ", targets_v.shape_str(), " for logits ", logits.shape_str());
+  const int32_t* targets = targets_v.i32();
   const bool want_grad = is_set(dlogits);
   if (want_grad) check_same(logits, dlogits, "cross_entropy_zloss", "dlogits");
   const int64_t rows = logits.size(0), vocab = logits.size(1);

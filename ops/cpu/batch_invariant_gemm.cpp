@@ -15,6 +15,7 @@
 // portable path runs the same sequence with std::fmaf. Neither writes a·b + c, so
 // contraction cannot change a rounding, and without -ffast-math nothing reassociates.
 #include "ops/batch_invariant_gemm.h"
+#include "ops/cpu/kernels.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -269,7 +270,7 @@ void linear_batch_invariant_avx2(const TensorView& x, const TensorView& w, const
 
 }  // namespace detail
 
-void linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
+void cpu::linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
   const Dims d = check_shapes(x, w, y);
   if (d.m == 0 || d.n == 0) return;
   if (detail::batch_invariant_has_avx2_fma())

@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <cmath>
 
 namespace olmo2::ops {
@@ -11,7 +13,7 @@ void check_same(const TensorView& a, const TensorView& b, const char* what) {
 }
 }  // namespace
 
-void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {
+void cpu::swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {
   check_same(gate, up, "swiglu");
   check_same(gate, out, "swiglu");
   const int64_t rows = gate.size(0), cols = gate.size(1);
@@ -30,7 +32,7 @@ void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out,
   }
 }
 
-void add_inplace(const TensorView& y, const TensorView& x, DType act) {
+void cpu::add_inplace(const TensorView& y, const TensorView& x, DType act) {
   check_same(y, x, "add");
   const int64_t rows = y.size(0), cols = y.size(1);
   const bool bf = act == DType::BF16;

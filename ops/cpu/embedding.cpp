@@ -2,24 +2,50 @@
 
 #include <cstring>
 
-namespace olmo2::ops {
+#include "ops/cpu/kernels.h"
 
-void embedding(const int32_t* ids, int64_t n, const TensorView& table, const TensorView& out) {
-  OLMO2_CHECK(table.dim() == 2 && out.dim() == 2 && out.size(0) == n &&
-                  out.size(1) == table.size(1),
-              "embedding: table ", table.shape_str(), " out ", out.shape_str(), " n ", n);
-  const int64_t vocab = table.size(0), h = table.size(1);
+namespace olmo2::ops {
+namespace {
+void check(const char* op, const TensorView& ids, const TensorView& table, const TensorView& out) {
+  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.stride(0) == 1 && table.dim() == 2 &&
+                  out.dim() == 2 && out.size(0) == ids.size(0) && out.size(1) == table.size(1) &&
+                  table.stride(1) == 1 && out.stride(1) == 1,
+              op, ": ids ", ids.shape_str(), " ", dtype_name(ids.dtype()), ", table ", table.shape_str(), ", out ",
+              out.shape_str());
+}
+}  // namespace
+
+void cpu::embedding(const TensorView& ids, const TensorView& table, const TensorView& out) {
+  check("embedding", ids, table, out);
+  const int64_t n = ids.size(0), vocab = table.size(0), h = table.size(1);
+  const int32_t* id = ids.i32();
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= vocab) {
-      OLMO2_THROW(InputError, "token id ", ids[i], " at position ", i,
-                  " is outside the vocabulary [0, ", vocab, ")");
+    if (id[i] < 0 || id[i] >= vocab) {
+      OLMO2_THROW(InputError, "token id ", id[i], " at position ", i, " is outside the vocabulary [0, ", vocab, ")");
     }
   }
   const float* t = table.f32();
   float* o = out.f32();
 #pragma omp parallel for schedule(static) if (n * h > (1 << 16))
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(o + i * out.stride(0), t + ids[i] * table.stride(0), sizeof(float) * h);
+    std::memcpy(o + i * out.stride(0), t + id[i] * table.stride(0), sizeof(float) * h);
+  }
+}
+
+void cpu::embedding_slice(const TensorView& ids, const TensorView& table, int64_t first_id, const TensorView& out) {
+  check("embedding_slice", ids, table, out);
+  const int64_t n = ids.size(0), rows = table.size(0), h = table.size(1);
+  const int32_t* id = ids.i32();
+  const float* t = table.f32();
+  float* o = out.f32();
+#pragma omp parallel for schedule(static) if (n * h > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = static_cast<int64_t>(id[i]) - first_id;
+    if (r >= 0 && r < rows) {
+      std::memcpy(o + i * out.stride(0), t + r * table.stride(0), sizeof(float) * h);
+    } else {
+      std::memset(o + i * out.stride(0), 0, sizeof(float) * h);
+    }
   }
 }
 

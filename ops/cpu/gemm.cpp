@@ -1,5 +1,7 @@
 #include "ops/gemm.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,7 +10,7 @@
 
 namespace olmo2::ops {
 
-void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
+void cpu::linear(const TensorView& x, const TensorView& w, const TensorView& y) {
   OLMO2_CHECK(x.dim() == 2 && w.dim() == 2 && y.dim() == 2, "linear wants 2-d views, got x ",
               x.shape_str(), " w ", w.shape_str(), " y ", y.shape_str());
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);

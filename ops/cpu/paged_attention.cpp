@@ -1,5 +1,7 @@
 #include "ops/paged_attention.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -35,7 +37,7 @@ struct RowItem {
 
 }  // namespace
 
-void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
+void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                      int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
                      int n_kv_heads, const TensorView& out, DType act) {
   OLMO2_CHECK(q.dim() == 2 && k_pool.dim() == 2 && v_pool.dim() == 2 && out.dim() == 2,

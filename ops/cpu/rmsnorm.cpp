@@ -1,5 +1,7 @@
 #include "ops/rmsnorm.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <cmath>
 
 namespace olmo2::ops {
@@ -17,14 +19,6 @@ std::pair<int64_t, int64_t> rmsnorm_check(const TensorView& x, const TensorView&
   OLMO2_CHECK(x.stride(1) == 1 && y.stride(1) == 1 && w.stride(0) == 1,
               "rmsnorm needs contiguous rows");
   return {x.size(0), x.size(1)};
-}
-
-void rmsnorm(const TensorView& x, const TensorView& w, float eps, const TensorView& y) {
-  if (x.device() == Device::CUDA) {
-    cuda::rmsnorm(x, w, eps, y);
-  } else {
-    cpu::rmsnorm(x, w, eps, y);
-  }
 }
 
 namespace {
@@ -70,10 +64,42 @@ void cpu::rmsnorm(const TensorView& x, const TensorView& w, float eps, const Ten
   else rmsnorm_rows<uint16_t, uint16_t>(x, w, eps, y, rows, d);
 }
 
-#ifndef OLMO2_HAVE_CUDA
-void cuda::rmsnorm(const TensorView&, const TensorView&, float, const TensorView&) {
-  OLMO2_THROW(Error, "cuda::rmsnorm: this build has no CUDA backend");
+namespace {
+void check_stats(const char* op, const TensorView& x, const TensorView& sumsq) {
+  OLMO2_CHECK(x.dim() == 2 && x.dtype() == DType::F32 && x.stride(1) == 1 && sumsq.dim() == 1 &&
+                  sumsq.dtype() == DType::F32 && sumsq.size(0) == x.size(0),
+              op, ": x ", x.shape_str(), " ", dtype_name(x.dtype()), ", sumsq ", sumsq.shape_str());
 }
-#endif
+}  // namespace
+
+void cpu::rmsnorm_partials(const TensorView& x, const TensorView& sumsq) {
+  check_stats("rmsnorm_partials", x, sumsq);
+  const int64_t rows = x.size(0), d = x.size(1);
+  float* out = sumsq.f32();
+#pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* xr = x.f32() + t * x.stride(0);
+    float ss = 0.0f;
+    for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+    out[t * sumsq.stride(0)] = ss;
+  }
+}
+
+void cpu::rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& sumsq, int64_t d_total,
+                        float eps, const TensorView& y) {
+  const auto [rows, d] = rmsnorm_check(x, w, y);
+  check_stats("rmsnorm_apply", x, sumsq);
+  OLMO2_CHECK(w.dtype() == DType::F32 && d_total >= d && d_total > 0, "rmsnorm_apply: w ", dtype_name(w.dtype()),
+              ", global width ", d_total, " for local width ", d);
+  const float* wp = w.f32();
+  const float* ss = sumsq.f32();
+#pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float inv = 1.0f / std::sqrt(ss[t * sumsq.stride(0)] / static_cast<float>(d_total) + eps);
+    const float* xr = x.f32() + t * x.stride(0);
+    float* yr = y.f32() + t * y.stride(0);
+    for (int64_t i = 0; i < d; ++i) yr[i] = wp[i] * (xr[i] * inv);
+  }
+}
 
 }  // namespace olmo2::ops

@@ -1,14 +1,19 @@
 #include "ops/rope.h"
 
+#include "ops/cpu/kernels.h"
+
 #include <cmath>
 #include <vector>
 
 namespace olmo2::ops {
 
-void rope(const TensorView& x, const int32_t* positions, int n_heads, int head_dim, float theta) {
+void cpu::rope(const TensorView& x, const TensorView& pos, int n_heads, int head_dim, float theta) {
   OLMO2_CHECK(x.dim() == 2 && x.size(1) == static_cast<int64_t>(n_heads) * head_dim &&
                   head_dim % 2 == 0 && x.stride(1) == 1,
               "rope: x ", x.shape_str(), " n_heads ", n_heads, " head_dim ", head_dim);
+  OLMO2_CHECK(pos.dim() == 1 && pos.size(0) == x.size(0) && pos.stride(0) == 1, "rope: positions ",
+              pos.shape_str(), " for x ", x.shape_str());
+  const int32_t* positions = pos.i32();
   const int half = head_dim / 2;
   std::vector<float> inv_freq(half);
   for (int i = 0; i < half; ++i) {

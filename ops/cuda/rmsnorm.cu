@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "ops/cuda/kernels.h"
 #include "ops/rmsnorm.h"
 
 namespace olmo2::ops {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/generation/token_selection.h"
 
 namespace olmo2 {
 
@@ -37,18 +38,32 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
                         const SamplingParams& sampling, const ParallelContext& ctx) {
   const ModelConfig& c = model.config();
   check_generate_request(c, prompt, max_tokens);
-  Sampler sampler(sampling);
-  const int64_t plen = static_cast<int64_t>(prompt.size());
-  KVCache cache(c, model.shard(), plen + max_tokens);
-  parallel::Communicator* pp = ctx.pp && ctx.pp->size() > 1 ? ctx.pp : nullptr;
+  validate(sampling);
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_tokens;
+  const KVCache cache = KVCache::contiguous(c, model.shard(), capacity);
+  const std::vector<int32_t> table = KVCache::consecutive_blocks(capacity, cache.block_size());
+  parallel::Communicator* pp = ctx.pipeline();
   GenerateResult r;
   r.finish_reason = "length";
   std::vector<int32_t> next(prompt);
+  int64_t cached = 0;
   ForwardOptions opts;
   opts.last_logits_only = true;
+  opts.vocab_parallel_logits = true;
+  SelectionRequest request;
+  request.params = sampling;
   while (static_cast<int64_t>(r.output_ids.size()) < max_tokens) {
-    ForwardResult out = model.forward({std::span<const int32_t>(next)}, {&cache}, opts, ctx);
-    int32_t tok = model.shard().final_norm ? sampler.next(out.logits[0].f32(), c.vocab_size) : -1;
+    TokenBatch batch;
+    batch.tokens.emplace_back(next);
+    batch.start.push_back(cached);
+    batch.block_tables.emplace_back(table);
+    const ForwardResult out = model.forward(batch, &cache, opts, ctx);
+    cached += static_cast<int64_t>(next.size());
+    int32_t tok = -1;
+    if (model.shard().final_norm) {
+      request.draw = r.output_ids.size();
+      tok = select_tokens({out.logits[0].view()}, model.shard(), {request}, ctx.tensor_parallel())[0].id;
+    }
     if (pp) pp->broadcast(std::as_writable_bytes(std::span<int32_t>(&tok, 1)), pp->size() - 1);
     r.output_ids.push_back(tok);
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end()) {

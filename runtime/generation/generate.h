@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/model.h"
 #include "runtime/generation/sampling.h"
+#include "runtime/model/model.h"
 
 namespace olmo2 {
 
@@ -31,9 +31,11 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
                                int64_t max_tokens, const ParallelContext& ctx);
 
 /// Generation with `sampling` (greedy when its temperature is 0, identical to
-/// generate_greedy). Sharded: the last pipeline stage draws each token (every TP rank
-/// of it holds the same gathered logits and the same seeded sampler) and broadcasts
-/// it, so every layout gives the same tokens. Throws as generate_greedy, and
+/// generate_greedy), one token per step through a contiguous KV cache (KVCache with
+/// consecutive blocks). Tokens are chosen by select_tokens — the token picker serving
+/// uses — from the vocab-parallel logits of the last pipeline stage (draw n of the
+/// request's seed for its n-th token), which broadcasts each token over the pipeline
+/// group, so every layout gives the same tokens. Throws as generate_greedy, and
 /// InputError for invalid sampling parameters.
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
                         const SamplingParams& sampling, const ParallelContext& ctx = {});

@@ -25,20 +25,6 @@ void validate(const SamplingParams& p) {
   if (!(p.top_p > 0 && p.top_p <= 1)) OLMO2_THROW(InputError, "top_p must be in (0, 1], got ", p.top_p);
 }
 
-Sampler::Sampler(const SamplingParams& params) : p_(params) { validate(params); }
-
-int32_t Sampler::next(const float* logits, int64_t n) {
-  OLMO2_CHECK(n > 0, "sampling from ", n, " logits");
-  if (p_.temperature == 0) return argmax(logits, n);
-  std::vector<Candidate> c(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) c[static_cast<size_t>(i)] = {logits[i], static_cast<int32_t>(i)};
-  if (p_.top_k == 0) return sample_whole_vocabulary(c, p_, draws_++);
-  const int64_t k = p_.top_k > 0 ? std::min(p_.top_k, n) : n;
-  std::partial_sort(c.begin(), c.begin() + k, c.end(), more_likely);
-  c.resize(static_cast<size_t>(k));
-  return sample_sorted(c, p_, draws_++);
-}
-
 namespace {
 /// splitmix64 (Steele, Lea, Flood 2014): draw n uses state seed + (n+1)·γ; 53 bits → [0, 1).
 double uniform_draw(uint64_t seed, uint64_t draw) {

@@ -1,4 +1,9 @@
-// Next-token sampling: temperature, top-k, top-p (nucleus), seeded.
+// Next-token sampling: temperature, top-k, top-p (nucleus), seeded. The order of
+// operations is Hugging Face's logits processors': temperature, top-k, then top-p over
+// the renormalised remaining probabilities; a draw is u ∈ [0, 1) with 53 random bits from
+// a counter-based splitmix64 stream of the request's seed, taking the first candidate
+// (most likely first) whose cumulative probability exceeds u. Token selection
+// (token_selection.h) applies these to the candidates of every tensor-parallel rank.
 #pragma once
 
 #include <cstdint>
@@ -22,24 +27,6 @@ int32_t argmax(const float* values, int64_t n);
 /// top_p outside (0, 1].
 void validate(const SamplingParams& p);
 
-/// Draws tokens with its own generator (splitmix64 seeded by params.seed, advanced
-/// once per sampled token), so a request's tokens depend only on its seed and its
-/// logits. Order of operations (as Hugging Face's logits processors): temperature,
-/// top-k, then top-p over the renormalised remaining probabilities; the draw is
-/// u ∈ [0, 1) with 53 random bits, taking the first candidate (most likely first)
-/// whose cumulative probability exceeds u (sample_sorted with top_k, else
-/// sample_whole_vocabulary).
-class Sampler {
- public:
-  explicit Sampler(const SamplingParams& params);
-  /// Token id from logits[0 … n). Greedy (first index on ties) when temperature is 0.
-  int32_t next(const float* logits, int64_t n);
-
- private:
-  SamplingParams p_;
-  uint64_t draws_ = 0;
-};
-
 /// A logit and its token id; candidates are ordered most likely first (higher logit,
 /// then lower id on ties, as argmax).
 struct Candidate {
@@ -50,8 +37,8 @@ inline bool more_likely(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-/// The sampling step of Sampler::next on candidates already sorted most likely first
-/// and already cut to top_k: temperature softmax, top-p, then the draw number `draw`
+/// The sampling step on candidates already sorted most likely first and already cut to
+/// top_k: temperature softmax, top-p, then the draw number `draw`
 /// of the request (0 for its first sampled token) from its seed — the splitmix64
 /// sequence is counter-based, so any rank can make draw n without the n−1 before it.
 /// Greedy (temperature 0) returns candidates[0]. Throws Error for no candidates.

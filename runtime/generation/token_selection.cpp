@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 
@@ -20,12 +21,26 @@ int64_t candidates_per_rank(const SelectionRequest& r, int64_t slice) {
 }
 }  // namespace
 
-std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, const ShardSpec& shard,
+std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_views, const ShardSpec& shard,
                                          const std::vector<SelectionRequest>& requests,
                                          parallel::Communicator* tp) {
-  OLMO2_CHECK(rows.size() == requests.size(), rows.size(), " rows for ", requests.size(), " requests");
+  OLMO2_CHECK(row_views.size() == requests.size(), row_views.size(), " rows for ", requests.size(), " requests");
   if (tp && tp->size() == 1) tp = nullptr;
   const int64_t slice = shard.vocab_rows.size();
+  // The choice is made on the host: rows on a device are copied here first.
+  std::vector<Tensor> host;
+  std::vector<const float*> rows;
+  for (const TensorView& r : row_views) {
+    OLMO2_CHECK(r.numel() == slice && r.dtype() == DType::F32 && r.is_contiguous(), "token selection: logits ",
+                r.shape_str(), " ", dtype_name(r.dtype()), " for a vocab slice of ", slice);
+    if (r.device() == Device::CPU) {
+      rows.push_back(r.f32());
+    } else {
+      host.push_back(Tensor::zeros(r.shape()));
+      ops::copy(r, host.back().view());
+      rows.push_back(host.back().f32());
+    }
+  }
   const int64_t real = shard.vocab_real.size();  // real ids are the first `real` of the slice
   // Per row: [max, Σexp(x − max), m × (logit, id)].
   std::vector<int64_t> base(rows.size() + 1, 0);

@@ -1,12 +1,14 @@
 // Picking each sequence's next token from vocab-parallel logits without gathering the
-// whole vocabulary (DESIGN §4: distributed argmax / top-k).
+// whole vocabulary (distributed argmax / top-k: docs/architecture.md §5, §8). The one
+// token picker of the project: `olmo2 generate` and `olmo2 serve` both call it.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "parallel/communicator.h"
-#include "runtime/model/model.h"
+#include "ops/tensor.h"
+#include "runtime/model/shard_spec.h"
 #include "runtime/generation/sampling.h"
 
 namespace olmo2 {
@@ -26,17 +28,19 @@ struct SelectedToken {
   std::vector<Candidate> top;  ///< logit field holds the log-probability
 };
 
-/// Chooses the next token of every row. rows[i] points at this rank's vocab slice of
-/// the logits of row i (shard.vocab_rows.size() floats; ids vocab_rows.begin + j, real
-/// while below shard.vocab_real.end). Each TP rank sends only its own best candidates:
+/// Chooses the next token of every row. rows[i] is this rank's vocab slice of the logits
+/// of row i: an f32 view of shard.vocab_rows.size() elements ([V_local] or [1, V_local];
+/// ids vocab_rows.begin + j, real while below shard.vocab_real.end); on a device it is
+/// first copied to the host (ops::copy), where the choice is made. Each TP rank sends only its own best candidates:
 /// 1 for greedy, top_k for top-k sampling, the whole slice only for sampling without
 /// top_k (top-p needs the whole sorted distribution) — one all-gather for every row
 /// together, plus each slice's max and Σexp for log-probabilities. The merged
-/// candidates are the global ones, so the result equals Sampler on the same whole
-/// logits (greedy: the first id among equal maxima). (Under TP the logits themselves
+/// candidates are the global ones, so the result equals one process choosing from the
+/// same whole logits (greedy: the first id among equal maxima; sampling: temperature,
+/// top-k, top-p and the seeded draw of runtime/generation/sampling.h). (Under TP the logits themselves
 /// differ from one process's in the last bits: row-parallel sums are split.) `tp` null or of size 1:
 /// the slice is the whole vocabulary. Every TP rank returns the same tokens.
-std::vector<SelectedToken> select_tokens(const std::vector<const float*>& rows, const ShardSpec& shard,
+std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& rows, const ShardSpec& shard,
                                          const std::vector<SelectionRequest>& requests,
                                          parallel::Communicator* tp);
 

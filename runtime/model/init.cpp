@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 
@@ -35,13 +36,11 @@ double init_value(uint64_t seed, const std::string& name, int64_t g, double std)
 
 bool is_norm_weight(const std::string& name) { return name.ends_with("norm.weight"); }
 
-void init_parameter(const Parameter& p, uint64_t seed, double std) {
-  if (!(std >= 0.0) || !std::isfinite(std)) {
-    OLMO2_THROW(InputError, "initialisation std ", std, " of ", p.name, " must be a finite number >= 0");
-  }
-  float* out = p.value->f32();
+namespace {
+/// init_parameter's values into `out`, a host f32 view of p's local shape.
+void fill_initial_values(const Parameter& p, const TensorView& target, uint64_t seed, double std) {
+  float* out = target.f32();
   const int64_t n = p.numel();
-  if (n == 0) return;
   if (is_norm_weight(p.name)) {
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
     for (int64_t i = 0; i < n; ++i) out[i] = p.global_index(i) < 0 ? 0.0f : 1.0f;
@@ -66,6 +65,20 @@ void init_parameter(const Parameter& p, uint64_t seed, double std) {
       row[c] = (g0 < 0 || c >= real_width) ? 0.0f : static_cast<float>(value_from_key(key, g0 + c, std));
     }
   }
+}
+
+}  // namespace
+
+void init_parameter(const Parameter& p, uint64_t seed, double std) {
+  if (!(std >= 0.0) || !std::isfinite(std)) {
+    OLMO2_THROW(InputError, "initialisation std ", std, " of ", p.name, " must be a finite number >= 0");
+  }
+  if (p.numel() == 0) return;
+  if (p.value->device() == Device::CPU) return fill_initial_values(p, p.value->view(), seed, std);
+  // Computed on the host (each value a function of seed, name and index), then copied.
+  const Tensor host = Tensor::zeros(p.value->shape());
+  fill_initial_values(p, host.view(), seed, std);
+  ops::copy(host.view(), p.value->view());
 }
 
 void init_parameters(std::vector<Parameter>& params, uint64_t seed, double std) {

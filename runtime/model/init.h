@@ -34,7 +34,8 @@ double init_value(uint64_t seed, const std::string& name, int64_t g, double std)
 /// post_attention_layernorm, post_feedforward_layernorm, model.norm).
 bool is_norm_weight(const std::string& name);
 
-/// Fills `p.value` (f32, local shape) with this rank's slice of the initial tensor:
+/// Fills `p.value` (f32, local shape, on any device: computed on the host, then
+/// copied) with this rank's slice of the initial tensor:
 /// 1 for norm weights; for others, local element i gets f32(init_value(seed, p.name,
 /// p.global_index(i), std)), and 0 where global_index is −1 (vocab padding rows).
 /// OpenMP over rows. Throws InputError when `std` is negative or not finite.

@@ -1,13 +1,13 @@
 #include "runtime/model/kv_cache.h"
 
-#include <cmath>
-#include <cstring>
+#include <numeric>
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 
-PagedKVCache::PagedKVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size)
+KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size)
     : num_blocks_(num_blocks), block_size_(block_size) {
   if (num_blocks < 1) OLMO2_THROW(InputError, "the KV cache needs at least one block, got ", num_blocks);
   if (block_size < 1) OLMO2_THROW(InputError, "KV block size must be ≥ 1, got ", block_size);
@@ -18,28 +18,50 @@ PagedKVCache::PagedKVCache(const ModelConfig& c, const ShardSpec& shard, int64_t
   }
 }
 
-int64_t PagedKVCache::bytes_per_block(const ModelConfig& c, const ShardSpec& shard, int64_t block_size) {
+KVCache KVCache::contiguous(const ModelConfig& c, const ShardSpec& shard, int64_t capacity, int64_t block_size) {
+  return KVCache(c, shard, std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size);
+}
+
+std::vector<int32_t> KVCache::consecutive_blocks(int64_t positions, int64_t block_size) {
+  std::vector<int32_t> table(static_cast<size_t>(blocks_for(positions, block_size)));
+  std::iota(table.begin(), table.end(), 0);
+  return table;
+}
+
+int64_t KVCache::bytes_per_block(const ModelConfig& c, const ShardSpec& shard, int64_t block_size) {
   return 2 * shard.layers.size() * shard.kv_heads.size() * c.head_dim * block_size *
          static_cast<int64_t>(sizeof(float));
 }
 
-void PagedKVCache::write(int64_t layer, std::span<const int32_t> table, int64_t start, const TensorView& k,
-                         const TensorView& v) const {
-  const int64_t n = k.size(0), width = k.size(1);
-  OLMO2_CHECK(blocks_for(start + n, block_size_) <= static_cast<int64_t>(table.size()), "block table of ",
-              table.size(), " blocks is too short for ", start + n, " positions");
-  const TensorView& kp = keys(layer);
-  const TensorView& vp = values(layer);
-  OLMO2_CHECK(width == kp.size(1) && v.size(0) == n && v.size(1) == width, "KV write: k ", k.shape_str(),
-              " v ", v.shape_str(), " pool ", kp.shape_str());
+Tensor KVCache::rows_of(std::span<const int32_t> table, int64_t start, int64_t n) const {
+  OLMO2_CHECK(start >= 0 && blocks_for(start + n, block_size_) <= static_cast<int64_t>(table.size()),
+              "block table of ", table.size(), " blocks of ", block_size_, " is too short for ", start + n,
+              " positions");
+  Tensor rows = Tensor::zeros({n}, DType::I32);
+  int32_t* r = rows.i32();
   for (int64_t t = 0; t < n; ++t) {
     const int64_t p = start + t;
-    const int64_t row = static_cast<int64_t>(table[static_cast<size_t>(p / block_size_)]) * block_size_ + p % block_size_;
-    OLMO2_CHECK(row >= 0 && row < kp.size(0), "KV block ", table[static_cast<size_t>(p / block_size_)],
-                " outside the pool of ", num_blocks_);
-    std::memcpy(kp.f32() + row * width, k.f32() + t * k.stride(0), sizeof(float) * static_cast<size_t>(width));
-    std::memcpy(vp.f32() + row * width, v.f32() + t * v.stride(0), sizeof(float) * static_cast<size_t>(width));
+    const int64_t block = table[static_cast<size_t>(p / block_size_)];
+    if (block < 0 || block >= num_blocks_) {
+      OLMO2_THROW(InputError, "KV block ", block, " outside the pool of ", num_blocks_, " blocks");
+    }
+    r[t] = static_cast<int32_t>(block * block_size_ + p % block_size_);
   }
+  return rows;
+}
+
+int64_t KVCache::contiguous_rows(std::span<const int32_t> table, int64_t n) const {
+  const int64_t blocks = blocks_for(n, block_size_);
+  if (blocks > static_cast<int64_t>(table.size()) || blocks == 0) return -1;
+  for (int64_t b = 1; b < blocks; ++b) {
+    if (table[static_cast<size_t>(b)] != table[0] + b) return -1;
+  }
+  return static_cast<int64_t>(table[0]) * block_size_;
+}
+
+void KVCache::write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const {
+  ops::scatter_rows(k, rows, keys(layer));
+  ops::scatter_rows(v, rows, values(layer));
 }
 
 }  // namespace olmo2

@@ -1,26 +1,35 @@
-// The paged KV cache: fixed-size blocks in one pool per rank, per-sequence block
-// tables (PagedAttention, Kwon et al., SOSP 2023).
+// The KV cache: keys and values of every position of every sequence in fixed-size
+// blocks of one pool per layer, and per-sequence block tables (PagedAttention, Kwon et
+// al., SOSP 2023). Serving hands blocks out and back as sequences come and go;
+// generation gives its one sequence the consecutive blocks 0, 1, 2, … — a contiguous
+// cache is a block table of consecutive blocks (docs/architecture.md §3, §8).
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "ops/tensor.h"
 #include "runtime/model/config.h"
-#include "runtime/model/model.h"
+#include "runtime/model/shard_spec.h"
 
 namespace olmo2 {
 
 /// What one rank stores for its layers and kv heads: per local layer, keys and values
 /// [num_blocks·block_size, KV_local·hd] f32. Position p of a sequence lives in row
 /// table[p / block_size]·block_size + p % block_size. Block ids are the same on every
-/// rank of a serving job (the scheduler's), so every pool has the same block count.
-class PagedKVCache {
+/// rank of a job (the scheduler's), so every pool has the same block count.
+class KVCache {
  public:
   /// Throws InputError for num_blocks < 1 or block_size < 1.
-  PagedKVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size);
+  KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size);
+
+  /// A cache for one sequence of up to `capacity` positions in blocks of `block_size`,
+  /// to be used with consecutive_blocks(capacity, block_size) as its table.
+  static KVCache contiguous(const ModelConfig& config, const ShardSpec& shard, int64_t capacity,
+                            int64_t block_size = 16);
+  /// The block table 0, 1, …, blocks_for(positions) − 1.
+  static std::vector<int32_t> consecutive_blocks(int64_t positions, int64_t block_size);
 
   /// Bytes one block takes on a rank holding `shard`: 2 (k, v) · layers · KV_local · hd ·
   /// block_size · 4.
@@ -32,10 +41,18 @@ class PagedKVCache {
   const TensorView& keys(int64_t layer) const { return k_[static_cast<size_t>(layer)].view(); }
   const TensorView& values(int64_t layer) const { return v_[static_cast<size_t>(layer)].view(); }
 
-  /// Writes k, v [n, KV_local·hd] of positions start … start+n−1 of the sequence with
-  /// `table` into local layer `layer`. Throws ShapeError when the table is too short.
-  void write(int64_t layer, std::span<const int32_t> table, int64_t start, const TensorView& k,
-             const TensorView& v) const;
+  /// Pool rows of positions start … start+n−1 of the sequence with `table`, as an [n]
+  /// i32 tensor (what write and contiguous_rows use). Throws ShapeError when the table
+  /// is too short, InputError for a block id outside the pool.
+  Tensor rows_of(std::span<const int32_t> table, int64_t start, int64_t n) const;
+
+  /// The first pool row of positions 0 … n−1 when they lie in consecutive rows (the
+  /// table's first blocks are consecutive), else −1.
+  int64_t contiguous_rows(std::span<const int32_t> table, int64_t n) const;
+
+  /// Writes k, v [n, KV_local·hd] into local layer `layer` at the pool rows `rows`
+  /// ([n] i32, from rows_of). ShapeError on mismatched shapes.
+  void write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const;
 
  private:
   int64_t num_blocks_, block_size_;

@@ -3,42 +3,10 @@
 #include <cstring>
 #include <random>
 
+#include "ops/tensor_ops.h"
 #include "runtime/io/safetensors.h"
 
 namespace olmo2 {
-
-ShardSpec ShardSpec::whole(const ModelConfig& c) {
-  ShardSpec s;
-  s.layers = {0, c.num_hidden_layers};
-  s.q_heads = {0, c.num_attention_heads};
-  s.kv_heads = {0, c.num_key_value_heads};
-  s.mlp_rows = {0, c.intermediate_size};
-  s.vocab_rows = s.vocab_real = {0, c.vocab_size};
-  s.padded_vocab = c.vocab_size;
-  return s;
-}
-
-ShardSpec ShardSpec::from_plan(const parallel::PartitionPlan& plan, int rank) {
-  const parallel::RankPartition& r = plan.ranks.at(static_cast<size_t>(rank));
-  ShardSpec s;
-  s.layers = r.layers, s.q_heads = r.q_heads, s.kv_heads = r.kv_heads, s.mlp_rows = r.mlp_rows;
-  s.vocab_rows = r.vocab_rows, s.vocab_real = r.vocab_real;
-  s.embedding = r.embedding, s.final_norm = r.final_norm;
-  s.k_counts = r.kv_replica == 0;
-  s.kv_replicas = r.kv_replicas, s.kv_replica = r.kv_replica;
-  s.padded_vocab = plan.padded_vocab;
-  return s;
-}
-
-KVCache::KVCache(const ModelConfig& c, int64_t capacity) : KVCache(c, ShardSpec::whole(c), capacity) {}
-
-KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t capacity) : capacity_(capacity) {
-  const int64_t width = shard.kv_heads.size() * c.head_dim;
-  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
-    k_.push_back(Tensor::zeros({capacity, width}));
-    v_.push_back(Tensor::zeros({capacity, width}));
-  }
-}
 
 Olmo2Model Olmo2Model::load(const std::string& dir) {
   const ModelConfig c = ModelConfig::load(dir);
@@ -65,8 +33,8 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
     Tensor t = Tensor::zeros({shard.vocab_rows.size(), h});
     if (shard.vocab_real.size() > 0) {
       const Tensor real = ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
-      std::memcpy(t.f32() + (shard.vocab_real.begin - shard.vocab_rows.begin) * h, real.f32(),
-                  sizeof(float) * static_cast<size_t>(real.numel()));
+      const int64_t first = shard.vocab_real.begin - shard.vocab_rows.begin;
+      ops::copy(real.view(), t.view().rows(first, first + shard.vocab_real.size()));
     }
     return t;
   };
@@ -120,7 +88,7 @@ Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std) {
   };
   auto ones = [](int64_t n) {
     Tensor t = Tensor::zeros({n});
-    for (int64_t i = 0; i < n; ++i) t.f32()[i] = 1.0f;
+    ops::fill(t.view(), 1.0);
     return t;
   };
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,

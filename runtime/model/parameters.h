@@ -13,7 +13,8 @@
 
 namespace olmo2 {
 
-/// One parameter tensor of this rank. `value` and `grad` are f32 CPU tensors of the
+/// One parameter tensor of this rank. `value` and `grad` are f32 tensors on one device
+/// (the model's; the optimizer keeps its moments beside them), of the
 /// same (local) shape. Names are the Hugging Face state-dict names
 /// ("model.layers.3.mlp.up_proj.weight").
 ///

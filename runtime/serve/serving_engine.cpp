@@ -129,7 +129,7 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
   // Chosen tokens by plan position: micro-batches run in their order, results go back in plan order.
   std::vector<SelectedToken> chosen(plan.sequences.size());
   for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
-    PagedBatch batch;
+    TokenBatch batch;
     std::vector<size_t> seqs;  // plan positions of this micro-batch
     for (size_t i = 0; i < plan.sequences.size(); ++i) {
       const PlannedSequence& s = plan.sequences[i];
@@ -140,14 +140,14 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
       batch.block_tables.emplace_back(s.blocks);
     }
     if (seqs.empty()) continue;
-    const ForwardResult out = model_.forward_paged(batch, cache_, fo, ranks_.groups);
+    const ForwardResult out = model_.forward(batch, &cache_, fo, ranks_.groups);
     if (!shard.final_norm) continue;
-    std::vector<const float*> rows;
+    std::vector<TensorView> rows;
     std::vector<SelectionRequest> requests;
     std::vector<size_t> sampled;
     for (size_t j = 0; j < seqs.size(); ++j) {
       if (!plan.sequences[seqs[j]].sample) continue;
-      rows.push_back(out.logits[j].f32());
+      rows.push_back(out.logits[j].view());
       requests.push_back(plan.sequences[seqs[j]].selection);
       sampled.push_back(seqs[j]);
     }

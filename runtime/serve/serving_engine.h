@@ -85,7 +85,7 @@ class ServingEngine {
   monitoring::ServeMetrics* metrics_;
   EngineOptions opt_;
   EngineRanks ranks_;
-  PagedKVCache cache_;
+  KVCache cache_;
   std::unique_ptr<Scheduler> scheduler_;  // rank 0
   std::map<int64_t, std::unique_ptr<Active>> active_;
 

@@ -1,9 +1,17 @@
 #include "runtime/train/data_parallel_adamw.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "ops/tensor_ops.h"
+#include "parallel/tensor_collectives.h"
 
 namespace olmo2 {
+namespace {
+/// Elements [begin, begin + count) of a tensor, flattened.
+TensorView flat(const TensorView& t, int64_t begin, int64_t count) {
+  return t.reshape({t.numel()}).rows(begin, begin + count);
+}
+}  // namespace
 
 DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOptions options,
                                      parallel::Communicator* dp, bool zero1)
@@ -52,24 +60,29 @@ void DataParallelAdamW::step(double lr) {
   for (size_t k = 0; k < segments_.size(); ++k) {
     const Segment& s = segments_[k];
     const Parameter& p = params_[s.param];
-    std::memcpy(seg_values_[k].f32(), p.value->f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
-    std::memcpy(seg_grads_[k].f32(), p.grad->f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
+    ops::copy(flat(p.value->view(), s.begin, s.count), seg_values_[k].view());
+    ops::copy(flat(p.grad->view(), s.begin, s.count), seg_grads_[k].view());
   }
   adam_->step(seg_params_, lr);
   // All-gather the updated chunks: rank r's chunk is flat elements [r·chunk, (r+1)·chunk).
-  std::vector<float> mine(static_cast<size_t>(chunk_), 0.0f);
+  const Tensor all = gather_chunks([&](size_t k) { return seg_values_[k].view(); });
   int64_t at = 0;
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    std::memcpy(mine.data() + at, seg_values_[k].f32(), sizeof(float) * static_cast<size_t>(segments_[k].count));
-    at += segments_[k].count;
-  }
-  std::vector<float> all(static_cast<size_t>(chunk_ * dp_->size()));
-  dp_->all_gather(mine, all);
-  at = 0;
   for (Parameter& p : params_) {
-    std::memcpy(p.value->f32(), all.data() + at, sizeof(float) * static_cast<size_t>(p.numel()));
+    ops::copy(all.view().rows(at, at + p.numel()), p.value->view().reshape({p.numel()}));
     at += p.numel();
   }
+}
+
+Tensor DataParallelAdamW::gather_chunks(const std::function<TensorView(size_t)>& segment) const {
+  const Tensor mine = Tensor::zeros({chunk_});
+  int64_t at = 0;
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    ops::copy(segment(k), mine.view().rows(at, at + segments_[k].count));
+    at += segments_[k].count;
+  }
+  Tensor all = Tensor::zeros({chunk_ * dp_->size()});
+  parallel::all_gather(*dp_, mine.view(), all.view());
+  return all;
 }
 
 std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
@@ -77,26 +90,18 @@ std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
   const std::map<std::string, TensorView> views = adam_->state_tensors();
   if (!zero1_) {
     for (const auto& [name, v] : views) {
-      Tensor t = Tensor::zeros(v.shape());
-      std::memcpy(t.f32(), v.f32(), v.bytes());
+      Tensor t = Tensor::zeros(v.shape(), v.dtype(), v.device());
+      ops::copy(v, t.view());
       out.emplace(name, std::move(t));
     }
     return out;
   }
   for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-    std::vector<float> mine(static_cast<size_t>(chunk_), 0.0f);
+    const Tensor all = gather_chunks([&](size_t k) { return views.at(kind + seg_params_[k].name); });
     int64_t at = 0;
-    for (size_t k = 0; k < segments_.size(); ++k) {
-      const TensorView& v = views.at(kind + seg_params_[k].name);
-      std::memcpy(mine.data() + at, v.f32(), sizeof(float) * static_cast<size_t>(segments_[k].count));
-      at += segments_[k].count;
-    }
-    std::vector<float> all(static_cast<size_t>(chunk_ * dp_->size()));
-    dp_->all_gather(mine, all);
-    at = 0;
     for (const Parameter& p : params_) {
       Tensor t = Tensor::zeros(p.value->shape());
-      std::memcpy(t.f32(), all.data() + at, sizeof(float) * static_cast<size_t>(p.numel()));
+      ops::copy(all.view().rows(at, at + p.numel()), t.view().reshape({p.numel()}));
       at += p.numel();
       out.emplace(kind + p.name, std::move(t));
     }
@@ -133,7 +138,7 @@ void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, c
         check(it->second, kind + p.name, p);
       }
       Tensor piece = Tensor::zeros({s.count});
-      std::memcpy(piece.f32(), it->second.f32() + s.begin, sizeof(float) * static_cast<size_t>(s.count));
+      ops::copy(flat(it->second.view(), s.begin, s.count), piece.view());
       keep.push_back(std::move(piece));
       views.emplace(kind + seg_params_[k].name, keep.back().view());
     }

@@ -50,6 +50,9 @@ class DataParallelAdamW {
   bool sharded() const { return zero1_; }
 
  private:
+  /// This rank's chunk (its segments' `segment(k)` views, [count] each, in order) as one
+  /// [chunk] tensor, all-gathered over dp into [chunk · dp] (rank r's chunk at r·chunk).
+  Tensor gather_chunks(const std::function<TensorView(size_t)>& segment) const;
   struct Segment {
     size_t param;    ///< index in params_
     int64_t begin;   ///< first local element of that parameter

@@ -7,12 +7,11 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/adamw.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 namespace {
-
-// Elements per OpenMP task below which a loop runs on one thread.
-constexpr int64_t kParallelMin = 1 << 15;
 
 void check_options(const AdamWOptions& o) {
   if (!(o.beta1 >= 0.0 && o.beta1 < 1.0)) OLMO2_THROW(InputError, "AdamW beta1 ", o.beta1, " must be in [0, 1)");
@@ -20,28 +19,6 @@ void check_options(const AdamWOptions& o) {
   if (!(o.eps >= 0.0) || !std::isfinite(o.eps)) OLMO2_THROW(InputError, "AdamW eps ", o.eps, " must be a finite number >= 0");
   if (!(o.weight_decay >= 0.0) || !std::isfinite(o.weight_decay)) {
     OLMO2_THROW(InputError, "AdamW weight decay ", o.weight_decay, " must be a finite number >= 0");
-  }
-}
-
-// One AdamW update of n elements (see the class comment for the formulas).
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float decay, bool decayed,
-                  float w1, bool w1_small, float b2, float w2, float bc2_sqrt, float eps, float neg_step) {
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float pi = p[i];
-    const float gi = g[i];
-    if (decayed) pi = pi * decay;
-    const float mi = m[i];
-    // at::lerp: weight < 0.5 → self + w·(end − self), else end − (end − self)·(1 − w);
-    // the AVX2 kernel evaluates both as one fused multiply-add.
-    const float mn = w1_small ? std::fma(w1, gi - mi, mi) : std::fma(w1 - 1.0f, gi - mi, gi);
-    // exp_avg_sq.mul_(β2).addcmul_(g, g, value=1−β2): self + (value·g)·g, fused.
-    const float vn = std::fma(w2 * gi, gi, v[i] * b2);
-    const float denom = std::sqrt(vn) / bc2_sqrt + eps;
-    // param.addcdiv_(exp_avg, denom, value=−step_size): self + (value·m)/denom.
-    p[i] = pi + (neg_step * mn) / denom;
-    m[i] = mn;
-    v[i] = vn;
   }
 }
 
@@ -81,10 +58,10 @@ void AdamW::step(std::vector<Parameter>& params, double lr) {
   for (size_t k = 0; k < params.size(); ++k) {
     Parameter& p = params[k];
     const double wd = p.weight_decay ? o.weight_decay : 0.0;
-    adamw_update(p.value->f32(), p.grad->f32(), exp_avg_[k].f32(), exp_avg_sq_[k].f32(), p.numel(),
-                 static_cast<float>(1.0 - lr * wd), wd != 0.0, static_cast<float>(w1), std::fabs(w1) < 0.5,
-                 static_cast<float>(o.beta2), static_cast<float>(1.0 - o.beta2), static_cast<float>(bc2_sqrt),
-                 static_cast<float>(o.eps), static_cast<float>(-step_size));
+    const ops::AdamWStep s{static_cast<float>(1.0 - lr * wd), wd != 0.0, static_cast<float>(w1), std::fabs(w1) < 0.5,
+                           static_cast<float>(o.beta2), static_cast<float>(1.0 - o.beta2),
+                           static_cast<float>(bc2_sqrt), static_cast<float>(o.eps), static_cast<float>(-step_size)};
+    ops::adamw_step(p.value->view(), p.grad->view(), exp_avg_[k].view(), exp_avg_sq_[k].view(), s);
   }
 }
 
@@ -109,8 +86,8 @@ void AdamW::restore(const std::map<std::string, TensorView>& state, int64_t step
     auto it = state.find(name);
     if (it == state.end()) OLMO2_THROW(InputError, "optimizer state has no tensor ", name);
     const TensorView& src = it->second;
-    if (src.dtype() != DType::F32 || src.device() != Device::CPU || !src.is_contiguous() || src.empty()) {
-      OLMO2_THROW(InputError, "optimizer state tensor ", name, " must be a contiguous f32 CPU tensor, got ",
+    if (src.dtype() != DType::F32 || !src.is_contiguous() || src.empty()) {
+      OLMO2_THROW(InputError, "optimizer state tensor ", name, " must be a contiguous f32 tensor, got ",
                   dtype_name(src.dtype()));
     }
     if (src.shape() != dst.shape()) {
@@ -118,28 +95,15 @@ void AdamW::restore(const std::map<std::string, TensorView>& state, int64_t step
                   dst.shape_str());
     }
   }
-  for (const auto& [name, dst] : mine) std::memcpy(dst.data(), state.at(name).data(), dst.bytes());
+  for (const auto& [name, dst] : mine) ops::copy(state.at(name), dst);
   steps_ = steps;
 }
 
 double grad_norm_squared_local(const std::vector<Parameter>& params, bool count_replicated) {
-  constexpr int64_t kChunk = 1 << 14;
   double total = 0.0;
-  std::vector<double> partial;
   for (const Parameter& p : params) {
     if (p.tp_replicated && !count_replicated) continue;
-    const float* g = p.grad->f32();
-    const int64_t n = p.grad->numel();
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    partial.assign(static_cast<size_t>(chunks), 0.0);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      double s = 0.0;
-      const int64_t end = std::min(n, (c + 1) * kChunk);
-      for (int64_t i = c * kChunk; i < end; ++i) s += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-      partial[static_cast<size_t>(c)] = s;
-    }
-    for (double s : partial) total += s;
+    total = ops::sum_squares(p.grad->view(), total);
   }
   return total;
 }
@@ -150,13 +114,7 @@ double clip_grad_norm(std::vector<Parameter>& params, double total_norm, double 
   if (!std::isfinite(total_norm)) return std::numeric_limits<double>::quiet_NaN();
   const double coef = max_norm / (total_norm + 1e-6);
   if (!(coef < 1.0)) return 1.0;
-  const float c = static_cast<float>(coef);
-  for (Parameter& p : params) {
-    float* g = p.grad->f32();
-    const int64_t n = p.grad->numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) g[i] *= c;
-  }
+  for (Parameter& p : params) ops::scale(p.grad->view(), static_cast<float>(coef));
   return coef;
 }
 

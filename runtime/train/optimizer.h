@@ -66,7 +66,7 @@ class AdamW {
   std::map<std::string, TensorView> state_tensors() const;
 
   /// Copies saved moments back in and sets the step count to `steps`. `state` must hold
-  /// an f32 CPU contiguous tensor of the parameter's local shape for every name
+  /// an f32 contiguous tensor (any device) of the parameter's local shape for every name
   /// state_tensors() lists; other names are ignored unless they start with "exp_avg."
   /// or "exp_avg_sq." (a moment of a parameter this optimizer does not have). Throws
   /// InputError naming the missing, unexpected, mis-shaped or mis-typed tensor, or a

@@ -5,6 +5,8 @@
 #include <memory>
 #include <span>
 
+#include "parallel/tensor_collectives.h"
+
 namespace olmo2 {
 namespace {
 constexpr int kForwardTag = 1;   // activations, stage s → s + 1
@@ -15,8 +17,6 @@ int64_t tokens_of(const std::vector<Sample>& samples) {
   for (const Sample& s : samples) n += static_cast<int64_t>(s.input_ids.size());
   return n;
 }
-
-std::span<float> span_of(const Tensor& t) { return {t.f32(), static_cast<size_t>(t.numel())}; }
 }  // namespace
 
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
@@ -28,7 +28,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   PipelineStats local;
   PipelineStats& st = stats ? *stats : local;
   st = PipelineStats{};
-  parallel::Communicator* pp = ctx.pp && ctx.pp->size() > 1 ? ctx.pp : nullptr;
+  parallel::Communicator* pp = ctx.pipeline();
   LossSums sums;
   if (!pp) {
     for (const auto& mb : micro_batches) {
@@ -49,7 +49,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   auto recv_forward = [&]() {
     if (first) return Tensor();
     Tensor in = buffer(next_fwd);
-    pp->recv(span_of(in), s - 1, kForwardTag);
+    parallel::recv(*pp, in.view(), s - 1, kForwardTag);
     return in;
   };
   auto forward = [&](const Tensor& in) {
@@ -70,7 +70,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
 
   for (int64_t i = 0; i < warmup; ++i) {  // warm-up forwards
     const Tensor out = forward(recv_forward());
-    if (!last) pp->send(span_of(out), s + 1, kForwardTag);
+    if (!last) parallel::send(*pp, out.view(), s + 1, kForwardTag);
   }
   const int64_t steady = M - warmup;
   Tensor in = steady > 0 ? recv_forward() : Tensor();
@@ -79,24 +79,24 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
     Tensor grad_out;
     if (!last) {
       grad_out = buffer(next_bwd);
-      pp->send_recv(span_of(out), span_of(grad_out), s + 1, kForwardTag, kBackwardTag);
+      parallel::send_recv(*pp, out.view(), grad_out.view(), s + 1, kForwardTag, kBackwardTag);
     }
     const Tensor grad_in = backward(grad_out);
     if (i == steady - 1) {
-      if (!first) pp->send(span_of(grad_in), s - 1, kBackwardTag);
+      if (!first) parallel::send(*pp, grad_in.view(), s - 1, kBackwardTag);
     } else if (!first) {
       in = buffer(next_fwd);
-      pp->send_recv(span_of(grad_in), span_of(in), s - 1, kBackwardTag, kForwardTag);
+      parallel::send_recv(*pp, grad_in.view(), in.view(), s - 1, kBackwardTag, kForwardTag);
     }
   }
   for (int64_t i = 0; i < warmup; ++i) {  // cool-down backwards
     Tensor grad_out;
     if (!last) {
       grad_out = buffer(next_bwd);
-      pp->recv(span_of(grad_out), s + 1, kBackwardTag);
+      parallel::recv(*pp, grad_out.view(), s + 1, kBackwardTag);
     }
     const Tensor grad_in = backward(grad_out);
-    if (!first) pp->send(span_of(grad_in), s - 1, kBackwardTag);
+    if (!first) parallel::send(*pp, grad_in.view(), s - 1, kBackwardTag);
   }
   OLMO2_CHECK(next_fwd == M && next_bwd == M && live.empty(), "1F1B schedule ended with ", next_fwd, " forwards, ",
               next_bwd, " backwards");

@@ -1,46 +1,40 @@
 #include "runtime/train/sharded_state.h"
 
-#include <cstring>
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
+#include "ops/tensor_ops.h"
+#include "parallel/tensor_collectives.h"
+
 namespace olmo2 {
 namespace {
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-/// Calls f(local_offset, full_offset, count) for every contiguous run of `p`'s local
-/// elements that exists in the whole tensor (padding rows skipped).
-template <typename F>
-void for_each_run(const Parameter& p, const std::vector<int64_t>& local_shape, F&& f) {
-  const int64_t local_n = numel_of(local_shape);
+/// The region of `local` that exists in the whole tensor and where it lies in `full`:
+/// everything (not sharded), the real rows (sharded by rows; vocab padding rows past
+/// the whole tensor's end dropped), or the shard's columns (sharded by columns).
+std::pair<TensorView, TensorView> matching_regions(const Parameter& p, const TensorView& local,
+                                                   const TensorView& full) {
   if (p.shard_dim < 0) {
-    if (local_shape != p.full_shape) {
-      OLMO2_THROW(ShapeError, p.name, ": local shape ", shape_to_string(local_shape), " != full ",
-                  shape_to_string(p.full_shape));
+    if (local.shape() != p.full_shape) {
+      OLMO2_THROW(ShapeError, p.name, ": local shape ", local.shape_str(), " != full ", shape_to_string(p.full_shape));
     }
-    f(0, 0, local_n);
-    return;
+    return {local, full};
   }
-  const int64_t cols = p.full_shape.size() == 2 ? p.full_shape[1] : 1;
   if (p.shard_dim == 0) {
-    const int64_t rows = local_n / cols;
-    const int64_t real = std::max<int64_t>(0, std::min(rows, p.full_shape[0] - p.shard_begin));
-    if (real > 0) f(0, p.shard_begin * cols, real * cols);
-    return;
+    const int64_t real = std::max<int64_t>(0, std::min(local.size(0), p.full_shape[0] - p.shard_begin));
+    if (local.dim() != full.dim() || (local.dim() == 2 && local.size(1) != full.size(1))) {
+      OLMO2_THROW(ShapeError, p.name, ": local shape ", local.shape_str(), " is not rows of ", full.shape_str());
+    }
+    return {local.rows(0, real), full.rows(p.shard_begin, p.shard_begin + real)};
   }
-  // shard_dim 1: columns [begin, end) of every row.
-  const int64_t rows = p.full_shape[0], width = p.shard_end - p.shard_begin;
-  if (local_n != rows * width) {
-    OLMO2_THROW(ShapeError, p.name, ": local shape ", shape_to_string(local_shape), " is not ", rows, " rows of ",
-                width, " columns");
+  const int64_t rows = p.full_shape[0], width = p.shard_end - p.shard_begin;  // shard_dim 1: columns
+  if (local.shape() != std::vector<int64_t>{rows, width}) {
+    OLMO2_THROW(ShapeError, p.name, ": local shape ", local.shape_str(), " is not ", rows, " rows of ", width,
+                " columns");
   }
-  for (int64_t r = 0; r < rows; ++r) f(r * width, r * cols + p.shard_begin, width);
+  return {local, full.cols(p.shard_begin, p.shard_end)};
 }
 
 void check_full(const Parameter& p, const TensorView& full) {
@@ -69,17 +63,15 @@ std::vector<std::string> parameter_names(const ModelConfig& c) {
 
 void copy_from_full(const Parameter& p, const TensorView& full, const TensorView& local) {
   check_full(p, full);
-  std::memset(local.f32(), 0, static_cast<size_t>(local.bytes()));
-  for_each_run(p, local.shape(), [&](int64_t lo, int64_t fo, int64_t n) {
-    std::memcpy(local.f32() + lo, full.f32() + fo, sizeof(float) * static_cast<size_t>(n));
-  });
+  ops::fill(local, 0.0);  // vocab padding rows stay zero
+  const auto [mine, whole] = matching_regions(p, local, full);
+  ops::copy(whole, mine);
 }
 
 void copy_to_full(const Parameter& p, const TensorView& local, const TensorView& full) {
   check_full(p, full);
-  for_each_run(p, local.shape(), [&](int64_t lo, int64_t fo, int64_t n) {
-    std::memcpy(full.f32() + fo, local.f32() + lo, sizeof(float) * static_cast<size_t>(n));
-  });
+  const auto [mine, whole] = matching_regions(p, local, full);
+  ops::copy(mine, whole);
 }
 
 std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vector<SliceToGather>& slices,
@@ -91,7 +83,7 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
   world.all_gather(mine, who);
   std::vector<std::pair<std::string, Tensor>> out;
   std::map<std::string, size_t> index;
-  auto place = [&](const std::string& name, const Parameter& p, const float* data) {
+  auto place = [&](const std::string& name, const Parameter& p, const TensorView& data) {
     auto it = index.find(name);
     if (it == index.end()) {
       it = index.emplace(name, out.size()).first;
@@ -102,10 +94,7 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
       OLMO2_THROW(Error, "gather of ", name, ": ranks disagree on its shape (", shape_to_string(full.shape()),
                   " vs ", shape_to_string(p.full_shape), ")");
     }
-    const std::vector<int64_t> local_shape = p.value->shape();
-    for_each_run(p, local_shape, [&](int64_t lo, int64_t fo, int64_t n) {
-      std::memcpy(full.f32() + fo, data + lo, sizeof(float) * static_cast<size_t>(n));
-    });
+    copy_to_full(p, data, full.view());
   };
   if (world.rank() != root) {
     if (!contribute) return out;
@@ -119,7 +108,7 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
     world.send(std::span<const uint64_t>(&size, 1), root, kHeaderTag);
     world.send(std::as_bytes(std::span<const char>(text.data(), text.size())), root, kHeaderTag);
     for (const SliceToGather& s : slices) {
-      world.send(std::span<const float>(s.data, static_cast<size_t>(s.param->numel())), root, kDataTag);
+      parallel::send(world, s.data, root, kDataTag);
     }
     return out;
   }
@@ -139,8 +128,8 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
       p.full_shape = e.at(1).get<std::vector<int64_t>>();
       p.value = &local;
       p.shard_dim = e.at(3).get<int>(), p.shard_begin = e.at(4).get<int64_t>(), p.shard_end = e.at(5).get<int64_t>();
-      world.recv(std::span<float>(local.f32(), static_cast<size_t>(local.numel())), r, kDataTag);
-      place(p.name, p, local.f32());
+      parallel::recv(world, local.view(), r, kDataTag);
+      place(p.name, p, local.view());
     }
   }
   return out;

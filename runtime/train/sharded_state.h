@@ -31,7 +31,7 @@ void copy_to_full(const Parameter& p, const TensorView& local, const TensorView&
 struct SliceToGather {
   std::string name;        ///< name of the whole tensor ("exp_avg.model.norm.weight")
   const Parameter* param;  ///< the sharding and local shape
-  const float* data;       ///< param->numel() floats
+  TensorView data;         ///< the slice: f32, contiguous, the parameter's local shape
 };
 
 /// Assembles whole tensors on world rank `root`: every rank with `contribute` set sends

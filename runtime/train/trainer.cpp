@@ -1,45 +1,26 @@
 #include "runtime/train/trainer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <thread>
+#include <span>
 #include <tuple>
 
-#include "ops/gemm.h"
-#include "ops/threads.h"
+#include "core/hash.h"
+#include "ops/tensor_ops.h"
 #include "parallel/agreement.h"
-#include "parallel/node_ranks.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/grad_norm.h"
-#include "runtime/train/global_batch.h"
 #include "runtime/model/init.h"
-#include "runtime/train/sharded_state.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/global_batch.h"
+#include "runtime/train/grad_norm.h"
+#include "runtime/train/sharded_state.h"
 #include "runtime/train/train_step.h"
 
 namespace olmo2 {
-namespace fs = std::filesystem;
 
 namespace {
-/// fp32 matrix-product FLOP/s of this node with every hardware thread (the MFU
-/// denominator when --peak-tflops is not given).
-double node_sgemm_flops() {
-  const int before = num_threads();
-  set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  const double flops = ops::measure_linear_flops(512, 10);
-  set_num_threads(before);
-  return flops;
-}
-
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
 /// and different for token files that differ in size or at either end.
 uint64_t fingerprint(const DataLoader& loader) {
@@ -52,227 +33,158 @@ uint64_t fingerprint(const DataLoader& loader) {
 }
 }  // namespace
 
-void validate(const TrainOptions& o) {
-  if (o.model_dir.empty() == o.model_config.empty()) {
-    OLMO2_THROW(InputError, "give exactly one of --model DIR (continue from a checkpoint) and "
-                            "--model-config FILE (start from scratch)");
-  }
-  if (o.data.empty()) OLMO2_THROW(InputError, "no training data: give --data FILE.npy ...");
-  if (o.seq_len < 2) OLMO2_THROW(InputError, "--seq-len must be at least 2, got ", o.seq_len);
-  if (o.global_batch < 1) OLMO2_THROW(InputError, "--global-batch must be at least 1, got ", o.global_batch);
-  if (o.micro_batch < 0) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
-  if (o.micro_batch > 0 && o.global_batch % o.micro_batch != 0) {
-    OLMO2_THROW(InputError, "--global-batch ", o.global_batch, " is not divisible by --micro-batch ",
-                o.micro_batch);
-  }
-  if (o.steps < 1) OLMO2_THROW(InputError, "--steps must be at least 1, got ", o.steps);
-  if (o.log_interval < 1) OLMO2_THROW(InputError, "--log-interval must be at least 1, got ", o.log_interval);
-  if (!(o.weight_decay >= 0)) OLMO2_THROW(InputError, "--weight-decay must be ≥ 0, got ", o.weight_decay);
-  if (!(o.beta1 >= 0 && o.beta1 < 1)) OLMO2_THROW(InputError, "--beta1 must be in [0, 1), got ", o.beta1);
-  if (!(o.beta2 >= 0 && o.beta2 < 1)) OLMO2_THROW(InputError, "--beta2 must be in [0, 1), got ", o.beta2);
-  if (!(o.eps > 0)) OLMO2_THROW(InputError, "--adam-eps must be > 0, got ", o.eps);
-  if (!(o.z_loss >= 0)) OLMO2_THROW(InputError, "--z-loss must be ≥ 0, got ", o.z_loss);
-  if (!(o.init_std > 0)) OLMO2_THROW(InputError, "--init-std must be > 0, got ", o.init_std);
-  if (!(o.clip_grad >= 0)) OLMO2_THROW(InputError, "--clip-grad must be ≥ 0 (0: off), got ", o.clip_grad);
-  if (o.debug_stop_after < 0) OLMO2_THROW(InputError, "--debug-stop-after must be ≥ 0, got ", o.debug_stop_after);
-  if (o.keep < 0) OLMO2_THROW(InputError, "--keep must be ≥ 0, got ", o.keep);
-  if (o.save_interval < 0) OLMO2_THROW(InputError, "--save-interval must be ≥ 0, got ", o.save_interval);
-  if (o.save_interval > 0 && o.save_dir.empty()) OLMO2_THROW(InputError, "--save-interval needs --save-dir");
-  if (o.resume == "auto" && o.save_dir.empty()) OLMO2_THROW(InputError, "--resume without a directory needs --save-dir");
-  if (o.log_format != "text" && o.log_format != "json") {
-    OLMO2_THROW(InputError, "--log-format must be text or json, got \"", o.log_format, "\"");
-  }
-  if (o.on_nonfinite != "skip" && o.on_nonfinite != "stop") {
-    OLMO2_THROW(InputError, "--on-nonfinite must be skip or stop, got \"", o.on_nonfinite, "\"");
-  }
-  if (o.zero_stage != 0 && o.zero_stage != 1) {
-    OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
-  }
-  if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
-  if (o.tp < 1 || o.pp < 1 || o.dp < 0) {
-    OLMO2_THROW(InputError, "--tp and --pp must be at least 1 and --dp at least 1, got tp ", o.tp, ", pp ", o.pp,
-                ", dp ", o.dp);
-  }
-  monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
-  if (o.metrics_port < 0 || o.metrics_port > 65535) {
-    OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535; 0: off), got ", o.metrics_port);
-  }
-  if (o.diag_interval < 1) OLMO2_THROW(InputError, "--diag-interval must be at least 1, got ", o.diag_interval);
-  if (!(o.peak_tflops >= 0)) OLMO2_THROW(InputError, "--peak-tflops must be ≥ 0 (0: measure), got ", o.peak_tflops);
-  LrSchedule s{o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_schedule(o.schedule)};
-  s.validate();
-}
-
-nlohmann::json StepRecord::to_json() const {
-  return {{"step", step},       {"loss", loss},       {"z_loss", z_loss},
-          {"grad_norm", grad_norm}, {"lr", lr},       {"tokens", tokens},
-          {"target_tokens", target_tokens}, {"step_time", seconds},
-          {"tokens_per_second", tokens_per_second}, {"skipped", skipped},
-          {"loss_spike", loss_spike}, {"grad_norm_spike", grad_norm_spike}};
-}
-
-
+// Every check that can fail comes before any work, inside parallel::agree, so that a
+// failure on any rank stops every rank with one message (docs/architecture.md §6, §7).
 Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
-    : options_(std::move(o)), groups_(groups) {
+    : options_(std::move(o)), groups_(groups), faults_(options_) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
   }
-  const TrainOptions& opt = options_;
-  // Phase 1, checks of the options and the layout, and (rank 0) which checkpoint to
-  // resume from; every rank learns whether any failed before anyone goes on.
+  // Phase 1: the options and the layout, (rank 0) which checkpoint to resume from, and
+  // the metrics port; every rank learns whether any failed before anyone goes on.
   std::string resume_dir;
-  ModelConfig config;
-  parallel::PartitionPlan plan;
   parallel::agree(world_, [&] {
-    validate(opt);
-    loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
-    grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
-    if (world_) {
-      const parallel::Layout l = groups_->topology.layout();
-      if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
-        OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
-                    ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
-      }
-    } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
-      OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
-                  " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
-    }
-    const int world = world_ ? world_->size() : 1;
-    if (opt.debug_scale_rank >= world) {
-      OLMO2_THROW(InputError, "--debug-scale-rank ", opt.debug_scale_rank, " is not a rank of this job (", world,
-                  " ranks)");
-    }
-    if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
-      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
-                  " (each data-parallel rank takes an equal share)");
-    }
-    if (opt.global_batch % (micro_batch() * dp_size_) != 0) {
-      OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
-                  micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
-    }
-    if (is_root()) {
-      if (opt.resume == "auto") {
-        resume_dir = latest_checkpoint(opt.save_dir);
-      } else if (!opt.resume.empty()) {
-        if (!fs::is_directory(opt.resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", opt.resume);
-        resume_dir = opt.resume;
-      }
-    }
-    // The metrics port is taken now, so a port in use stops every rank before any work.
-    metrics_rank_ = opt.metrics_port > 0 &&
-                    (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
-    if (metrics_rank_) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
+    check_options_and_layout();
+    if (is_root()) resume_dir = RunDirectory::resume_checkpoint(options_.resume, options_.save_dir);
+    metrics_ = std::make_unique<MetricsReporter>(options_, world_ ? groups_ : nullptr);
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
-  // Phase 2, on every rank: the model, the data, the layout, the resume checkpoint.
+  // Phase 2, on every rank: the config, the layout, the data; (rank 0) the save directory;
+  // the model and optimizer; the resumed state.
   uint64_t data_fingerprint = 0;
   parallel::agree(world_, [&] {
-    config = opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
-    if (!resume_dir.empty()) {
-      const ModelConfig saved = ModelConfig::load(resume_dir);
-      const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
-          {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
-          {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
-          {"num_attention_heads", &ModelConfig::num_attention_heads},
-          {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
-      for (const auto& [name, field] : fields) {
-        if (saved.*field != config.*field) {
-          OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
-                      opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
-                      " (a checkpoint continues the model it was trained from)");
-        }
-      }
-      if (is_root()) {
-        const nlohmann::json a = config.to_json(), b = saved.to_json();
-        std::string differ;
-        for (const auto& [k, v] : b.items()) {
-          if (k != "dtype" && (!a.contains(k) || a.at(k) != v)) differ += (differ.empty() ? "" : ", ") + k;
-        }
-        if (!differ.empty()) {
-          std::cerr << "note: resuming with the checkpoint's config.json; "
-                    << (opt.model_config.empty() ? opt.model_dir : opt.model_config) << " differs in " << differ << "\n";
-        }
-      }
-      config = saved;
-    } else if (opt.resume == "auto" && is_root()) {
-      std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
-    }
-    if (opt.seq_len > config.max_position_embeddings) {
-      OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
-                  config.max_position_embeddings, ")");
-    }
-    ShardSpec shard = ShardSpec::whole(config);
-    if (world_) {
-      const parallel::Layout l = groups_->topology.layout();
-      plan = parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, opt.pp_layers);
-      shard = ShardSpec::from_plan(plan, world_->rank());
-      if (config.tie_word_embeddings && l.pp > 1) {
-        OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
-                                "parallelism cannot split over stages: use --pp 1");
-      }
-      layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
-    } else {
-      layout_ = "tp 1, pp 1, dp 1";
-    }
-    DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
-    loader_ = std::make_unique<DataLoader>(opt.data, dl);
-    loader_->check_token_ids();
-    if (!opt.tokenizer.empty()) {
-      const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
-      if (tok.vocab_size() > config.vocab_size) {
-        OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
-                    " tokens, more than the model's vocab_size ", config.vocab_size);
-      }
-    }
-    if (is_root() && !opt.save_dir.empty()) lock_save_dir(resume_dir);
-    schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
-    const std::string from = resume_dir.empty() ? opt.model_dir : resume_dir;
-    if (!from.empty()) {
-      model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
-    } else {
-      model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
-    }
-    grads_ = zeros_like_weights(model_->weights());
-    params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
-    if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
-    optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
-                                                     dp_, opt.zero_stage == 1);
+    const ModelConfig config = resolve_config(resume_dir);
+    const ShardSpec shard = plan_layout(config);
+    open_data(config);
+    if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
+    const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
+    build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
     data_fingerprint = fingerprint(*loader_);
-    // Where checkpoints copy tokenizer.json from: --tokenizer, else the checkpoint this
-    // run continues (updated to each new checkpoint, as older ones may be pruned).
-    if (!opt.tokenizer.empty()) {
-      tokenizer_source_ = opt.tokenizer;
-    } else if (!from.empty() && fs::is_regular_file(from + "/tokenizer.json")) {
-      tokenizer_source_ = from + "/tokenizer.json";
-    }
+    run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
-  // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
-  // node (parallel::node_ranks: one all-gather of a u64 hash of each host name).
-  std::vector<int> served;
-  if (options_.metrics_port > 0) {
-    if (options_.metrics_per_node && world_) {
-      served = parallel::node_ranks(world_);
-    } else {
-      for (int r = 0; r < (world_ ? world_->size() : 1); ++r) served.push_back(r);
+  // Phase 3: the metrics families and MFU peak; then every rank's data against rank 0's.
+  metrics_->start(*model_);
+  agree_on_data(data_fingerprint);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_options_and_layout() {
+  const TrainOptions& opt = options_;
+  validate(opt);
+  loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
+  grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
+  if (world_) {
+    const parallel::Layout l = groups_->topology.layout();
+    if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
+      OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
+                  ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
+    }
+  } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
+    OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
+                " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
+  }
+  faults_.check_rank(world_ ? world_->size() : 1);
+  if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
+    OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
+                " (each data-parallel rank takes an equal share)");
+  }
+  if (opt.global_batch % (micro_batch() * dp_size_) != 0) {
+    OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by --micro-batch ",
+                micro_batch(), " × dp ", dp_size_, " = ", micro_batch() * dp_size_);
+  }
+}
+
+ModelConfig Trainer::resolve_config(const std::string& resume_dir) const {
+  const TrainOptions& opt = options_;
+  ModelConfig config =
+      opt.model_config.empty() ? ModelConfig::load(opt.model_dir) : ModelConfig::load_file(opt.model_config);
+  if (!resume_dir.empty()) {
+    const ModelConfig saved = ModelConfig::load(resume_dir);
+    const std::pair<const char*, int64_t ModelConfig::*> fields[] = {
+        {"vocab_size", &ModelConfig::vocab_size}, {"hidden_size", &ModelConfig::hidden_size},
+        {"intermediate_size", &ModelConfig::intermediate_size}, {"num_hidden_layers", &ModelConfig::num_hidden_layers},
+        {"num_attention_heads", &ModelConfig::num_attention_heads},
+        {"num_key_value_heads", &ModelConfig::num_key_value_heads}};
+    for (const auto& [name, field] : fields) {
+      if (saved.*field != config.*field) {
+        OLMO2_THROW(InputError, "--resume ", resume_dir, ": the checkpoint's ", name, " is ", saved.*field, " but ",
+                    opt.model_config.empty() ? opt.model_dir : opt.model_config, " says ", config.*field,
+                    " (a checkpoint continues the model it was trained from)");
+      }
+    }
+    if (is_root()) {
+      const nlohmann::json a = config.to_json(), b = saved.to_json();
+      std::string differ;
+      for (const auto& [k, v] : b.items()) {
+        if (k != "dtype" && (!a.contains(k) || a.at(k) != v)) differ += (differ.empty() ? "" : ", ") + k;
+      }
+      if (!differ.empty()) {
+        std::cerr << "note: resuming with the checkpoint's config.json; "
+                  << (opt.model_config.empty() ? opt.model_dir : opt.model_config) << " differs in " << differ << "\n";
+      }
+    }
+    config = saved;
+  } else if (opt.resume == "auto" && is_root()) {
+    std::cerr << "no checkpoint in " << opt.save_dir << " yet: starting from step 0\n";
+  }
+  if (opt.seq_len > config.max_position_embeddings) {
+    OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " exceeds the model's context (max_position_embeddings ",
+                config.max_position_embeddings, ")");
+  }
+  return config;
+}
+
+ShardSpec Trainer::plan_layout(const ModelConfig& config) {
+  ShardSpec shard = ShardSpec::whole(config);
+  if (world_) {
+    const parallel::Layout l = groups_->topology.layout();
+    const parallel::PartitionPlan plan =
+        parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, options_.pp_layers);
+    shard = ShardSpec::from_plan(plan, world_->rank());
+    if (config.tie_word_embeddings && l.pp > 1) {
+      OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
+                              "parallelism cannot split over stages: use --pp 1");
+    }
+    layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
+  } else {
+    layout_ = "tp 1, pp 1, dp 1";
+  }
+  return shard;
+}
+
+void Trainer::open_data(const ModelConfig& config) {
+  const TrainOptions& opt = options_;
+  DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
+  loader_ = std::make_unique<DataLoader>(opt.data, dl);
+  loader_->check_token_ids();
+  if (!opt.tokenizer.empty()) {
+    const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
+    if (tok.vocab_size() > config.vocab_size) {
+      OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
+                  " tokens, more than the model's vocab_size ", config.vocab_size);
     }
   }
-  if (endpoint_) {  // the metric families, and the peak for MFU
-    std::vector<monitoring::RankCoords> ranks;
-    const int world = world_ ? world_->size() : 1;
-    for (int r : served) {
-      const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
-      ranks.push_back({r, c.tp, c.pp, c.dp});
-    }
-    // With one endpoint per node, the job-wide values are served by world rank 0's only.
-    metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
-                                                          !world_ || world_->rank() == 0);
-    const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
-    peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
-    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
-              << " ranks (MFU against " << peak_flops_ / 1e9 << " GFLOP/s)\n";
+}
+
+void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from) {
+  const TrainOptions& opt = options_;
+  schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
+  if (!from.empty()) {
+    model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
+  } else {
+    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
   }
+  grads_ = zeros_like_weights(model_->weights());
+  params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
+  if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
+  optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
+                                                   dp_, opt.zero_stage == 1);
+}
+
+void Trainer::agree_on_data(uint64_t data_fingerprint) {
   // Every rank must read the same token files (their paths may differ by node).
   if (world_) {
     uint64_t root_fp = data_fingerprint;
@@ -289,34 +201,6 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
 
 int64_t Trainer::micro_batch() const {
   return options_.micro_batch ? options_.micro_batch : options_.global_batch / dp_size_;
-}
-
-ParallelContext Trainer::context() const { return ParallelContext{tp_, pp_}; }
-
-Trainer::~Trainer() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
-
-void Trainer::lock_save_dir(const std::string& resume_dir) {
-  const std::string& dir = options_.save_dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot create the directory (",
-                ec ? ec.message() : "not a directory", ")");
-  }
-  const std::string lock = dir + "/.lock";
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot write ", lock, " (", std::strerror(errno), ")");
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, " is in use by another olmo2 train (", lock,
-                " is locked); give each run its own --save-dir");
-  }
-  const std::string latest = latest_checkpoint(dir);
-  if (!latest.empty() && (resume_dir.empty() || fs::canonical(resume_dir).parent_path() != fs::canonical(dir))) {
-    OLMO2_THROW(InputError, "--save-dir ", dir, " already holds checkpoints of another run (newest ", latest,
-                "); give --resume to continue it, or another --save-dir");
-  }
 }
 
 void Trainer::resume_from(const std::string& dir) {
@@ -399,22 +283,12 @@ StepRecord Trainer::step() {
   StepRecord r;
   r.step = step_ + 1;
   r.lr = schedule_.lr(step_);
-  for (const Parameter& p : params_) std::fill(p.grad->f32(), p.grad->f32() + p.numel(), 0.0f);
-  const bool debug_step = r.step == o.debug_scale_step;
-  const double factor = debug_step && o.debug_scale_rank < 0 ? o.debug_scale_factor : 1.0;
-  std::function<void(LossSums&)> inject;
-  if (debug_step && o.debug_scale_rank >= 0 && (world_ ? world_->rank() : 0) == o.debug_scale_rank) {
-    inject = [&](LossSums& s) {  // this rank's local loss and gradients only
-      s.ce_sum *= o.debug_scale_factor, s.z_sq_sum *= o.debug_scale_factor;
-      const float f = static_cast<float>(o.debug_scale_factor);
-      for (const Parameter& p : params_) {
-        for (int64_t i = 0; i < p.numel(); ++i) p.grad->f32()[i] *= f;
-      }
-    };
-  }
+  for (const Parameter& p : params_) ops::fill(p.grad->view(), 0.0);
+  const double factor = faults_.loss_factor(r.step);
+  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
   // the option is the same on every rank, so every rank takes the same branch.
-  const bool diag_step = o.metrics_port > 0 && (r.step == 1 || r.step % o.diag_interval == 0);
+  const bool diag_step = metrics_->diagnostics_at(r.step);
   LayerDiagnostics diag;
   if (diag_step) diag.reset(model_->weights().layers.size());
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
@@ -423,17 +297,7 @@ StepRecord Trainer::step() {
                                                                    diag_step ? &diag : nullptr},
                                                       inject);
   std::vector<double> layer_grad_sq;
-  if (diag_step) {  // before clipping changes them
-    layer_grad_sq.assign(static_cast<size_t>(model_->config().num_hidden_layers), 0.0);
-    const int tp_rank = tp_ ? tp_->rank() : 0;
-    for (const Parameter& p : params_) {
-      if (!p.owned(tp_rank) || !p.name.starts_with("model.layers.")) continue;
-      const size_t l = std::stoul(p.name.substr(13));
-      double sq = 0;
-      for (int64_t i = 0; i < p.numel(); ++i) sq += double(p.grad->f32()[i]) * p.grad->f32()[i];
-      layer_grad_sq[l] += sq;
-    }
-  }
+  if (diag_step) layer_grad_sq = metrics_->layer_grad_squares(params_);  // before clipping changes them
   const int64_t count = sums.count;
   r.target_tokens = count;
   r.grad_norm = global_grad_norm(params_, tp_, pp_);
@@ -481,70 +345,11 @@ StepRecord Trainer::step() {
   r.tokens = tokens_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = static_cast<double>(o.global_batch * o.seq_len) / r.seconds;
-  if (o.metrics_port > 0) record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
+  metrics_->record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
   return r;
 }
 
-void Trainer::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step, const LayerDiagnostics& diag,
-                             std::vector<double> layer_grad_sq) {
-  // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
-  const int world = world_ ? world_->size() : 1;
-  std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));
-  if (world_) {
-    const float mine = static_cast<float>(r.seconds);
-    world_->all_gather(std::span<const float>(&mine, 1), seconds);
-  }
-  monitoring::LayerValues lv;
-  if (diag_step) {
-    const int64_t L = model_->config().num_hidden_layers;
-    const size_t local = diag.output_norm_sum.size();
-    std::vector<double> sums;  // this stage's norm sums and token count, summed over DP
-    for (const auto* v : {&diag.output_norm_sum, &diag.attention_norm_sum, &diag.mlp_norm_sum}) {
-      sums.insert(sums.end(), v->begin(), v->end());
-    }
-    sums.push_back(static_cast<double>(diag.tokens));
-    all_reduce_doubles(dp_, sums);
-    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP and DP
-    for (parallel::Communicator* c : {tp_, dp_}) {
-      if (c && c->size() > 1) c->all_reduce_max(logits);
-    }
-    all_reduce_doubles(tp_, layer_grad_sq);  // each TP rank's owned shards
-    std::vector<float> v(static_cast<size_t>(5 * L), 0.0f);
-    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
-    const double tokens = std::max(1.0, sums.back());
-    for (size_t l = 0; reporter && l < local; ++l) {
-      const size_t g = static_cast<size_t>(model_->shard().layers.begin) + l;
-      v[g] = static_cast<float>(sums[l] / tokens);
-      v[static_cast<size_t>(L) + g] = static_cast<float>(sums[local + l] / tokens);
-      v[static_cast<size_t>(2 * L) + g] = static_cast<float>(sums[2 * local + l] / tokens);
-      v[static_cast<size_t>(3 * L) + g] = static_cast<float>(std::sqrt(layer_grad_sq[g]));
-      v[static_cast<size_t>(4 * L) + g] = logits[l];
-    }
-    if (world_) world_->all_reduce_sum(v);  // each layer comes from the one reporter of its stage
-    auto part = [&](int64_t k) {
-      return std::vector<double>(v.begin() + k * L, v.begin() + (k + 1) * L);
-    };
-    lv = {part(0), part(1), part(2), part(3), part(4)};
-  }
-  if (!metrics_) return;
-  monitoring::StepValues sv;
-  sv.step = r.step, sv.loss = r.loss, sv.z_loss = r.z_loss, sv.grad_norm = r.grad_norm, sv.learning_rate = r.lr;
-  sv.tokens = options_.global_batch * options_.seq_len, sv.tokens_per_second = r.tokens_per_second;
-  sv.model_flops_utilization =
-      peak_flops_ > 0
-          ? r.tokens_per_second * 3.0 * model_->forward_flops(1, (static_cast<double>(options_.seq_len) + 1) / 2) /
-                peak_flops_
-          : 0;  // training = 3 × forward FLOPs (backward 2×), causal context (T+1)/2 on average
-  sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
-  sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
-  sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
-  metrics_->record_step(sv);
-  if (diag_step) metrics_->record_layers(lv);
-}
-
-void Trainer::record_save_seconds(double seconds) {
-  if (metrics_) metrics_->record_checkpoint_save(seconds);
-}
+void Trainer::record_save_seconds(double seconds) { metrics_->record_save_seconds(seconds); }
 
 std::string Trainer::save() {
   OLMO2_CHECK(!options_.save_dir.empty(), "save() without --save-dir");
@@ -553,12 +358,12 @@ std::string Trainer::save() {
   c.config = model_->config();
   c.config.dtype = DType::F32;
   c.state = state_json();
-  c.tokenizer_file = tokenizer_source_;
+  c.tokenizer_file = run_dir_.tokenizer_source();
   if (!world_) {
     for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
     for (const auto& [name, t] : moments) c.state_tensors.emplace(name, t.view());
     const std::string path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
-    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
+    run_dir_.checkpoint_written(path);
     return path;
   }
   // Gather the whole model and moments on rank 0 from DP replica 0's owned slices.
@@ -566,8 +371,8 @@ std::string Trainer::save() {
   const int tp_rank = tp_ ? tp_->rank() : 0;
   for (const Parameter& p : params_) {
     if (!p.owned(tp_rank)) continue;
-    slices.push_back({p.name, &p, p.value->f32()});
-    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).f32()});
+    slices.push_back({p.name, &p, p.value->view()});
+    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).view()});
   }
   const auto whole = gather_whole_tensors(slices, dp_rank_ == 0, *world_, 0);
   std::string path;
@@ -582,7 +387,7 @@ std::string Trainer::save() {
       for (const char* kind : {"exp_avg.", "exp_avg_sq."}) c.state_tensors.emplace(kind + name, by_name.at(kind + name)->view());
     }
     path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
-    if (!tokenizer_source_.empty() && options_.tokenizer.empty()) tokenizer_source_ = path + "/tokenizer.json";
+    run_dir_.checkpoint_written(path);
   });
   parallel::broadcast_string(*world_, path, 0);
   return path;
@@ -625,7 +430,7 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
     }
     if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1) loss_sum = 0, loss_n = 0;
     // A signal may reach some ranks only: stop when any rank saw one (one vote).
-    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || step_ == o.debug_stop_after;
+    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || faults_.stop_after(step_);
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string path = save();

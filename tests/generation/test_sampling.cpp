@@ -1,5 +1,6 @@
-// Next-token sampling: greedy at temperature 0, the distribution it draws from, top-k
-// and top-p cut-offs, determinism per seed, and refused parameters.
+// Next-token sampling through the one token picker (select_tokens): greedy at
+// temperature 0, the distribution it draws from, top-k and top-p cut-offs, determinism
+// per seed, and refused parameters.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 
 #include "runtime/generation/generate.h"
 #include "runtime/generation/sampling.h"
+#include "runtime/generation/token_selection.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
@@ -15,18 +17,25 @@ namespace {
 // Probabilities 0.5, 0.3, 0.15, 0.05 at ids 2, 0, 3, 1.
 const std::vector<float> kLogits = {std::log(0.3f), std::log(0.05f), std::log(0.5f), std::log(0.15f)};
 
+/// Draw number `draw` of a request with `p` from `logits` (one process, whole vocabulary).
+int32_t pick(const std::vector<float>& logits, const SamplingParams& p, uint64_t draw) {
+  ShardSpec shard;
+  shard.vocab_rows = shard.vocab_real = {0, static_cast<int64_t>(logits.size())};
+  SelectionRequest r;
+  r.params = p;
+  r.draw = draw;
+  return select_tokens({host_view(logits)}, shard, {r}, nullptr)[0].id;
+}
+
 std::vector<double> frequencies(const SamplingParams& p, int draws) {
-  Sampler s(p);
   std::vector<double> f(kLogits.size());
-  for (int i = 0; i < draws; ++i) f[static_cast<size_t>(s.next(kLogits.data(), 4))] += 1.0 / draws;
+  for (int i = 0; i < draws; ++i) f[static_cast<size_t>(pick(kLogits, p, static_cast<uint64_t>(i)))] += 1.0 / draws;
   return f;
 }
 
 TEST(Sampling, TemperatureZeroIsArgmax) {
-  Sampler s(SamplingParams{});
-  EXPECT_EQ(s.next(kLogits.data(), 4), 2);
-  const std::vector<float> tie = {1, 3, 3};
-  EXPECT_EQ(s.next(tie.data(), 3), 1);
+  EXPECT_EQ(pick(kLogits, SamplingParams{}, 0), 2);
+  EXPECT_EQ(pick({1, 3, 3}, SamplingParams{}, 5), 1);
 }
 
 TEST(Sampling, DrawsFromTheSoftmax) {
@@ -58,9 +67,8 @@ TEST(Sampling, TopKAndTopPCutTheTail) {
 
 TEST(Sampling, SameSeedSameTokensOtherSeedOthers) {
   auto draw = [](uint64_t seed) {
-    Sampler s(SamplingParams{1.0, 0, 1.0, seed});
     std::vector<int32_t> v;
-    for (int i = 0; i < 64; ++i) v.push_back(s.next(kLogits.data(), 4));
+    for (uint64_t i = 0; i < 64; ++i) v.push_back(pick(kLogits, SamplingParams{1.0, 0, 1.0, seed}, i));
     return v;
   };
   EXPECT_EQ(draw(11), draw(11));

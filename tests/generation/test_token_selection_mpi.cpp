@@ -60,7 +60,7 @@ void check_layout(int64_t real, int64_t padded, std::vector<float> logits, int r
     for (int64_t j = real; j < padded; ++j) logits[static_cast<size_t>(i * padded + j)] = 1e9f;
   }
   std::vector<SelectionRequest> reqs;
-  std::vector<const float*> my_rows, whole_rows;
+  std::vector<TensorView> my_rows, whole_rows;
   for (int i = 0; i < rows; ++i) {
     const uint64_t draw = static_cast<uint64_t>(i / 6);
     switch (i % 6) {
@@ -83,9 +83,9 @@ void check_layout(int64_t real, int64_t padded, std::vector<float> logits, int r
         reqs.push_back(request(0.7, 700, 0.9, 5, draw, 1));
         break;  // top-k > a slice
     }
-    const float* row = logits.data() + static_cast<size_t>(i) * static_cast<size_t>(padded);
-    whole_rows.push_back(row);
-    my_rows.push_back(row + mine.vocab_rows.begin);
+    float* row = logits.data() + static_cast<size_t>(i) * static_cast<size_t>(padded);
+    whole_rows.push_back(TensorView(row, DType::F32, {real}));
+    my_rows.push_back(TensorView(row + mine.vocab_rows.begin, DType::F32, {mine.vocab_rows.size()}));
   }
   const std::vector<SelectedToken> want = select_tokens(whole_rows, whole(real), reqs, nullptr);
   const std::vector<SelectedToken> got = select_tokens(my_rows, mine, reqs, tp.get());
@@ -148,9 +148,10 @@ TEST(TokenSelectionMpi, TiesAcrossTheRankBoundaryPickTheLowerId) {
   const ShardSpec mine = half(tp->rank(), 1000, 1000);
   const SelectionRequest greedy = request(0.0, 0, 1.0, 0, 0, 2);
   for (int i = 0; i < 2; ++i) {
-    const float* row = x.data() + i * 1000;
+    float* row = x.data() + i * 1000;
     const SelectedToken t =
-        select_tokens({row + mine.vocab_rows.begin}, mine, {greedy}, tp.get())[0];
+        select_tokens({TensorView(row + mine.vocab_rows.begin, DType::F32, {mine.vocab_rows.size()})}, mine, {greedy},
+                      tp.get())[0];
     EXPECT_EQ(t.id, i % 2 ? 10 : 499);
     ASSERT_EQ(t.top.size(), 2u);
     EXPECT_EQ(t.top[0].id, i % 2 ? 10 : 499);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """AdamW + gradient-clipping fixture for tests/train/test_optimizer.cpp.
 
-Run (deterministic; rewrites tests/golden/fixtures/adamw/):
+Run by scripts/make_fixtures.sh, or alone with the reference environment's python
+(deterministic; rewrites tests/golden/fixtures/adamw/ and nothing else):
     /opt/olmo2-fixtures-venv/bin/python tests/golden/make_adamw_fixtures.py
 
 Three small fp32 parameters with seeded values go through STEPS optimizer steps of

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Golden fixtures for olmo2, made with the reference implementation (transformers).
 
-Run once, in a virtual environment outside the repository:
-    python3 -m venv /opt/olmo2-fixtures-venv
-    /opt/olmo2-fixtures-venv/bin/pip install torch transformers safetensors numpy
+Run by scripts/make_fixtures.sh (which sets up the pinned reference environment and runs
+every fixture script in order), or alone with that environment's python:
     /opt/olmo2-fixtures-venv/bin/python tests/golden/make_fixtures.py
-It rewrites tests/golden/fixtures/ and records the versions it used in VERSIONS.json.
+It rewrites what it owns in tests/golden/fixtures/ (the model directories of MODELS, less
+the files other scripts write into them, configs/ and VERSIONS.json) and records the
+versions it used in VERSIONS.json. Everything else there belongs to another script and is
+left alone: make_train_fixtures.py's train_reference.* beside the models,
+make_adamw_fixtures.py's adamw/, make_trained_checkpoint_fixture.py's trained/.
 
 Per model directory (written with `save_pretrained`, safetensors):
   reference.safetensors  input ids (`ids.<b>`), logits (`logits.<b>` [T_b, V] fp32) and
@@ -17,6 +20,7 @@ Per model directory (written with `save_pretrained`, safetensors):
 Config-only directories (configs/) hold the released OLMo 2 shapes with the parameter
 count `transformers` builds for them on the meta device.
 """
+import fnmatch
 import json
 import os
 import shutil
@@ -59,7 +63,7 @@ MODELS = {
                      torch.float32, {}),
 }
 
-RELEASED = {  # notes/olmo2-reference.md, "Released configurations"
+RELEASED = {  # the released OLMo 2 models' config.json: hidden, layers, heads, kv heads, intermediate
     "OLMo-2-0425-1B": (2048, 16, 16, 16, 8192),
     "OLMo-2-1124-7B": (4096, 32, 32, 32, 11008),
     "OLMo-2-1124-13B": (5120, 40, 40, 40, 13824),
@@ -165,10 +169,30 @@ def released_configs():
             f.write(f"{count}\n")
 
 
+# The files record() writes into a model directory (save_pretrained's, the shards of a
+# sharded model, and the references). Stale ones go before a run; other files stay.
+OWN_MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors",
+                   "model.safetensors.index.json", "model-*-of-*.safetensors",
+                   "reference.json", "reference.safetensors")
+
+
+def remove_own_outputs():
+    """Removes what this script wrote before, and only that (docs/architecture.md §10)."""
+    for name in MODELS:
+        d = os.path.join(OUT, name)
+        if not os.path.isdir(d):
+            continue
+        for f in os.listdir(d):
+            if any(fnmatch.fnmatch(f, pat) for pat in OWN_MODEL_FILES):
+                os.remove(os.path.join(d, f))
+    shutil.rmtree(os.path.join(OUT, "configs"), ignore_errors=True)
+    if os.path.exists(os.path.join(OUT, "VERSIONS.json")):
+        os.remove(os.path.join(OUT, "VERSIONS.json"))
+
+
 def main():
-    if os.path.isdir(OUT):
-        shutil.rmtree(OUT)
-    os.makedirs(OUT)
+    os.makedirs(OUT, exist_ok=True)
+    remove_own_outputs()
     for i, (name, (kw, dtype, save_kw)) in enumerate(MODELS.items()):
         record(name, kw, dtype, save_kw, seed=1234 + i)
     released_configs()

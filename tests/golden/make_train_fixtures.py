@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Golden training fixtures: loss and every parameter's gradient from transformers.
 
-Run with the fixtures venv (see make_fixtures.py), after make_fixtures.py:
+Run by scripts/make_fixtures.sh (the pinned reference environment, every fixture script
+in order), or alone with that environment's python after make_fixtures.py:
     /opt/olmo2-fixtures-venv/bin/python tests/golden/make_train_fixtures.py
-For each model directory in MODELS it writes, beside the model:
+For each model directory in MODELS it writes, beside the model (and touches nothing else):
   train_reference.safetensors  `ids.<b>` and `labels.<b>` (int32) of a fixed batch of
                                sequences of different lengths, and per Z-loss
                                coefficient case `<case>.loss`, `<case>.ce`, `<case>.z`
                                (fp64 scalars as [1] tensors) and `<case>.grad.<name>`
                                for every parameter (fp32).
   train_reference.json         the cases and their coefficients.
-Loss (DESIGN §5): over all non-ignored targets of the batch,
+Loss (docs/architecture.md §7): over all non-ignored targets of the batch,
     loss = Σ CE_t / N + coef · Σ logsumexp(logits_t)² / N,
 computed here from the logits transformers returns (float64 for the sums), each
 sequence run on its own (no padding), then loss.backward().

@@ -8,12 +8,13 @@ that checkpoint, and its logits become the reference that
 tests/golden/test_trained_checkpoint.cpp compares the program's own forward against,
 after re-running the same training.
 
-Usage (from the repository root, after building the program):
+Run by scripts/make_fixtures.sh, or alone (from the repository root, after building the
+program) with the reference environment's python:
 
   /opt/olmo2-fixtures-venv/bin/python tests/golden/make_trained_checkpoint_fixture.py \\
       [--olmo2 build/olmo2]
 
-It (re)writes tests/golden/fixtures/trained/:
+It (re)writes tests/golden/fixtures/trained/ and nothing else:
   config.json            a tiny OLMo 2 config (the --model-config of the run)
   tokens.npy             3072 uint32 ids from a seeded numpy generator: mostly a
                          learnable cycle, some noise, an eos every 64 ids (--data)

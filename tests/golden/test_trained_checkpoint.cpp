@@ -11,9 +11,10 @@
 // Tolerance 1e-4 absolute on fp32 logits (of magnitude up to ~1.4): the forwards are
 // the same arithmetic up to summation order, and training at a fixed thread count is
 // deterministic. Measured: max |diff| 3.6e-7 and 7.2e-7 for the two sequences, the
-// same with the training run at --threads 1, 2 and 4; a different BLAS or CPU could
-// move the trained weights by a few ulps per step, which after three steps stays far
-// below 1e-4. The bound is meaningful: the program's forward on the same run's
+// same with the training run at --threads 1, 2 and 4; a different BLAS or CPU moves
+// the trained weights by a few ulps per step: on an AVX-512 Xeon against the committed
+// fixture (made on an AVX2 machine) 3.1e-5 and 4.8e-5, half the tolerance (6e-7 against
+// a fixture regenerated there, scripts/make_fixtures.sh). The bound is meaningful: the program's forward on the same run's
 // step-2 checkpoint differs from these logits by 0.47 / 0.58, on step 1 by 1.4 / 1.6
 // (transformers: step 3 vs step 2 0.57, vs the untrained init 1.66 — recorded in
 // fixtures/trained/reference.json), so an early or stale checkpoint fails; the saved

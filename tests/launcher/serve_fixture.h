@@ -1,13 +1,22 @@
 // A small random OLMo 2 model with the dolma2 tokenizer, written as a checkpoint that
-// `olmo2 serve` loads, and a running server with an HTTP client for it.
+// `olmo2 serve` loads, a running server with an HTTP client for it, a streamed request
+// watched event by event, and waits that fail the test, saying what they waited for,
+// when their time runs out (docs/architecture.md §8, §10).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -21,15 +30,29 @@
 
 namespace olmo2::test {
 
-/// 2 layers, hidden 64, 4 query / 2 kv heads, context 128, the dolma2 vocabulary;
-/// weights N(0, 0.2²) (wide logits: greedy choices are far from ties).
+/// Polls `done` every 20 ms for up to `seconds`: success as soon as it holds, else a
+/// failure saying what was awaited and for how long (use with ASSERT_TRUE).
+inline ::testing::AssertionResult wait_until(const std::function<bool()>& done, double seconds,
+                                             const std::string& what) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    if (done()) return ::testing::AssertionSuccess();
+    if (std::chrono::steady_clock::now() >= end) {
+      return ::testing::AssertionFailure() << "gave up after " << seconds << " s waiting for " << what;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+/// 2 layers, hidden 64, 4 query / 2 kv heads, context `context` (default 128), the
+/// dolma2 vocabulary; weights N(0, 0.2²) (wide logits: greedy choices are far from ties).
 struct ServeModel {
   TempDir dir;
   std::string path;
-  ServeModel() {
+  explicit ServeModel(int64_t context = 128) {
     ModelConfig c;
     c.vocab_size = 100352, c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
-    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16, c.max_position_embeddings = 128;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16, c.max_position_embeddings = context;
     c.rms_norm_eps = 1e-6, c.rope_theta = 10000, c.eos_token_ids = {100257};
     Olmo2Model m = Olmo2Model::random(c, 11, 0.2f);
     ModelWeights& w = m.mutable_weights();
@@ -77,6 +100,122 @@ struct Server {
     auto r = client().Get("/metrics");
     return r ? parse_metrics(r->body) : std::map<std::string, double>{};
   }
+  /// True while the server accepts connections (GET /health answers).
+  bool accepting() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(1);
+    c.set_read_timeout(5);
+    return static_cast<bool>(c.Get("/health"));
+  }
+};
+
+/// A streamed POST /v1/completions on its own thread, its server-sent events parsed as
+/// they arrive. Ask for "logprobs": 0 to count the tokens each event carries.
+class StreamedRequest {
+ public:
+  StreamedRequest(const Server& server, std::string body) : port_(server.port), body_(std::move(body)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  /// A test that stopped early hangs up (at the next event) instead of waiting for the end.
+  ~StreamedRequest() {
+    hang_up_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  StreamedRequest(const StreamedRequest&) = delete;
+  StreamedRequest& operator=(const StreamedRequest&) = delete;
+
+  /// Waits until at least `n` tokens have arrived (ASSERT_TRUE it).
+  ::testing::AssertionResult wait_for_tokens(int64_t n, double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool got = cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return tokens_ >= n || ended_; });
+    if (got && tokens_ >= n) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << (ended_ ? "the stream ended" : "gave up after " + std::to_string(seconds) + " s")
+                                         << " with " << tokens_ << " tokens received, waiting for " << n
+                                         << " (status " << status_ << ", " << error_text_ << ")";
+  }
+  /// Waits for the end of the stream (ASSERT_TRUE it).
+  ::testing::AssertionResult finish(double seconds) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return ended_; })) {
+      return ::testing::AssertionFailure() << "the stream had not ended after " << seconds << " s (" << tokens_
+                                           << " tokens received)";
+    }
+    return ::testing::AssertionSuccess();
+  }
+  int64_t tokens() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return tokens_;
+  }
+  // Read these after finish().
+  int status() const { return status_; }
+  bool done() const { return done_; }                          ///< "data: [DONE]" arrived
+  const std::string& finish_reason() const { return finish_reason_; }
+  const nlohmann::json& usage() const { return usage_; }
+  const nlohmann::json& error() const { return error_; }       ///< an {"error": …} event, else null
+  /// error()'s message, "" without an error event.
+  std::string error_message() const {
+    return error_.is_object() && error_["error"].is_object() ? error_["error"].value("message", "") : "";
+  }
+  /// usage()'s completion_tokens, -1 without a usage.
+  int64_t completion_tokens() const { return usage_.is_object() ? usage_.value("completion_tokens", int64_t{-1}) : -1; }
+  const std::string& text() const { return text_; }
+  const std::string& transport_error() const { return error_text_; }
+
+ private:
+  void on_event(const std::string& data) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (data == "[DONE]") {
+      done_ = true;
+      return;
+    }
+    const nlohmann::json e = nlohmann::json::parse(data, nullptr, false);
+    if (e.contains("error")) {
+      error_ = e;
+    } else if (e.contains("choices")) {
+      const nlohmann::json& c = e["choices"][0];
+      text_ += c["text"].get<std::string>();
+      if (c.contains("logprobs") && c["logprobs"].is_object()) tokens_ += static_cast<int64_t>(c["logprobs"]["tokens"].size());
+      if (!c["finish_reason"].is_null()) finish_reason_ = c["finish_reason"], usage_ = e["usage"];
+    }
+    cv_.notify_all();
+  }
+  void run() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(300);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = body_;
+    req.set_header("Content-Type", "application/json");
+    std::string pending;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      pending.append(data, n);
+      for (size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
+        const std::string event = pending.substr(0, end);
+        pending.erase(0, end + 2);
+        if (event.rfind("data: ", 0) == 0) on_event(event.substr(6));
+      }
+      return !hang_up_.load();
+    };
+    auto r = c.send(req);
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_ = r ? r->status : 0;
+    if (!r) error_text_ = "client error " + httplib::to_string(r.error());
+    ended_ = true;
+    cv_.notify_all();
+  }
+
+  int port_;
+  std::string body_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> hang_up_{false};
+  int64_t tokens_ = 0;
+  bool ended_ = false, done_ = false;
+  int status_ = 0;
+  std::string finish_reason_, text_, error_text_;
+  nlohmann::json usage_, error_;
+  std::thread thread_;
 };
 
 }  // namespace olmo2::test

@@ -1,6 +1,7 @@
-// `olmo2 serve` as a real process over HTTP: cases C6 (bad requests hurt nothing) and
-// C7 (stop strings while streaming), 64 concurrent requests each answered exactly as
-// alone, client disconnects, the API key, a full queue, and SIGTERM.
+// `olmo2 serve` as a real process over HTTP (docs/architecture.md §8): requests that must
+// not hurt the server (§11.6) and stop strings while streaming (§11.7), 64 concurrent
+// requests each answered exactly as alone, client disconnects, the API key, a full queue,
+// and the stop signal's grace period, with a request provably in flight when it arrives.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,13 +23,22 @@ const test::ServeModel& model() {
   return m;
 }
 
-/// Waits (up to 60 s) until the server runs a request.
-void wait_until_running(const Server& server) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < end && server.metrics()["olmo2_serve_running_requests"] < 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+/// Waits (up to 60 s) until the server runs `n` requests; a failure saying so after that.
+::testing::AssertionResult wait_until_running(const Server& server, int n = 1) {
+  return test::wait_until([&] { return server.metrics()["olmo2_serve_running_requests"] >= n; }, 60,
+                          "olmo2_serve_running_requests >= " + std::to_string(n));
 }
+
+/// The model of the shutdown tests: context 1024, so that one request can run for
+/// seconds (kLong tokens) and still be running when the signal comes after its first token.
+const test::ServeModel& long_context_model() {
+  static const test::ServeModel m(1024);
+  return m;
+}
+constexpr int kLong = 500;
+const std::string kLongStream = R"({"prompt":"Count:","max_tokens":)" + std::to_string(kLong) +
+                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0})";
+const std::string kShutDown = "the server shut down before this request finished";
 
 std::string greedy(const std::string& prompt, int max_tokens, const std::string& extra = "") {
   return R"({"prompt":)" + prompt + R"(,"max_tokens":)" + std::to_string(max_tokens) +
@@ -212,7 +222,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   // One running, none waiting: a second request while the first runs gets 503.
   std::thread first([&] { EXPECT_EQ(server.complete(greedy("\"Long\"", 126), key).first, 200); });
   std::map<std::string, double> m;
-  wait_until_running(server);
+  EXPECT_TRUE(wait_until_running(server));  // (not ASSERT: `first` must be joined)
   const auto [busy, j] = server.complete(greedy("\"Hi\"", 2), key);
   first.join();
   EXPECT_EQ(busy, 503) << j;
@@ -253,29 +263,74 @@ TEST(Serve, HttpDetailsFromAFreshCloneReview) {
   EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"error\"}"), 4);  // big, deep, top_k, GET
 }
 
-TEST(Serve, SigtermFinishesInFlightRequestsAndExitsZero) {
-  Server server(model().path, "");
-  std::pair<int, json> result;
-  std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 100)); });
-  wait_until_running(server);
+// SIGTERM while a request streams: the server stops accepting connections at once, and
+// the request, still streaming then, runs to its end within the grace period (30 s).
+TEST(Serve, SigtermLetsTheRequestInFlightFinishAndExitsZero) {
+  Server server(long_context_model().path, "");
+  test::StreamedRequest req(server, kLongStream);
+  ASSERT_TRUE(req.wait_for_tokens(1, 60)) << server.log();
+  const auto signalled = std::chrono::steady_clock::now();
   server.process.signal(SIGTERM);
-  inflight.join();
-  EXPECT_EQ(result.first, 200) << result.second;
-  EXPECT_EQ(result.second["usage"]["completion_tokens"], 100);
+  ASSERT_TRUE(test::wait_until([&] { return !server.accepting(); }, 10, "the server to stop accepting connections"))
+      << server.log();
+  // What makes this a test of the grace path: the request was not finished when the
+  // server had already stopped accepting.
+  const int64_t at_stop = req.tokens();
+  EXPECT_LT(at_stop, kLong) << "the request ended before the stop: nothing was in flight";
+  ASSERT_TRUE(req.finish(30));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  EXPECT_EQ(req.status(), 200) << req.transport_error();
+  EXPECT_TRUE(req.error().is_null()) << req.error();
+  EXPECT_EQ(req.tokens(), kLong) << at_stop << " tokens had arrived when the server stopped accepting";
+  EXPECT_EQ(req.finish_reason(), "length");
+  EXPECT_EQ(req.completion_tokens(), kLong) << req.usage();
+  EXPECT_TRUE(req.done()) << "no data: [DONE]";
+  EXPECT_LT(took, 30) << "past the grace period";
   EXPECT_EQ(server.process.wait_for(30), 0) << server.log();
-  EXPECT_FALSE(server.client().Get("/health")) << "still accepting connections";
+  EXPECT_THAT(server.log(), HasSubstr("stopping: no new requests"));
+  EXPECT_FALSE(server.accepting()) << "still accepting connections";
 }
 
-TEST(Serve, PastTheGracePeriodInFlightRequestsAreCancelled) {
-  Server server(model().path, "--shutdown-grace 0");
-  std::pair<int, json> result;
-  std::thread inflight([&] { result = server.complete(greedy("\"Count:\"", 120)); });
-  wait_until_running(server);
+// Past the grace period (0 s here) a request in flight is answered with the documented
+// error: a streamed one with an error event and [DONE], a non-streamed one with 503.
+TEST(Serve, PastTheGracePeriodInFlightRequestsAreAnsweredWithAnError) {
+  Server server(long_context_model().path, "--shutdown-grace 0");
+  test::StreamedRequest streamed(server, kLongStream);
+  std::pair<int, json> plain;
+  std::thread other([&] { plain = server.complete(greedy("\"Count:\"", kLong)); });
+  ::testing::AssertionResult both_running = streamed.wait_for_tokens(1, 60);
+  if (both_running) both_running = wait_until_running(server, 2);
   server.process.signal(SIGTERM);
-  inflight.join();
-  EXPECT_EQ(result.first, 503) << result.second;
-  EXPECT_THAT(result.second["error"]["message"].get<std::string>(), HasSubstr("shut down"));
+  other.join();
+  ASSERT_TRUE(both_running) << server.log();
+  ASSERT_TRUE(streamed.finish(30));
+  EXPECT_EQ(streamed.status(), 200) << streamed.transport_error();
+  EXPECT_LT(streamed.tokens(), kLong);
+  EXPECT_EQ(streamed.finish_reason(), "") << "a finish_reason: the request completed";
+  EXPECT_EQ(streamed.error_message(), kShutDown) << streamed.error();
+  EXPECT_EQ(streamed.error().is_object() ? streamed.error()["error"].value("code", 0) : 0, 503) << streamed.error();
+  EXPECT_TRUE(streamed.done()) << "no data: [DONE] after the error";
+  EXPECT_EQ(plain.first, 503) << plain.second;
+  EXPECT_EQ(plain.second["error"]["message"], kShutDown) << plain.second;
+  EXPECT_EQ(plain.second["error"]["type"], "service_unavailable") << plain.second;
   EXPECT_EQ(server.process.wait_for(30), 0) << server.log();
+}
+
+// A second signal ends the grace period: the request in flight gets the error at once.
+TEST(Serve, ASecondSignalCancelsTheRequestsInFlight) {
+  Server server(long_context_model().path, "");
+  test::StreamedRequest req(server, kLongStream);
+  ASSERT_TRUE(req.wait_for_tokens(1, 60)) << server.log();
+  server.process.signal(SIGTERM);
+  ASSERT_TRUE(test::wait_until([&] { return !server.accepting(); }, 10, "the server to stop accepting connections"))
+      << server.log();
+  server.process.signal(SIGTERM);
+  ASSERT_TRUE(req.finish(30));
+  EXPECT_LT(req.tokens(), kLong) << "the request completed: the second signal cancelled nothing";
+  EXPECT_EQ(req.error_message(), kShutDown) << req.error();
+  EXPECT_TRUE(req.done());
+  EXPECT_EQ(server.process.wait_for(30), 0) << server.log();
+  EXPECT_THAT(server.log(), HasSubstr("second signal: cancelling the requests in flight"));
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// `mpirun olmo2 serve --tp 2` and `--pp 2`: concurrent greedy requests get exactly the
-// single-process server's answers, seeded sampling too; SIGTERM to every rank (what
-// Slurm's scancel does) and SIGUSR1 to mpirun both end every rank with status 0.
+// `mpirun olmo2 serve --tp 2` and `--pp 2` (docs/architecture.md §8): concurrent greedy
+// requests get exactly the single-process server's answers, seeded sampling too; SIGTERM
+// to every rank (what Slurm's scancel does) and SIGUSR1 to mpirun both stop accepting at
+// once, let a request that is streaming then run to its end, and end every rank with
+// status 0.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
 #include "tests/launcher/serve_fixture.h"
@@ -14,9 +17,34 @@ namespace {
 using json = nlohmann::json;
 using test::Server;
 
+// Context 1024: the in-flight request of the stop tests runs for seconds.
 const test::ServeModel& model() {
-  static const test::ServeModel m;
+  static const test::ServeModel m(1024);
   return m;
+}
+
+constexpr int kLong = 300;
+const std::string kLongStream = R"({"prompt":"Count:","max_tokens":)" + std::to_string(kLong) +
+                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0})";
+
+/// Runs `stop` while a long streamed request is in flight (its first token arrived) and
+/// checks the grace path: the server stops accepting while the request still streams,
+/// the request then runs to its end, and every rank exits 0.
+void stop_with_a_request_in_flight(Server& server, const std::function<void()>& stop) {
+  test::StreamedRequest req(server, kLongStream);
+  ASSERT_TRUE(req.wait_for_tokens(1, 60)) << server.log();
+  stop();
+  ASSERT_TRUE(test::wait_until([&] { return !server.accepting(); }, 20, "the server to stop accepting connections"))
+      << server.log();
+  const int64_t at_stop = req.tokens();
+  EXPECT_LT(at_stop, kLong) << "the request ended before the stop: nothing was in flight";
+  ASSERT_TRUE(req.finish(30));
+  EXPECT_TRUE(req.error().is_null()) << req.error();
+  EXPECT_EQ(req.tokens(), kLong) << at_stop << " tokens had arrived when the server stopped accepting";
+  EXPECT_EQ(req.finish_reason(), "length");
+  EXPECT_EQ(req.completion_tokens(), kLong) << req.usage();
+  EXPECT_TRUE(req.done());
+  EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
 }
 
 const std::string kMpirun = std::string(OLMO2_MPIEXEC) + " -np 2 --oversubscribe --allow-run-as-root --bind-to none";
@@ -66,15 +94,18 @@ TEST(ServeUnderMpirun, TensorParallelAnswersEqualOneProcess) {
   expect_same(concurrently(server, bodies()), "tp 2");
   // Slurm's scancel: SIGTERM to every rank.
   // (Only the ranks: the pattern starts with the binary, so mpirun's own command line does not match.)
-  std::system(("pkill -TERM -f -- '^" + std::string(OLMO2_BINARY) + " serve .*--port " + std::to_string(server.port) + "'").c_str());
-  EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
+  stop_with_a_request_in_flight(server, [&] {
+    const std::string pkill =
+        "pkill -TERM -f -- '^" + std::string(OLMO2_BINARY) + " serve .*--port " + std::to_string(server.port) + "'";
+    EXPECT_EQ(std::system(pkill.c_str()), 0) << pkill << " signalled no process";
+  });
 }
 
 TEST(ServeUnderMpirun, PipelineAnswersEqualOneProcess) {
   Server server(model().path, "--pp 2 --max-batch-tokens 32 --max-running-requests 8", kMpirun);
   expect_same(concurrently(server, bodies()), "pp 2");
-  server.process.signal(SIGUSR1);  // mpirun forwards SIGUSR1 to every rank
-  EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
+  // mpirun forwards SIGUSR1 to every rank.
+  stop_with_a_request_in_flight(server, [&] { server.process.signal(SIGUSR1); });
 }
 
 TEST(ServeUnderMpirun, ALayoutTheModelCannotTakeIsReportedOnce) {

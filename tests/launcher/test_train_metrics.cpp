@@ -44,7 +44,8 @@ struct Tiny : test::TinyModel {
   }
 };
 
-/// Scrapes until olmo2_train_step ≥ `step` (or 120 s); returns the last body.
+/// Scrapes until olmo2_train_step ≥ `step` and returns that body; after 120 s, a test
+/// failure saying so, and the last body.
 std::string scrape_until(int port, double step) {
   httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(2);
@@ -58,6 +59,8 @@ std::string scrape_until(int port, double step) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  ADD_FAILURE() << "gave up after 120 s scraping 127.0.0.1:" << port << " for olmo2_train_step >= " << step
+                << "; last body:\n" << body;
   return body;
 }
 

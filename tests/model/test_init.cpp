@@ -1,17 +1,26 @@
-// Deterministic OLMo 2 initialisation: truncated normal statistics, norms at 1, values
-// a pure function of (seed, name, global index) so sharded ranks build exact slices.
+// Deterministic OLMo 2 initialisation (docs/architecture.md §7): truncated normal
+// statistics, norms at 1, values a pure function of (seed, name, global index) so sharded
+// ranks build exact slices; known answers from tests/model/make_init_fixtures.py (§10).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <numbers>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "runtime/model/init.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
+
+using json = nlohmann::json;
 
 /// A parameter owning its tensors.
 struct Owned {
@@ -30,21 +39,71 @@ struct Owned {
 
 const std::string kUp = "model.layers.0.mlp.up_proj.weight";
 
+/// tests/model/fixtures/init_known_answers.json, written by tests/model/make_init_fixtures.py:
+/// a pure-Python transcription of the algorithm init.h documents (and of
+/// Parameter::global_index as parameters.h documents it), independent of this C++.
+const json& known_answers() {
+  static const json j = [] {
+    const std::string path = test::source_path("tests/model/fixtures/init_known_answers.json");
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path + " (tests/model/make_init_fixtures.py writes it)");
+    return json::parse(in);
+  }();
+  return j;
+}
+
+uint64_t hex(const json& s) { return std::stoull(s.get<std::string>(), nullptr, 16); }
+
 TEST(Init, KnownAnswersOfTheDocumentedAlgorithm) {
-  EXPECT_EQ(splitmix64_mix(0x9e3779b97f4a7c15ull), 0xe220a8397b1dcdafull);  // SplitMix64(0)'s first output
-  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);
-  EXPECT_EQ(fnv1a64("model.norm.weight"), 0xd6d6e5afd11604e4ull);
-  // From a Python transcription of the algorithm documented in runtime/model/init.h.
-  const struct {
-    int64_t g;
-    double v;
-  } ref[] = {{0, 0.0036448139046261546},
-             {1, -0.023723240667273496},
-             {2, 0.0066985519572515684},
-             {3, -0.02160101618225292},
-             {406, -0.03044895303535831},  // the first attempt (z = −3.19) is rejected
-             {1000000007, -0.03583651835939922}};
-  for (const auto& r : ref) EXPECT_NEAR(init_value(1234, kUp, r.g, 0.02), r.v, 1e-15) << r.g;
+  const json& fx = known_answers();
+  for (const auto& [s, h] : fx.at("hashes").at("fnv1a64").items()) EXPECT_EQ(fnv1a64(s), hex(h)) << "fnv1a64(\"" << s << "\")";
+  for (const auto& [x, h] : fx.at("hashes").at("splitmix64_mix").items()) {
+    EXPECT_EQ(splitmix64_mix(hex(json(x))), hex(h)) << "splitmix64_mix(" << x << ")";
+  }
+  std::set<uint64_t> seeds;
+  std::set<std::string> names;
+  int rejected = 0, rejected_twice = 0;
+  for (const json& v : fx.at("values")) {
+    const uint64_t seed = v.at("seed").get<uint64_t>();
+    const std::string name = v.at("name");
+    const int64_t g = v.at("g");
+    const double std = v.at("std"), want = v.at("value");
+    const int attempts = v.at("attempts");
+    seeds.insert(seed), names.insert(name);
+    rejected += attempts > 1, rejected_twice += attempts > 2;
+    // 4 ulps: the same double up to the last bits of the platform's log and cos.
+    EXPECT_DOUBLE_EQ(init_value(seed, name, g, std), want)
+        << "seed " << seed << " " << name << " g " << g << " std " << std << " (" << attempts
+        << " attempts; without the rejection it would be " << std * v.at("first_z").get<double>() << ")";
+  }
+  // What the fixture must cover for the comparison above to mean something.
+  EXPECT_GE(seeds.size(), 4u);
+  EXPECT_TRUE(seeds.count(std::numeric_limits<uint64_t>::max())) << "a seed with every bit set";
+  EXPECT_GE(names.size(), 4u);
+  EXPECT_GE(rejected, 8) << "elements whose first draw has |z| > 3";
+  EXPECT_GE(rejected_twice, 1) << "an element whose first two draws are rejected";
+}
+
+TEST(Init, ShardsHoldTheKnownAnswersAtTheirGlobalIndices) {
+  const json& shards = known_answers().at("shards");
+  ASSERT_GE(shards.size(), 3u);
+  int padding = 0;
+  for (const json& s : shards) {
+    const std::vector<int64_t> full = s.at("full_shape"), local = s.at("local_shape");
+    const std::string name = s.at("name");
+    Owned o(name, full, local, s.at("shard_dim"), s.at("shard_begin"), s.at("shard_end"));
+    init_parameter(o.p, s.at("seed").get<uint64_t>(), s.at("std").get<double>());
+    const std::vector<int64_t> gi = s.at("global_index");
+    const std::vector<double> want = s.at("f32");
+    ASSERT_EQ(static_cast<int64_t>(want.size()), o.value.numel()) << name;
+    for (int64_t i = 0; i < o.value.numel(); ++i) {
+      const size_t k = static_cast<size_t>(i);
+      EXPECT_EQ(o.p.global_index(i), gi[k]) << name << " local element " << i;
+      EXPECT_EQ(o.value.f32()[i], static_cast<float>(want[k])) << name << " local element " << i << " (global " << gi[k] << ")";
+      padding += gi[k] < 0;
+    }
+  }
+  EXPECT_GT(padding, 0) << "a vocab shard with padding rows";
 }
 
 TEST(Init, NormWeightsAreOne) {

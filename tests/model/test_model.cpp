@@ -101,19 +101,24 @@ TEST(ModelForward, KvCacheIncrementalEqualsFullForward) {
   const Olmo2Model m = Olmo2Model::load(test::source_path("tests/golden/fixtures/gqa-f32"));
   const std::vector<int32_t> seq = {3, 14, 15, 92, 65, 35, 89, 79};
   const ForwardResult full = m.forward({seq});
-  KVCache cache(m.config(), 8);
+  // A contiguous cache: 8 positions in blocks of 3 (the last block partly used).
+  const KVCache cache = KVCache::contiguous(m.config(), m.shard(), 8, 3);
+  const std::vector<int32_t> table = KVCache::consecutive_blocks(8, 3);
+  ASSERT_EQ(table, (std::vector<int32_t>{0, 1, 2}));
   ForwardOptions last;
   last.last_logits_only = true;
+  auto step = [&](std::span<const int32_t> tokens, int64_t start) {
+    return m.forward(TokenBatch{{tokens}, {start}, {table}}, &cache, last);
+  };
   const std::vector<int32_t> prefix(seq.begin(), seq.begin() + 5);
-  m.forward({std::span<const int32_t>(prefix)}, {&cache}, last);
+  step(prefix, 0);
   for (size_t t = 5; t < seq.size(); ++t) {
-    const ForwardResult step = m.forward({std::span<const int32_t>(&seq[t], 1)}, {&cache}, last);
+    const ForwardResult one = step(std::span<const int32_t>(&seq[t], 1), static_cast<int64_t>(t));
     const float* ref = full.logits[0].f32() + t * m.config().vocab_size;
-    for (int64_t v = 0; v < m.config().vocab_size; ++v) ASSERT_NEAR(step.logits[0].f32()[v], ref[v], 1e-5);
+    for (int64_t v = 0; v < m.config().vocab_size; ++v) ASSERT_NEAR(one.logits[0].f32()[v], ref[v], 1e-5);
   }
-  EXPECT_EQ(cache.length(), 8);
-  const int32_t one = 1;
-  EXPECT_THROW(m.forward({std::span<const int32_t>(&one, 1)}, {&cache}, last), InputError);
+  const int32_t one = 1;  // position 9: past the 3 blocks of 3
+  EXPECT_THROW(m.forward(TokenBatch{{std::span<const int32_t>(&one, 1)}, {9}, {table}}, &cache, last), ShapeError);
 }
 
 TEST(Generate, RefusesBadPromptsWithTheNumbers) {

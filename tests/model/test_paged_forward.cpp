@@ -1,6 +1,7 @@
-// Olmo2Model::forward_paged: the same logits as the contiguous-cache forward, and
-// bit-identical logits for a sequence whatever else is in the batch, however its
-// prompt is chunked and wherever its blocks lie in the pool.
+// Olmo2Model::forward over a paged KV cache (serving): the same logits as a contiguous
+// cache (consecutive blocks) and as a forward without a cache, and, batch-invariant,
+// bit-identical logits for a sequence whatever else is in the batch, however its prompt
+// is chunked and wherever its blocks lie in the pool.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,19 +42,19 @@ struct Part {
   std::vector<int32_t> table;
 };
 
-ForwardResult paged(const PagedKVCache& cache, const std::vector<Part>& parts,
+ForwardResult paged(const KVCache& cache, const std::vector<Part>& parts,
                     bool last_only = true) {
-  PagedBatch b;
+  TokenBatch b;
   for (const Part& p : parts) {
     b.tokens.emplace_back(p.tokens);
     b.start.push_back(p.start);
     b.block_tables.emplace_back(p.table);
   }
   const ForwardOptions o{.last_logits_only = last_only, .batch_invariant = true};
-  return model().forward_paged(b, cache, o, ParallelContext{});
+  return model().forward(b, &cache, o, ParallelContext{});
 }
 
-PagedKVCache make_cache() { return PagedKVCache(gqa_config(), model().shard(), 40, 4); }
+KVCache make_cache() { return KVCache(gqa_config(), model().shard(), 40, 4); }
 
 /// Bytes of rows [r0, r1) of a [T, V] logits tensor.
 std::vector<float> rows(const Tensor& t, int64_t r0, int64_t r1) {
@@ -78,16 +79,24 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
 
 TEST(PagedForward, MatchesTheContiguousCacheForPrefillAndDecode) {
   const Olmo2Model& m = model();
-  const PagedKVCache cache = make_cache();
+  const KVCache cache = make_cache();
   std::vector<std::vector<int32_t>> seq = {tokens(10, 1), tokens(7, 2)};
   std::vector<std::vector<int32_t>> table = {{5, 2, 9, 0, 17},
                                              {1, 7, 3, 11, 30}};  // 20 positions each
-  KVCache c0(m.config(), 32), c1(m.config(), 32);
+  // The reference: each sequence in a contiguous cache of its own (consecutive blocks,
+  // BLAS attention over its rows).
+  const KVCache c0 = KVCache::contiguous(m.config(), m.shard(), 32),
+                c1 = KVCache::contiguous(m.config(), m.shard(), 32);
+  const std::vector<int32_t> consecutive = KVCache::consecutive_blocks(32, c0.block_size());
   std::vector<int64_t> start = {0, 0};
   for (int step = 0; step < 6; ++step) {
-    std::vector<std::span<const int32_t>> spans = {seq[0], seq[1]};
-    const ForwardResult want =
-        m.forward(spans, {&c0, &c1}, ForwardOptions{.last_logits_only = true});
+    std::vector<ForwardResult> alone;
+    for (size_t i = 0; i < 2; ++i) {
+      alone.push_back(m.forward(TokenBatch{{seq[i]}, {start[i]}, {consecutive}}, i == 0 ? &c0 : &c1,
+                                ForwardOptions{.last_logits_only = true}));
+    }
+    ForwardResult want;
+    for (ForwardResult& r : alone) want.logits.push_back(std::move(r.logits[0]));
     const ForwardResult got =
         paged(cache, {{seq[0], start[0], table[0]}, {seq[1], start[1], table[1]}});
     ASSERT_EQ(got.logits.size(), 2u);
@@ -102,13 +111,13 @@ TEST(PagedForward, MatchesTheContiguousCacheForPrefillAndDecode) {
       seq[i] = {static_cast<int32_t>(std::max_element(l, l + 96) - l)};
     }
   }
-  EXPECT_EQ(c0.length(), 15);
+  EXPECT_EQ(start[0], 15);
   EXPECT_EQ(start[1], 12);
 }
 
 TEST(PagedForward, AllLogitsOfAPrefillMatchTheContiguousForward) {
   const Olmo2Model& m = model();
-  const PagedKVCache cache = make_cache();
+  const KVCache cache = make_cache();
   const std::vector<int32_t> s = tokens(13, 3);
   const ForwardResult want = m.forward({s});
   const ForwardResult got = paged(cache, {{s, 0, {39, 4, 21, 8}}}, /*last_only=*/false);
@@ -118,7 +127,7 @@ TEST(PagedForward, AllLogitsOfAPrefillMatchTheContiguousForward) {
 
 TEST(PagedForward, ChunkedPrefillIsBitIdentical) {
   const std::vector<int32_t> s = tokens(10, 4);
-  const PagedKVCache a = make_cache(), b = make_cache();
+  const KVCache a = make_cache(), b = make_cache();
   const ForwardResult whole = paged(a, {{s, 0, {3, 8, 1}}}, false);
   const std::vector<int32_t> first(s.begin(), s.begin() + 4), rest(s.begin() + 4, s.end());
   const ForwardResult c1 = paged(b, {{first, 0, {12, 0, 33}}}, false);
@@ -126,7 +135,7 @@ TEST(PagedForward, ChunkedPrefillIsBitIdentical) {
   EXPECT_TRUE(same_bits(rows(c1.logits[0], 0, 4), rows(whole.logits[0], 0, 4)));
   EXPECT_TRUE(same_bits(rows(c2.logits[0], 0, 6), rows(whole.logits[0], 4, 10)));
   // And with last_logits_only, the 4+6 split in one pool against a different table.
-  const PagedKVCache c = make_cache();
+  const KVCache c = make_cache();
   paged(c, {{first, 0, {7, 19, 2}}});
   const ForwardResult last = paged(c, {{rest, 4, {7, 19, 2}}});
   EXPECT_TRUE(same_bits(rows(last.logits[0], 0, 1), rows(whole.logits[0], 9, 10)));
@@ -136,12 +145,12 @@ TEST(PagedForward, ASequenceIsBitIdenticalAloneAndInABusyBatch) {
   const std::vector<int32_t> s = tokens(10, 5);
   const std::vector<int32_t> o1 = tokens(3, 6), o2 = tokens(7, 7), o3 = tokens(13, 8);
   // Alone.
-  const PagedKVCache alone = make_cache();
+  const KVCache alone = make_cache();
   std::vector<int32_t> t_alone = {0, 1, 2, 3};
   std::vector<std::vector<float>> solo;
   solo.push_back(rows(paged(alone, {{s, 0, t_alone}}).logits[0], 0, 1));
   // Together with three others, its blocks shuffled through the pool, at index 2.
-  const PagedKVCache busy = make_cache();
+  const KVCache busy = make_cache();
   std::vector<int32_t> pool(40);
   for (int i = 0; i < 40; ++i) pool[static_cast<size_t>(i)] = i;
   std::shuffle(pool.begin(), pool.end(), std::mt19937(9));
@@ -170,7 +179,7 @@ TEST(PagedForward, ASequenceIsBitIdenticalAloneAndInABusyBatch) {
 }
 
 TEST(PagedForward, RefusesATableTooShortAndPositionsPastTheContext) {
-  const PagedKVCache cache = make_cache();
+  const KVCache cache = make_cache();
   const std::vector<int32_t> s = tokens(9, 9);
   EXPECT_THROW(paged(cache, {{s, 0, {1, 2}}}), ShapeError);  // 9 positions need 3 blocks
   const std::vector<int32_t> one = {1};

@@ -109,14 +109,14 @@ TEST(EmbeddingBackward, ScatterAddsRepeatedRowsAndRefusesBadIds) {
   };
   Tensor dtable = Tensor::zeros({vocab, h});
   for (int64_t i = 0; i < dtable.numel(); ++i) dtable.f32()[i] = -0.5f;
-  embedding_backward(ids, n, r.view(), dtable.view());
+  embedding_backward(host_view(ids), r.view(), dtable.view());
   for (int64_t i = 0; i < dtable.numel(); ++i) dtable.f32()[i] += 0.5f;
   check_fd(to_d(table), ref, dtable.f32(), "dtable");
   for (int64_t j = 0; j < h; ++j) EXPECT_EQ(dtable.f32()[2 * h + j], 0.0f);  // unused row
 
   const int32_t bad[2] = {1, 6};
   try {
-    embedding_backward(bad, 2, r.view().rows(0, 2), dtable.view());
+    embedding_backward(host_view(bad), r.view().rows(0, 2), dtable.view());
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("token id 6"));
@@ -164,7 +164,7 @@ TEST(RmsNormBackward, MatchesFiniteDifferencesAndTensorParallelSplit) {
     TensorView rs(r.f32() + shard * half, DType::F32, {rows, half}, {d, 1}, Device::CPU);
     TensorView ws(w.f32() + shard * half, DType::F32, {half});
     std::vector<float> s1(rows), d1(rows);
-    rmsnorm_backward_partials(xs, ws, rs, s1.data(), d1.data());
+    rmsnorm_backward_partials(xs, ws, rs, host_view(s1), host_view(d1));
     for (int64_t t = 0; t < rows; ++t) ss[t] += s1[t], dt[t] += d1[t];
   }
   Tensor dx_tp = Tensor::zeros({rows, d}), dw_tp = Tensor::zeros({d});
@@ -174,7 +174,7 @@ TEST(RmsNormBackward, MatchesFiniteDifferencesAndTensorParallelSplit) {
     };
     TensorView ws(w.f32() + shard * half, DType::F32, {half});
     TensorView dws(dw_tp.f32() + shard * half, DType::F32, {half});
-    rmsnorm_backward_finish(cols(x), ws, eps, d, cols(r), ss.data(), dt.data(), cols(dx_tp), dws);
+    rmsnorm_backward_finish(cols(x), ws, eps, d, cols(r), host_view(ss), host_view(dt), cols(dx_tp), dws);
   }
   for (int64_t i = 0; i < rows * d; ++i) EXPECT_NEAR(dx_tp.f32()[i], dx.f32()[i], 1e-5);
   for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(dw_tp.f32()[i], dw.f32()[i], 1e-5);
@@ -215,18 +215,18 @@ TEST(RopeBackward, IsTheTransposedRotation) {
   const Vec xv = to_d(x), R = to_d(r);
   {
     Tensor y = random_tensor({rows, heads * hd}, 10);
-    rope(y.view(), pos, heads, hd, theta);
+    rope(y.view(), host_view(pos), heads, hd, theta);
     expect_close(y.f32(), rope_ref(xv, pos, rows, heads, hd, theta), 1e-4, "forward");
-    rope_backward(y.view(), pos, heads, hd, theta);  // inverse rotation restores x
+    rope_backward(y.view(), host_view(pos), heads, hd, theta);  // inverse rotation restores x
     for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(y.f32()[i], x.f32()[i], 1e-5);
   }
   Tensor g = random_tensor({rows, heads * hd}, 11);
-  rope_backward(g.view(), pos, heads, hd, theta);
+  rope_backward(g.view(), host_view(pos), heads, hd, theta);
   // rope is linear, so its gradient does not depend on x; FD at x still checks it.
   check_fd(
       xv, [&](const Vec& v) { return dotp(rope_ref(v, pos, rows, heads, hd, theta), R); }, g.f32(),
       "dx", 2e-3);
-  EXPECT_THROW(rope_backward(g.view(), pos, heads, hd + 1, theta), ShapeError);
+  EXPECT_THROW(rope_backward(g.view(), host_view(pos), heads, hd + 1, theta), ShapeError);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -331,7 +331,7 @@ TEST(CrossEntropyZLoss, MatchesC2Numbers) {
   for (int i = 0; i < 8; ++i) logits.f32()[i] = 0.5f * i;
   const int32_t tgt[1] = {2};
   Tensor d = Tensor::zeros({1, 8});
-  const CrossEntropySums s = cross_entropy_zloss(logits.view(), tgt, 1e-4f, 1.0f, d.view());
+  const CrossEntropySums s = cross_entropy_zloss(logits.view(), host_view(tgt), 1e-4f, 1.0f, d.view());
   EXPECT_EQ(s.count, 1);
   EXPECT_NEAR(s.ce_sum + 1.0, 4.414267, 1e-5);  // log Z
   EXPECT_NEAR(s.ce_sum, 3.414267, 1e-5);
@@ -357,7 +357,7 @@ TEST(CrossEntropyZLoss, GradientMatchesFiniteDifferencesAndIgnoresRows) {
     }
   };
   Tensor d = random_tensor({rows, vocab}, 22);  // ignored row must be zeroed
-  const CrossEntropySums s = cross_entropy_zloss(logits.view(), tgt, coef, scale, d.view());
+  const CrossEntropySums s = cross_entropy_zloss(logits.view(), host_view(tgt), coef, scale, d.view());
   double ce, zsq;
   ref(to_d(logits), &ce, &zsq);
   EXPECT_EQ(s.count, 3);
@@ -376,22 +376,22 @@ TEST(CrossEntropyZLoss, GradientMatchesFiniteDifferencesAndIgnoresRows) {
   // In place (dlogits aliases logits) gives the same gradient; forward-only leaves no grad.
   Tensor inplace = Tensor::zeros({rows, vocab});
   for (int64_t i = 0; i < logits.numel(); ++i) inplace.f32()[i] = logits.f32()[i];
-  const CrossEntropySums s2 = cross_entropy_zloss(inplace.view(), tgt, coef, scale, inplace.view());
+  const CrossEntropySums s2 = cross_entropy_zloss(inplace.view(), host_view(tgt), coef, scale, inplace.view());
   EXPECT_DOUBLE_EQ(s2.ce_sum, s.ce_sum);
   for (int64_t i = 0; i < logits.numel(); ++i) EXPECT_NEAR(inplace.f32()[i], d.f32()[i], 1e-7);
-  const CrossEntropySums s3 = cross_entropy_zloss(logits.view(), tgt, coef, scale, TensorView{});
+  const CrossEntropySums s3 = cross_entropy_zloss(logits.view(), host_view(tgt), coef, scale, TensorView{});
   EXPECT_DOUBLE_EQ(s3.z_sq_sum, s.z_sq_sum);
 
   // All ignored: nothing counted, all-zero gradient.
   const int32_t none[rows] = {kIgnoreIndex, kIgnoreIndex, kIgnoreIndex, kIgnoreIndex};
-  const CrossEntropySums s4 = cross_entropy_zloss(logits.view(), none, coef, scale, d.view());
+  const CrossEntropySums s4 = cross_entropy_zloss(logits.view(), host_view(none), coef, scale, d.view());
   EXPECT_EQ(s4.count, 0);
   EXPECT_EQ(s4.ce_sum, 0.0);
   for (int64_t i = 0; i < d.numel(); ++i) EXPECT_EQ(d.f32()[i], 0.0f);
 
   const int32_t bad[rows] = {3, -1, 0, 6};
   try {
-    cross_entropy_zloss(logits.view(), bad, coef, scale, d.view());
+    cross_entropy_zloss(logits.view(), host_view(bad), coef, scale, d.view());
     FAIL();
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("target -1 at row 1"));
@@ -427,8 +427,8 @@ TEST(BackwardThreads, ParallelPathsMatchSingleThread) {
     causal_attention_backward(q.view(), k.view(), v.view(), dout.view(), nh, nkv, dq.view(),
                               dk.view(), dv.view());
     Tensor dl = Tensor::zeros({8, vocab}), dt = Tensor::zeros({10, h});
-    o.ce = cross_entropy_zloss(logits.view(), tgt.data(), 1e-4f, 0.5f, dl.view());
-    embedding_backward(ids.data(), n, emb_g.view(), dt.view());
+    o.ce = cross_entropy_zloss(logits.view(), host_view(tgt), 1e-4f, 0.5f, dl.view());
+    embedding_backward(host_view(ids), emb_g.view(), dt.view());
     auto vec = [](const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); };
     o.rms_dx = vec(dx), o.rms_dw = vec(dw), o.dq = vec(dq), o.dk = vec(dk), o.dv = vec(dv);
     o.dlogits = vec(dl), o.dtable = vec(dt);

@@ -1,8 +1,10 @@
-// The CUDA kernels against the CPU ones (skipped, saying why, without a GPU).
+// The CUDA kernels against the CPU ones (docs/architecture.md §2; skipped, saying why,
+// without a GPU). Every CUDA call is checked, its error named in the failure.
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "ops/cpu/kernels.h"
 #include "ops/rmsnorm.h"
 
 #ifdef OLMO2_HAVE_CUDA
@@ -23,7 +25,15 @@ bool have_gpu(std::string* why) {
   return true;
 }
 
+/// Success, or a failure naming the call and CUDA's error (name and text).
+::testing::AssertionResult cuda_ok(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << call << " failed: " << cudaGetErrorName(err) << ": " << cudaGetErrorString(err);
+}
+#define ASSERT_CUDA_OK(call) ASSERT_TRUE(cuda_ok((call), #call))
+
 void rmsnorm_on_gpu_matches_cpu(DType xt, DType wt) {
+  SCOPED_TRACE(std::string("x ") + dtype_name(xt) + ", w " + dtype_name(wt));
   const int64_t rows = 37, d = 1000;
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 2.0f);
@@ -39,11 +49,15 @@ void rmsnorm_on_gpu_matches_cpu(DType xt, DType wt) {
   cpu::rmsnorm(x.view(), w.view(), 1e-6f, y.view());
   Tensor gx = Tensor::zeros({rows, d}, xt, Device::CUDA), gw = Tensor::zeros({d}, wt, Device::CUDA),
          gy = Tensor::zeros({rows, d}, xt, Device::CUDA);
-  cudaMemcpy(gx.view().data(), x.view().data(), x.view().bytes(), cudaMemcpyHostToDevice);
-  cudaMemcpy(gw.view().data(), w.view().data(), w.view().bytes(), cudaMemcpyHostToDevice);
+  ASSERT_CUDA_OK(cudaMemcpy(gx.view().data(), x.view().data(), x.view().bytes(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA_OK(cudaMemcpy(gw.view().data(), w.view().data(), w.view().bytes(), cudaMemcpyHostToDevice));
+  // A NaN where the kernel wrote nothing: an output left unwritten cannot pass.
+  ASSERT_CUDA_OK(cudaMemset(gy.view().data(), 0xff, gy.view().bytes()));
   rmsnorm(gx.view(), gw.view(), 1e-6f, gy.view());
+  ASSERT_CUDA_OK(cudaGetLastError());        // the launch
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());   // the kernel's run
   Tensor back = Tensor::zeros({rows, d}, xt);
-  ASSERT_EQ(cudaMemcpy(back.view().data(), gy.view().data(), y.view().bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_CUDA_OK(cudaMemcpy(back.view().data(), gy.view().data(), y.view().bytes(), cudaMemcpyDeviceToHost));
   float tol = xt == DType::F32 ? 1e-5f : 1e-2f;
   std::vector<float> a(rows * d), b(rows * d);
   convert_to_f32(y.view().data(), xt, a.data(), a.size());
@@ -58,9 +72,9 @@ TEST(CudaRmsNorm, MatchesCpu) {
 #else
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << why;
-  rmsnorm_on_gpu_matches_cpu(DType::F32, DType::F32);
-  rmsnorm_on_gpu_matches_cpu(DType::BF16, DType::BF16);
-  rmsnorm_on_gpu_matches_cpu(DType::BF16, DType::F32);
+  ASSERT_NO_FATAL_FAILURE(rmsnorm_on_gpu_matches_cpu(DType::F32, DType::F32));
+  ASSERT_NO_FATAL_FAILURE(rmsnorm_on_gpu_matches_cpu(DType::BF16, DType::BF16));
+  ASSERT_NO_FATAL_FAILURE(rmsnorm_on_gpu_matches_cpu(DType::BF16, DType::F32));
 #endif
 }
 

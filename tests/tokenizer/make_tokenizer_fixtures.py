@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tokenizer fixtures for olmo2, made with the reference implementation (`tokenizers`).
 
-Run in the same virtual environment as the golden fixtures (tests/golden/make_fixtures.py):
-    /opt/olmo2-fixtures-venv/bin/pip install tokenizers
+Run by scripts/make_fixtures.sh (the pinned reference environment, every fixture script),
+or alone with that environment's python:
     /opt/olmo2-fixtures-venv/bin/python tests/tokenizer/make_tokenizer_fixtures.py \
         [path/to/dolma2-tokenizer.json]
 The tokenizer path defaults to shared/data/dolma2-tokenizer.json (in the checkout, else

@@ -153,10 +153,10 @@ TEST(ShardedTraining, CaseC2VocabParallelLossUsesTheWholeVocabulary) {
   // Full logits [0, 1, 2, 3] split [0, 1] | [2, 3]; target 1 (on rank 0).
   Tensor logits = Tensor::zeros({1, 2});
   logits.f32()[0] = float(2 * r), logits.f32()[1] = float(2 * r + 1);
-  const int32_t target = 1;
+  int32_t target = 1;
   Tensor d = Tensor::zeros({1, 2});
-  const ops::CrossEntropySums s = parallel::vocab_parallel_cross_entropy(logits.view(), 2 * r, 2, 4, &target, 0.0f,
-                                                                         1.0f, d.view(), *groups.tp);
+  const ops::CrossEntropySums s = parallel::vocab_parallel_cross_entropy(
+      logits.view(), 2 * r, 2, 4, TensorView(&target, DType::I32, {1}), 0.0f, 1.0f, d.view(), *groups.tp);
   const double lse = std::log(1.0 + std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
   EXPECT_NEAR(s.ce_sum, lse - 1.0, 1e-6);  // 2.4402, not the slice's log(e^0 + e^1) − 1 = 0.3133
   EXPECT_EQ(s.count, 1);
@@ -164,6 +164,17 @@ TEST(ShardedTraining, CaseC2VocabParallelLossUsesTheWholeVocabulary) {
     const int id = 2 * r + i;
     EXPECT_NEAR(d.f32()[i], std::exp(id - lse) - (id == 1 ? 1.0 : 0.0), 1e-6);
   }
+  // The case's own numbers (docs/architecture.md §11.2): vocab 8, logits 0, 0.5, …, 3.5,
+  // target 2, rank 0 holding ids 0–3 and rank 1 ids 4–7, Z-loss coefficient 1e-4.
+  Tensor eight = Tensor::zeros({1, 4});
+  for (int i = 0; i < 4; ++i) eight.f32()[i] = 0.5f * float(4 * r + i);
+  target = 2;
+  const ops::CrossEntropySums c2 = parallel::vocab_parallel_cross_entropy(
+      eight.view(), 4 * r, 4, 8, TensorView(&target, DType::I32, {1}), 1e-4f, 1.0f, TensorView{}, *groups.tp);
+  const double log_z = std::sqrt(c2.z_sq_sum);
+  EXPECT_NEAR(log_z, 4.414267, 1e-5) << "rank " << r;  // the slice alone would give 1.914 or 3.914
+  EXPECT_NEAR(c2.ce_sum, 3.414267, 1e-5) << "rank " << r;
+  EXPECT_NEAR(1e-4 * c2.z_sq_sum, 0.0019486, 1e-7) << "rank " << r;
 }
 
 }  // namespace

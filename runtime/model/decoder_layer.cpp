@@ -1,0 +1,176 @@
+// The forward of one OLMo 2 decoder layer (runtime/model/decoder_layer.h).
+#include "runtime/model/decoder_layer.h"
+
+#include <algorithm>
+
+#include "ops/attention.h"
+#include "ops/batch_invariant_gemm.h"
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/paged_attention.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/tensor_ops.h"
+#include "parallel/tensor_collectives.h"
+#include "parallel/tp_qk_norm.h"
+
+namespace olmo2 {
+
+KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
+                             const std::vector<std::span<const int32_t>>& block_tables) {
+  OLMO2_CHECK(block_tables.size() == packed.sequences(), packed.sequences(), " sequences with ", block_tables.size(),
+              " block tables");
+  KVCacheBinding kv;
+  kv.cache = &cache;
+  kv.block_tables = block_tables;
+  for (size_t i = 0; i < packed.sequences(); ++i) {
+    const int64_t n = packed.offset[i + 1] - packed.offset[i];
+    kv.rows.push_back(cache.rows_of(block_tables[i], packed.start[i], n));
+    kv.contiguous.push_back(cache.contiguous_rows(block_tables[i], packed.start[i] + n));
+  }
+  return kv;
+}
+
+namespace {
+
+/// `t` as a [rows, cols] f32 tensor: reused when it has that shape, else allocated.
+TensorView sized(Tensor& t, int64_t rows, int64_t cols) {
+  if (t.shape() != std::vector<int64_t>{rows, cols}) t = Tensor::zeros({rows, cols});
+  return t.view();
+}
+
+/// A new tensor holding a copy of `v`.
+Tensor copy_of(const TensorView& v) {
+  Tensor c = Tensor::zeros(v.shape(), v.dtype(), v.device());
+  ops::copy(v, c.view());
+  return c;
+}
+
+/// Attention of every sequence's new rows into `out`, writing the new keys and values
+/// into the cache first when there is one.
+void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
+            const LayerOptions& options, const TensorView& q, const TensorView& k, const TensorView& v,
+            const TensorView& out, LayerStats* stats) {
+  const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
+  const DType act = options.activations;
+  const size_t nseq = packed.sequences();
+  if (!kv) {  // each sequence attends to its own new tokens only
+    for (size_t i = 0; i < nseq; ++i) {
+      ops::causal_attention(packed.rows_of(q, i), packed.rows_of(k, i), packed.rows_of(v, i), nh, nkv,
+                            packed.rows_of(out, i), act);
+      if (stats) {
+        stats->attention_logit_max = std::max(
+            stats->attention_logit_max, ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv));
+      }
+    }
+    return;
+  }
+  const KVCache& cache = *kv->cache;
+  for (size_t i = 0; i < nseq; ++i) cache.write(layer, kv->rows[i].view(), packed.rows_of(k, i), packed.rows_of(v, i));
+  std::vector<ops::PagedSequence> paged;
+  for (size_t i = 0; i < nseq; ++i) {
+    const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[i];
+    if (!options.batch_invariant && first >= 0) {  // consecutive blocks: one BLAS attention over the rows
+      const int64_t end = first + packed.start[i] + n;
+      ops::causal_attention(packed.rows_of(q, i), cache.keys(layer).rows(first, end),
+                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act);
+    } else {
+      paged.push_back({packed.offset[i], n, packed.start[i], kv->block_tables[i]});
+    }
+  }
+  if (!paged.empty()) {
+    ops::paged_attention(q, cache.keys(layer), cache.values(layer), cache.block_size(), paged, nh, nkv, out, act);
+  }
+}
+
+}  // namespace
+
+void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64_t layer, const PackedTokens& packed,
+                           const KVCacheBinding* kv, const LayerOptions& options, const TensorView& x,
+                           LayerWorkspace& ws, LayerActivations* saved, LayerStats* stats) {
+  const ModelConfig& c = ctx.config;
+  const ShardSpec& sh = ctx.shard;
+  OLMO2_CHECK(!(saved && kv), "a layer forward keeps activations for a backward only without a KV cache");
+  const int64_t n = packed.rows(), h = c.hidden_size, hd = c.head_dim;
+  OLMO2_CHECK(x.shape() == std::vector<int64_t>({n, h}), "layer input ", x.shape_str(), " for ", n, " tokens of width ",
+              h);
+  const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
+  const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
+  const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
+  const DType act = options.activations;
+  const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
+  auto round = [&](const TensorView& t) {
+    if (act != DType::F32) ops::round_to(t, act);
+  };
+  auto reduce = [&](const TensorView& t) {  // the partial sums of a row-parallel product
+    if (ctx.tp) parallel::all_reduce_sum(*ctx.tp, t);
+  };
+  // A tensor the backward keeps, or a reused scratch one.
+  auto buffer = [&](Tensor LayerActivations::*member, Tensor& scratch, int64_t cols) {
+    if (!saved) return sized(scratch, n, cols);
+    saved->*member = Tensor::zeros({n, cols});
+    return (saved->*member).view();
+  };
+  if (saved) saved->x = copy_of(x);
+
+  // ---- attention block ----
+  const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);
+  const TensorView v = buffer(&LayerActivations::v, ws.v, kvw);
+  linear(x, w.q_proj.view(), q0);
+  linear(x, w.k_proj.view(), k0);
+  linear(x, w.v_proj.view(), v);
+  round(q0), round(k0), round(v);
+  // QK-norm over the whole projections; kept apart from q0/k0 only for a backward.
+  TensorView q = q0, k = k0;
+  if (saved) {
+    saved->qr = ctx.tp ? copy_of(q0) : Tensor::zeros({n, qw});
+    saved->kr = ctx.tp ? copy_of(k0) : Tensor::zeros({n, kvw});
+    q = saved->qr.view(), k = saved->kr.view();
+  }
+  if (ctx.tp) {  // one [T, 2] all-reduce of the sums of squares
+    parallel::tp_qk_norm(q, w.q_norm.view(), c.num_attention_heads * hd, k, w.k_norm.view(),
+                         c.num_key_value_heads * hd, sh.k_counts, eps, *ctx.tp);
+  } else {
+    ops::rmsnorm(q0, w.q_norm.view(), eps, q);
+    ops::rmsnorm(k0, w.k_norm.view(), eps, k);
+  }
+  round(q), round(k);
+  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), theta);
+  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), theta);
+  round(q), round(k);
+  const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
+  attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);
+  const TensorView p = buffer(&LayerActivations::p, ws.proj, h);
+  linear(attn, w.o_proj.view(), p);  // row-parallel: partial sums
+  reduce(p);
+  round(p);
+  const TensorView normed = saved ? sized(ws.proj, n, h) : p;  // p itself is kept for the backward
+  ops::rmsnorm(p, w.post_attention_layernorm.view(), eps, normed);
+  round(normed);
+  if (stats) stats->attention_norm_sum += ops::sum_row_norms(normed);
+  ops::add_inplace(x, normed, act);
+  if (saved) saved->x1 = copy_of(x);
+
+  // ---- MLP block ----
+  const TensorView gate = buffer(&LayerActivations::gate, ws.gate, inter);
+  const TensorView up = buffer(&LayerActivations::up, ws.up, inter);
+  linear(x, w.gate_proj.view(), gate);
+  linear(x, w.up_proj.view(), up);
+  round(gate), round(up);
+  const TensorView mixed = sized(ws.act, n, inter);
+  ops::swiglu(gate, up, mixed, act);
+  const TensorView m = saved ? buffer(&LayerActivations::m, ws.proj, h) : sized(ws.proj, n, h);
+  linear(mixed, w.down_proj.view(), m);  // row-parallel
+  reduce(m);
+  round(m);
+  const TensorView normed2 = saved ? sized(ws.proj, n, h) : m;
+  ops::rmsnorm(m, w.post_feedforward_layernorm.view(), eps, normed2);
+  round(normed2);
+  ops::add_inplace(x, normed2, act);
+  if (stats) {
+    stats->mlp_norm_sum += ops::sum_row_norms(normed2);
+    stats->output_norm_sum += ops::sum_row_norms(x);
+  }
+}
+
+}  // namespace olmo2

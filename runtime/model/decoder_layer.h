@@ -1,0 +1,115 @@
+// One OLMo 2 decoder layer (Olmo2DecoderLayer in transformers' modeling_olmo2.py), forward
+// and backward, for every caller: one process or tensor-parallel, no KV cache (training,
+// a plain forward) or a KV cache (generation, serving), with or without the activations
+// a backward needs, batch-invariant or BLAS products, f32 or bf16-rounded activations
+// (docs/architecture.md §3):
+//   q = q_norm(x Wqᵀ), k = k_norm(x Wkᵀ)   over the whole projections, before RoPE
+//   v = x Wvᵀ;  q, k = rope(q), rope(k)
+//   a = softmax(q kᵀ/√hd + causal) v;  x = x + post_attention_layernorm(a Woᵀ)
+//   x = x + post_feedforward_layernorm((silu(x Wgᵀ) · x Wuᵀ) Wdᵀ)
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/shard_spec.h"
+#include "runtime/model/token_batch.h"
+#include "runtime/model/weights.h"
+
+namespace olmo2 {
+
+/// How a layer computes.
+struct LayerOptions {
+  /// The dtype the reference stores activations in: bf16 rounds q, k, v, attention
+  /// scores and probabilities, projections, norms and sums where transformers' bf16
+  /// model materialises them; f32 rounds nothing (training, f32 checkpoints).
+  DType activations = DType::F32;
+  /// Matrix products by ops::linear_batch_invariant instead of OpenBLAS, and attention
+  /// over the KV cache by ops::paged_attention: a sequence's results are then
+  /// bit-identical whatever else is in the batch (serving).
+  bool batch_invariant = false;
+};
+
+/// Where attention finds keys and values: null (no cache) means each sequence's own new
+/// tokens only (training, a plain forward: start must be 0); with a cache, every layer
+/// first writes its new keys and values into the sequences' blocks, then attends to all
+/// cached positions.
+struct KVCacheBinding {
+  const KVCache* cache = nullptr;
+  std::vector<std::span<const int32_t>> block_tables;  ///< per sequence
+  std::vector<Tensor> rows;                            ///< per sequence: pool rows of its new tokens
+  std::vector<int64_t> contiguous;                     ///< per sequence: first pool row if consecutive, else −1
+};
+
+/// Binds `cache` to the sequences of `packed` with their block tables. Throws ShapeError
+/// for a table too short, InputError for a block outside the pool.
+KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
+                             const std::vector<std::span<const int32_t>>& block_tables);
+
+/// What one layer's backward needs from its forward, each [tokens, width] f32 (this
+/// rank's slices under TP).
+struct LayerActivations {
+  Tensor x;       ///< layer input (residual stream)
+  Tensor q0, k0;  ///< q/k projections before QK-norm
+  Tensor qr, kr;  ///< after QK-norm and RoPE
+  Tensor v;       ///< value projection
+  Tensor attn;    ///< attention output, before o_proj
+  Tensor p;       ///< o_proj output (all-reduced), before post_attention_layernorm
+  Tensor x1;      ///< residual after the attention block
+  Tensor gate, up;
+  Tensor m;       ///< down_proj output (all-reduced), before post_feedforward_layernorm
+};
+
+/// One layer's forward statistics (monitoring: docs/architecture.md §9).
+struct LayerStats {
+  double output_norm_sum = 0;     ///< Σ over tokens of ‖residual stream after the layer‖₂
+  double attention_norm_sum = 0;  ///< Σ over tokens of ‖post-norm attention output‖₂
+  double mlp_norm_sum = 0;        ///< Σ over tokens of ‖post-norm MLP output‖₂
+  float attention_logit_max = -std::numeric_limits<float>::infinity();  ///< max q·k/√hd, this rank's heads (no cache)
+};
+
+/// Scratch tensors one forward reuses across its layers (sized on first use).
+struct LayerWorkspace {
+  Tensor q, k, v, attn, proj, gate, up, act;
+};
+
+/// Everything about the model a layer needs besides its weights.
+struct LayerContext {
+  const ModelConfig& config;
+  const ShardSpec& shard;
+  parallel::Communicator* tp;  ///< null without tensor parallelism (or with one rank)
+};
+
+/// Forward of local layer `layer` (0 = the shard's first) over the packed rows: x [T, h]
+/// f32 is the residual stream, updated in place. Under TP: q/k/v/gate/up
+/// column-parallel, the whole-projection QK-norm by one [T, 2] all-reduce, o/down
+/// row-parallel with an all-reduce each. With `saved` every activation the backward
+/// needs is kept there (no KV cache allowed); with `stats` the layer's norms (and, with
+/// no cache, its largest attention logit) are added. Throws ShapeError on mismatched
+/// shapes, InputError for a KV block outside the pool; CollectiveTimeout if a TP peer
+/// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers).
+void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64_t layer, const PackedTokens& packed,
+                           const KVCacheBinding* kv, const LayerOptions& options, const TensorView& x,
+                           LayerWorkspace& ws, LayerActivations* saved, LayerStats* stats);
+
+/// Scratch tensors one backward reuses across its layers.
+struct LayerBackwardWorkspace {
+  Tensor dh, ds, dgate, dup, sw, dattn, dq, dk, dv, dxp;
+};
+
+/// Backward of one layer (f32 activations, no cache): given dx [T, h], the gradient at
+/// the layer's output, overwrites it with the gradient at the layer's input and
+/// ACCUMULATES the layer's parameter gradients into `grads` (same shapes as `w`). Frees
+/// `saved`'s tensors as they are used. Under TP the partial input gradients of the
+/// column-parallel products are all-reduced (two all-reduces), the QK-norm backward
+/// takes one [4, T] all-reduce (parallel::tp_qk_norm_backward); a kv head replicated on
+/// several ranks gets a partial k/v/k_norm gradient on each replica (summed later by
+/// sum_kv_replica_gradients). Source: the derivative of decoder_layer_forward.
+void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, LayerWeights& grads,
+                            const PackedTokens& packed, LayerActivations& saved, const TensorView& dx,
+                            LayerBackwardWorkspace& ws);
+
+}  // namespace olmo2

@@ -1,0 +1,39 @@
+// What one rank holds of the model, and the process groups a sharded computation uses
+// (docs/architecture.md §4–5).
+#pragma once
+
+#include "parallel/communicator.h"
+#include "parallel/partition.h"
+#include "runtime/model/config.h"
+
+namespace olmo2 {
+
+/// What one rank holds of the model; `whole` for a single process. Ranges index the full
+/// model: layers, query heads, kv heads, MLP rows, vocab rows of the padded
+/// embedding/lm_head (`vocab_real` the real ids among them).
+struct ShardSpec {
+  parallel::Range layers, q_heads, kv_heads, mlp_rows, vocab_rows, vocab_real;
+  bool embedding = true;   ///< stage 0: embed_tokens
+  bool final_norm = true;  ///< last stage: model.norm and lm_head
+  bool k_counts = true;    ///< this rank contributes its k sum to the QK-norm all-reduce
+  int kv_replicas = 1;     ///< TP ranks holding this rank's kv heads (> 1 when KV < tp)
+  int kv_replica = 0;      ///< which of them this rank is (0 owns the head; k_counts)
+  int64_t padded_vocab = 0;
+  /// The whole model on one rank.
+  static ShardSpec whole(const ModelConfig& c);
+  /// This rank's part of `plan`.
+  static ShardSpec from_plan(const parallel::PartitionPlan& plan, int rank);
+};
+
+/// The communicators a sharded computation uses; null members (or groups of one rank)
+/// mean "not split that way".
+struct ParallelContext {
+  parallel::Communicator* tp = nullptr;  ///< tensor-parallel group
+  parallel::Communicator* pp = nullptr;  ///< pipeline group (stage = pp->rank())
+  /// tp when it has more than one rank, else null.
+  parallel::Communicator* tensor_parallel() const { return tp && tp->size() > 1 ? tp : nullptr; }
+  /// pp when it has more than one rank, else null.
+  parallel::Communicator* pipeline() const { return pp && pp->size() > 1 ? pp : nullptr; }
+};
+
+}  // namespace olmo2

@@ -1,0 +1,40 @@
+// A batch of token sequences as every forward takes it, and packed into one tensor of
+// rows (what the decoder layers run on).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "runtime/model/config.h"
+
+namespace olmo2 {
+
+/// Sequences of new tokens, with (when a KV cache is used) the positions each already
+/// has cached and its block table.
+struct TokenBatch {
+  std::vector<std::span<const int32_t>> tokens;        ///< per sequence: its new tokens (≥ 1)
+  std::vector<int64_t> start;                          ///< per sequence: positions before them (empty: all 0)
+  std::vector<std::span<const int32_t>> block_tables;  ///< per sequence, with a KV cache (else empty)
+};
+
+/// The tokens of every sequence packed into rows: sequence i is rows [offset[i],
+/// offset[i+1]); each row has its token id and its position.
+struct PackedTokens {
+  std::vector<int64_t> offset;  ///< sequences + 1 entries, offset[0] = 0
+  std::vector<int64_t> start;   ///< per sequence: positions cached before its rows
+  Tensor ids;                   ///< [T] i32
+  Tensor positions;             ///< [T] i32: start[i] + t for the t-th new token of sequence i
+  int64_t rows() const { return offset.back(); }
+  size_t sequences() const { return offset.size() - 1; }
+  /// Rows of sequence i of a [T, ·] view.
+  TensorView rows_of(const TensorView& t, size_t i) const { return t.rows(offset[i], offset[i + 1]); }
+};
+
+/// Packs `batch` (start empty means 0 for every sequence). Throws InputError for an
+/// empty sequence, an id outside [0, config.vocab_size) (naming the id, its position and
+/// sequence), a negative start, or a position reaching max_position_embeddings.
+PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& config);
+
+}  // namespace olmo2

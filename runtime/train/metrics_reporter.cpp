@@ -1,0 +1,152 @@
+#include "runtime/train/metrics_reporter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "ops/gemm.h"
+#include "ops/tensor_ops.h"
+#include "ops/threads.h"
+#include "parallel/node_ranks.h"
+#include "runtime/train/grad_sync.h"
+
+namespace olmo2 {
+
+namespace {
+/// fp32 matrix-product FLOP/s of this node with every hardware thread (the MFU
+/// denominator when --peak-tflops is not given).
+double node_sgemm_flops() {
+  const int before = num_threads();
+  set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const double flops = ops::measure_linear_flops(512, 10);
+  set_num_threads(before);
+  return flops;
+}
+}  // namespace
+
+MetricsReporter::MetricsReporter(const TrainOptions& options, parallel::ProcessGroups* groups)
+    : options_(options), groups_(groups) {
+  if (groups_) {
+    world_ = groups_->world.get(), tp_ = groups_->tp.get(), dp_ = groups_->dp.get();
+    dp_rank_ = dp_->rank();
+  }
+  const TrainOptions& opt = options_;
+  // The metrics port is taken now, so a port in use stops every rank before any work.
+  const bool metrics_rank = opt.metrics_port > 0 &&
+                            (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
+  if (metrics_rank) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
+}
+
+MetricsReporter::~MetricsReporter() = default;
+
+void MetricsReporter::start(const Olmo2Model& model) {
+  model_ = &model;
+  // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
+  // node (parallel::node_ranks: one all-gather of a u64 hash of each host name).
+  std::vector<int> served;
+  if (options_.metrics_port > 0) {
+    if (options_.metrics_per_node && world_) {
+      served = parallel::node_ranks(world_);
+    } else {
+      for (int r = 0; r < (world_ ? world_->size() : 1); ++r) served.push_back(r);
+    }
+  }
+  if (endpoint_) {  // the metric families, and the peak for MFU
+    std::vector<monitoring::RankCoords> ranks;
+    const int world = world_ ? world_->size() : 1;
+    for (int r : served) {
+      const parallel::Coords c = world_ ? groups_->topology.coords(r) : parallel::Coords{};
+      ranks.push_back({r, c.tp, c.pp, c.dp});
+    }
+    // With one endpoint per node, the job-wide values are served by world rank 0's only.
+    metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
+                                                          !world_ || world_->rank() == 0);
+    const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
+    peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
+    std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
+              << " ranks (MFU against " << peak_flops_ / 1e9 << " GFLOP/s)\n";
+  }
+}
+
+bool MetricsReporter::diagnostics_at(int64_t step) const {
+  return options_.metrics_port > 0 && (step == 1 || step % options_.diag_interval == 0);
+}
+
+std::vector<double> MetricsReporter::layer_grad_squares(const std::vector<Parameter>& params) const {
+  std::vector<double> layer_grad_sq;
+  layer_grad_sq.assign(static_cast<size_t>(model_->config().num_hidden_layers), 0.0);
+  const int tp_rank = tp_ ? tp_->rank() : 0;
+  for (const Parameter& p : params) {
+    if (!p.owned(tp_rank) || !p.name.starts_with("model.layers.")) continue;
+    const size_t l = std::stoul(p.name.substr(13));
+    layer_grad_sq[l] += ops::sum_squares(p.grad->view());
+  }
+  return layer_grad_sq;
+}
+
+void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step,
+                                     const LayerDiagnostics& diag, std::vector<double> layer_grad_sq) {
+  if (options_.metrics_port <= 0) return;
+  // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
+  const int world = world_ ? world_->size() : 1;
+  std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));
+  if (world_) {
+    const float mine = static_cast<float>(r.seconds);
+    world_->all_gather(std::span<const float>(&mine, 1), seconds);
+  }
+  monitoring::LayerValues lv;
+  if (diag_step) {
+    const int64_t L = model_->config().num_hidden_layers;
+    const size_t local = diag.output_norm_sum.size();
+    std::vector<double> sums;  // this stage's norm sums and token count, summed over DP
+    for (const auto* v : {&diag.output_norm_sum, &diag.attention_norm_sum, &diag.mlp_norm_sum}) {
+      sums.insert(sums.end(), v->begin(), v->end());
+    }
+    sums.push_back(static_cast<double>(diag.tokens));
+    all_reduce_doubles(dp_, sums);
+    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP and DP
+    for (parallel::Communicator* c : {tp_, dp_}) {
+      if (c && c->size() > 1) c->all_reduce_max(logits);
+    }
+    all_reduce_doubles(tp_, layer_grad_sq);  // each TP rank's owned shards
+    std::vector<float> v(static_cast<size_t>(5 * L), 0.0f);
+    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
+    const double tokens = std::max(1.0, sums.back());
+    for (size_t l = 0; reporter && l < local; ++l) {
+      const size_t g = static_cast<size_t>(model_->shard().layers.begin) + l;
+      v[g] = static_cast<float>(sums[l] / tokens);
+      v[static_cast<size_t>(L) + g] = static_cast<float>(sums[local + l] / tokens);
+      v[static_cast<size_t>(2 * L) + g] = static_cast<float>(sums[2 * local + l] / tokens);
+      v[static_cast<size_t>(3 * L) + g] = static_cast<float>(std::sqrt(layer_grad_sq[g]));
+      v[static_cast<size_t>(4 * L) + g] = logits[l];
+    }
+    if (world_) world_->all_reduce_sum(v);  // each layer comes from the one reporter of its stage
+    auto part = [&](int64_t k) {
+      return std::vector<double>(v.begin() + k * L, v.begin() + (k + 1) * L);
+    };
+    lv = {part(0), part(1), part(2), part(3), part(4)};
+  }
+  if (!metrics_) return;
+  monitoring::StepValues sv;
+  sv.step = r.step, sv.loss = r.loss, sv.z_loss = r.z_loss, sv.grad_norm = r.grad_norm, sv.learning_rate = r.lr;
+  sv.tokens = options_.global_batch * options_.seq_len, sv.tokens_per_second = r.tokens_per_second;
+  sv.model_flops_utilization =
+      peak_flops_ > 0
+          ? r.tokens_per_second * 3.0 * model_->forward_flops(1, (static_cast<double>(options_.seq_len) + 1) / 2) /
+                peak_flops_
+          : 0;  // training = 3 × forward FLOPs (backward 2×), causal context (T+1)/2 on average
+  sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
+  sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
+  sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
+  metrics_->record_step(sv);
+  if (diag_step) metrics_->record_layers(lv);
+}
+
+void MetricsReporter::record_save_seconds(double seconds) {
+  if (metrics_) metrics_->record_checkpoint_save(seconds);
+}
+
+}  // namespace olmo2

@@ -1,0 +1,66 @@
+#include "runtime/train/run_directory.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "runtime/train/checkpoint.h"
+
+namespace olmo2 {
+namespace fs = std::filesystem;
+
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+std::string RunDirectory::resume_checkpoint(const std::string& resume, const std::string& save_dir) {
+  std::string resume_dir;
+  if (resume == "auto") {
+    resume_dir = latest_checkpoint(save_dir);
+  } else if (!resume.empty()) {
+    if (!fs::is_directory(resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", resume);
+    resume_dir = resume;
+  }
+  return resume_dir;
+}
+
+void RunDirectory::lock(const std::string& dir, const std::string& resume_dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot create the directory (",
+                ec ? ec.message() : "not a directory", ")");
+  }
+  const std::string lock = dir + "/.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) OLMO2_THROW(InputError, "--save-dir ", dir, ": cannot write ", lock, " (", std::strerror(errno), ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, " is in use by another olmo2 train (", lock,
+                " is locked); give each run its own --save-dir");
+  }
+  const std::string latest = latest_checkpoint(dir);
+  if (!latest.empty() && (resume_dir.empty() || fs::canonical(resume_dir).parent_path() != fs::canonical(dir))) {
+    OLMO2_THROW(InputError, "--save-dir ", dir, " already holds checkpoints of another run (newest ", latest,
+                "); give --resume to continue it, or another --save-dir");
+  }
+}
+
+void RunDirectory::choose_tokenizer_source(const std::string& tokenizer, const std::string& from) {
+  tokenizer_given_ = !tokenizer.empty();
+  if (!tokenizer.empty()) {
+    tokenizer_source_ = tokenizer;
+  } else if (!from.empty() && fs::is_regular_file(from + "/tokenizer.json")) {
+    tokenizer_source_ = from + "/tokenizer.json";
+  }
+}
+
+void RunDirectory::checkpoint_written(const std::string& path) {
+  if (!tokenizer_source_.empty() && !tokenizer_given_) tokenizer_source_ = path + "/tokenizer.json";
+}
+
+}  // namespace olmo2

@@ -1,0 +1,60 @@
+#include "runtime/train/train_options.h"
+
+#include "core/error.h"
+#include "monitoring/spike_detector.h"
+#include "runtime/train/lr_schedule.h"
+
+namespace olmo2 {
+
+void validate(const TrainOptions& o) {
+  if (o.model_dir.empty() == o.model_config.empty()) {
+    OLMO2_THROW(InputError, "give exactly one of --model DIR (continue from a checkpoint) and "
+                            "--model-config FILE (start from scratch)");
+  }
+  if (o.data.empty()) OLMO2_THROW(InputError, "no training data: give --data FILE.npy ...");
+  if (o.seq_len < 2) OLMO2_THROW(InputError, "--seq-len must be at least 2, got ", o.seq_len);
+  if (o.global_batch < 1) OLMO2_THROW(InputError, "--global-batch must be at least 1, got ", o.global_batch);
+  if (o.micro_batch < 0) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
+  if (o.micro_batch > 0 && o.global_batch % o.micro_batch != 0) {
+    OLMO2_THROW(InputError, "--global-batch ", o.global_batch, " is not divisible by --micro-batch ",
+                o.micro_batch);
+  }
+  if (o.steps < 1) OLMO2_THROW(InputError, "--steps must be at least 1, got ", o.steps);
+  if (o.log_interval < 1) OLMO2_THROW(InputError, "--log-interval must be at least 1, got ", o.log_interval);
+  if (!(o.weight_decay >= 0)) OLMO2_THROW(InputError, "--weight-decay must be ≥ 0, got ", o.weight_decay);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) OLMO2_THROW(InputError, "--beta1 must be in [0, 1), got ", o.beta1);
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) OLMO2_THROW(InputError, "--beta2 must be in [0, 1), got ", o.beta2);
+  if (!(o.eps > 0)) OLMO2_THROW(InputError, "--adam-eps must be > 0, got ", o.eps);
+  if (!(o.z_loss >= 0)) OLMO2_THROW(InputError, "--z-loss must be ≥ 0, got ", o.z_loss);
+  if (!(o.init_std > 0)) OLMO2_THROW(InputError, "--init-std must be > 0, got ", o.init_std);
+  if (!(o.clip_grad >= 0)) OLMO2_THROW(InputError, "--clip-grad must be ≥ 0 (0: off), got ", o.clip_grad);
+  if (o.debug_stop_after < 0) OLMO2_THROW(InputError, "--debug-stop-after must be ≥ 0, got ", o.debug_stop_after);
+  if (o.keep < 0) OLMO2_THROW(InputError, "--keep must be ≥ 0, got ", o.keep);
+  if (o.save_interval < 0) OLMO2_THROW(InputError, "--save-interval must be ≥ 0, got ", o.save_interval);
+  if (o.save_interval > 0 && o.save_dir.empty()) OLMO2_THROW(InputError, "--save-interval needs --save-dir");
+  if (o.resume == "auto" && o.save_dir.empty()) OLMO2_THROW(InputError, "--resume without a directory needs --save-dir");
+  if (o.log_format != "text" && o.log_format != "json") {
+    OLMO2_THROW(InputError, "--log-format must be text or json, got \"", o.log_format, "\"");
+  }
+  if (o.on_nonfinite != "skip" && o.on_nonfinite != "stop") {
+    OLMO2_THROW(InputError, "--on-nonfinite must be skip or stop, got \"", o.on_nonfinite, "\"");
+  }
+  if (o.zero_stage != 0 && o.zero_stage != 1) {
+    OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
+  }
+  if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
+  if (o.tp < 1 || o.pp < 1 || o.dp < 0) {
+    OLMO2_THROW(InputError, "--tp and --pp must be at least 1 and --dp at least 1, got tp ", o.tp, ", pp ", o.pp,
+                ", dp ", o.dp);
+  }
+  monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
+  if (o.metrics_port < 0 || o.metrics_port > 65535) {
+    OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535; 0: off), got ", o.metrics_port);
+  }
+  if (o.diag_interval < 1) OLMO2_THROW(InputError, "--diag-interval must be at least 1, got ", o.diag_interval);
+  if (!(o.peak_tflops >= 0)) OLMO2_THROW(InputError, "--peak-tflops must be ≥ 0 (0: measure), got ", o.peak_tflops);
+  LrSchedule s{o.lr, o.warmup_steps, o.steps, o.min_lr_ratio, parse_schedule(o.schedule)};
+  s.validate();
+}
+
+}  // namespace olmo2

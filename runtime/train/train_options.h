@@ -1,0 +1,77 @@
+// The options of `olmo2 train` (command line or INI file) and the checks they get on
+// their own, before any file is read or any rank is asked (docs/architecture.md §7
+// training semantics; §4 rank layout for --tp/--pp/--dp; §9 metrics for --metrics-*).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace olmo2 {
+
+/// Everything `olmo2 train` is told (command line or INI file). Defaults are the
+/// OLMo 2 recipe's where it has one.
+struct TrainOptions {
+  std::string model_dir;     ///< --model: continue from this HF checkpoint
+  std::string model_config;  ///< --model-config: a config.json to start from scratch
+  std::string tokenizer;     ///< --tokenizer: copied into checkpoints (generate --prompt)
+  std::vector<std::string> data;  ///< --data: .npy token files
+  int64_t seq_len = 0;       ///< --seq-len (tokens per sequence)
+  int64_t global_batch = 0;  ///< --global-batch (sequences per optimizer step)
+  int64_t micro_batch = 0;   ///< --micro-batch (sequences per forward/backward; 0: global)
+  int64_t steps = 0;         ///< --steps (optimizer steps of the run, counted from step 0)
+  double lr = 4e-4;          ///< --lr peak learning rate
+  double min_lr_ratio = 0.1; ///< --min-lr-ratio: final lr / peak
+  int64_t warmup_steps = 0;  ///< --warmup-steps
+  std::string schedule = "cosine";  ///< --schedule cosine|linear|constant
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double clip_grad = 1.0;    ///< --clip-grad (≤ 0: off)
+  double z_loss = 1e-5;      ///< --z-loss coefficient
+  double init_std = 0.02;    ///< --init-std
+  uint64_t seed = 0;         ///< --seed: initialisation and data order
+  std::string save_dir;      ///< --save-dir
+  int64_t save_interval = 0; ///< --save-interval steps (0: only at the end)
+  int keep = 3;              ///< --keep: newest checkpoints kept (0: all)
+  std::string resume;        ///< --resume DIR, or "auto": the newest in save_dir if any
+  int64_t log_interval = 1;  ///< --log-interval steps between human-readable lines
+  std::string log_format = "text";  ///< --log-format text|json (json: one object per step on stdout)
+  std::string on_nonfinite = "skip"; ///< --on-nonfinite skip|stop
+  /// --debug-scale-loss STEP:FACTOR multiplies step STEP's loss (and gradients) by
+  /// FACTOR (may be nan or inf): injects spikes and non-finite values in tests.
+  int64_t debug_scale_step = -1;
+  double debug_scale_factor = 1.0;
+  /// --debug-stop-after N: behave as if SIGTERM arrived during step N (tests of resume).
+  int64_t debug_stop_after = 0;
+  /// --debug-scale-rank R: apply --debug-scale-loss on world rank R only (to its local
+  /// loss sums and gradients, after the backward); -1: on every rank, to the loss.
+  int debug_scale_rank = -1;
+
+  // Layout (used when the Trainer is given process groups).
+  int tp = 1, pp = 1;              ///< --tp, --pp
+  int dp = 0;                      ///< --dp (0: world / (tp · pp))
+  std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
+  int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
+  int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
+  double collective_timeout = 300; ///< --collective-timeout seconds (0: forever): a hung peer becomes an error
+
+  // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
+  int64_t spike_window = 128;  ///< --spike-window steps
+  double spike_sigma = 6;      ///< --spike-sigma: a spike is > mean + sigma · std of the window
+  bool skip_spikes = false;    ///< --skip-spikes: do not apply a step whose loss or grad norm spikes
+
+  // Prometheus metrics (monitoring/train_metrics.h), served by world rank 0.
+  int metrics_port = 0;                   ///< --metrics-port (0: no endpoint)
+  std::string metrics_host = "127.0.0.1"; ///< --metrics-host
+  bool metrics_per_node = false;          ///< --metrics-per-node: an endpoint on each node's first rank
+  int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics
+  double peak_tflops = 0;                 ///< --peak-tflops per node for MFU (0: measure sgemm at start)
+};
+
+/// Checks `o` on its own (no files read). Throws InputError naming the option and
+/// value: neither or both of model_dir/model_config, no data, non-positive sizes or
+/// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
+/// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir,
+/// a zero stage other than 0 or 1, a bucket size < 1.
+void validate(const TrainOptions& o);
+
+}  // namespace olmo2
