@@ -64,7 +64,7 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
       request.draw = r.output_ids.size();
       tok = select_tokens({out.logits[0].view()}, model.shard(), {request}, ctx.tensor_parallel())[0].id;
     }
-    if (pp) pp->broadcast(std::as_writable_bytes(std::span<int32_t>(&tok, 1)), pp->size() - 1);
+    if (pp) pp->broadcast(std::span<int32_t>(&tok, 1), pp->size() - 1);
     r.output_ids.push_back(tok);
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end()) {
       r.finish_reason = "stop";

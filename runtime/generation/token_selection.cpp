@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "core/error.h"
 #include "ops/tensor_ops.h"
@@ -42,23 +43,35 @@ std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_view
     }
   }
   const int64_t real = shard.vocab_real.size();  // real ids are the first `real` of the slice
-  // Per row: [max, Σexp(x − max), m × (logit, id)].
-  std::vector<int64_t> base(rows.size() + 1, 0);
-  for (size_t i = 0; i < rows.size(); ++i) base[i + 1] = base[i] + 2 + 2 * candidates_per_rank(requests[i], slice);
+  // What each rank sends per row: a header, then m candidates (logit f32, id i32) — the
+  // same layout on every rank, all rows in one buffer, carried as bytes.
+  struct RowHeader {
+    float max;      ///< largest real logit of the slice (with logprobs)
+    float sum_exp;  ///< Σ exp(x − max) over the slice's real ids (0: not computed)
+  };
+  static_assert(sizeof(RowHeader) == 8 && sizeof(Candidate) == 8, "packed 4-byte fields");
+  std::vector<int64_t> base(rows.size() + 1, 0);  // byte offset of each row's part
+  for (size_t i = 0; i < rows.size(); ++i) {
+    base[i + 1] = base[i] + static_cast<int64_t>(sizeof(RowHeader) + sizeof(Candidate) * candidates_per_rank(requests[i], slice));
+  }
   const float ninf = -std::numeric_limits<float>::infinity();
-  std::vector<float> mine(static_cast<size_t>(base.back()), ninf);
+  std::vector<uint8_t> mine(static_cast<size_t>(base.back()));
+  auto header = [](std::vector<uint8_t>& buf, size_t at) { return reinterpret_cast<RowHeader*>(buf.data() + at); };
+  auto candidates = [](std::vector<uint8_t>& buf, size_t at) {
+    return reinterpret_cast<Candidate*>(buf.data() + at + sizeof(RowHeader));
+  };
 #pragma omp parallel for schedule(dynamic)
   for (size_t i = 0; i < rows.size(); ++i) {
     const float* x = rows[i];
-    float* out = mine.data() + base[i];
+    RowHeader& h = *header(mine, static_cast<size_t>(base[i]));
+    Candidate* out = candidates(mine, static_cast<size_t>(base[i]));
     const int64_t m = candidates_per_rank(requests[i], slice);
+    h = {ninf, 0.0f};
+    for (int64_t j = 0; j < m; ++j) out[j] = {ninf, -1};  // -1: padding (a rank with fewer real ids)
     if (m == 1 && requests[i].logprobs == 0) {  // greedy: one scan, no candidate list
-      out[1] = 0;
-      out[3] = -1;
       if (real > 0) {
         const int32_t j = argmax(x, real);
-        out[2] = x[j];
-        out[3] = static_cast<float>(shard.vocab_rows.begin + j);
+        out[0] = {x[j], static_cast<int32_t>(shard.vocab_rows.begin + j)};
       }
       continue;
     }
@@ -77,21 +90,15 @@ std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_view
       for (int64_t j = 0; j < real; ++j) mx = std::max(mx, x[j]);
       double s = 0;
       for (int64_t j = 0; j < real; ++j) s += std::exp(static_cast<double>(x[j]) - mx);
-      out[0] = mx, out[1] = static_cast<float>(s);
-    } else {
-      out[1] = 0;
+      h = {mx, static_cast<float>(s)};
     }
-    for (int64_t j = 0; j < take; ++j) {
-      out[2 + 2 * j] = c[static_cast<size_t>(j)].logit;
-      out[3 + 2 * j] = static_cast<float>(c[static_cast<size_t>(j)].id);
-    }
-    for (int64_t j = take; j < m; ++j) out[3 + 2 * j] = -1;  // padding (a rank with fewer real ids)
+    for (int64_t j = 0; j < take; ++j) out[j] = c[static_cast<size_t>(j)];
   }
   const int ranks = tp ? tp->size() : 1;
-  std::vector<float> all;
+  std::vector<uint8_t> all;
   if (tp) {
     all.resize(mine.size() * static_cast<size_t>(ranks));
-    tp->all_gather(mine, all);
+    tp->all_gather(std::span<const uint8_t>(mine), std::span<uint8_t>(all));
   } else {
     all.swap(mine);
   }
@@ -103,10 +110,12 @@ std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_view
     std::vector<Candidate> c;  // whole vocabulary: in id order (ranks hold ascending slices)
     double gmax = -std::numeric_limits<double>::infinity();
     for (int r = 0; r < ranks; ++r) {
-      const float* in = all.data() + static_cast<size_t>(r) * stride + base[i];
-      if (in[1] > 0) gmax = std::max(gmax, static_cast<double>(in[0]));
+      const size_t at = static_cast<size_t>(r) * stride + static_cast<size_t>(base[i]);
+      const RowHeader& h = *header(all, at);
+      if (h.sum_exp > 0) gmax = std::max(gmax, static_cast<double>(h.max));
+      const Candidate* in = candidates(all, at);
       for (int64_t j = 0; j < m; ++j) {
-        if (in[3 + 2 * j] >= 0) c.push_back({in[2 + 2 * j], static_cast<int32_t>(in[3 + 2 * j])});
+        if (in[j].id >= 0) c.push_back(in[j]);
       }
     }
     if (whole_vocabulary(req)) {
@@ -131,8 +140,8 @@ std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_view
     if (req.logprobs > 0) {
       double sum = 0;
       for (int r = 0; r < ranks; ++r) {
-        const float* in = all.data() + static_cast<size_t>(r) * stride + base[i];
-        if (in[1] > 0) sum += static_cast<double>(in[1]) * std::exp(static_cast<double>(in[0]) - gmax);
+        const RowHeader& h = *header(all, static_cast<size_t>(r) * stride + static_cast<size_t>(base[i]));
+        if (h.sum_exp > 0) sum += static_cast<double>(h.sum_exp) * std::exp(static_cast<double>(h.max) - gmax);
       }
       const double lse = gmax + std::log(sum);
       for (const Candidate& k : c) {

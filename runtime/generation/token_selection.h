@@ -33,8 +33,9 @@ struct SelectedToken {
 /// ids vocab_rows.begin + j, real while below shard.vocab_real.end); on a device it is
 /// first copied to the host (ops::copy), where the choice is made. Each TP rank sends only its own best candidates:
 /// 1 for greedy, top_k for top-k sampling, the whole slice only for sampling without
-/// top_k (top-p needs the whole sorted distribution) — one all-gather for every row
-/// together, plus each slice's max and Σexp for log-probabilities. The merged
+/// top_k (top-p needs the whole sorted distribution) — one all-gather (of bytes: per
+/// row each slice's max and Σexp for log-probabilities, then (logit f32, id i32) pairs)
+/// for every row together. The merged
 /// candidates are the global ones, so the result equals one process choosing from the
 /// same whole logits (greedy: the first id among equal maxima; sampling: temperature,
 /// top-k, top-p and the seeded draw of runtime/generation/sampling.h). (Under TP the logits themselves
