@@ -1,4 +1,4 @@
-// olmo2: one binary, subcommands (DESIGN §8). Every error ends here as one line on
+// olmo2: one binary, subcommands (docs/architecture.md §12). Every error ends here as one line on
 // stderr and a non-zero exit: 2 for a bad command line, 1 for anything else.
 #include <cstdlib>
 #include <iostream>

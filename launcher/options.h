@@ -1,4 +1,4 @@
-// Command line → one validated configuration (Boost.Program_options, DESIGN §8).
+// Command line → one validated configuration (Boost.Program_options, docs/architecture.md §12).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // `olmo2 serve`: the model on every rank, the engine loop in lockstep, and on rank 0
-// the HTTP server (DESIGN §6).
+// the HTTP server (docs/architecture.md §8).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

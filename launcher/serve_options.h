@@ -1,4 +1,4 @@
-// The options of `olmo2 serve` (DESIGN §8), declared for Boost.Program_options.
+// The options of `olmo2 serve` (docs/architecture.md §12), declared for Boost.Program_options.
 #pragma once
 
 #include <cstdint>

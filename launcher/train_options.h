@@ -1,5 +1,5 @@
-// The options of `olmo2 train` (DESIGN §8): declared for Boost.Program_options and read
-// back into runtime::TrainOptions.
+// The options of `olmo2 train` (docs/architecture.md §12): declared for Boost.Program_options and
+// read back into runtime::TrainOptions.
 #pragma once
 
 #include <boost/program_options.hpp>

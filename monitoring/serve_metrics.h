@@ -1,5 +1,5 @@
-// Prometheus metrics of a serving job (DESIGN §7, deploy/metrics.txt): kept by rank 0,
-// where the HTTP server and the scheduler run, and served on the API's own port.
+// Prometheus metrics of a serving job (docs/architecture.md §9, deploy/metrics.txt): kept by
+// rank 0, where the HTTP server and the scheduler run, and served on the API's own port.
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Loss-spike and grad-norm-spike detection over a rolling window (DESIGN §7; issue #7).
+// Loss-spike and grad-norm-spike detection over a rolling window (docs/architecture.md §7).
 #pragma once
 
 #include <cstdint>
@@ -24,8 +24,8 @@ struct SpikeCheck {
 /// holds at least window/2 values (before that nothing is flagged). Spikes and
 /// non-finite values are not added to the window, so one spike does not widen the
 /// band that the next is measured against. Deterministic: ranks that observe the
-/// same values decide the same. Source: a rolling z-score test, as issue #7 defines it
-/// (window 128, 6σ by default).
+/// same values decide the same. Source: a rolling z-score test, as docs/architecture.md §7
+/// defines it (window 128, 6σ by default).
 class SpikeDetector {
  public:
   /// `signal` names it in logs ("loss", "grad_norm"). Throws InputError for window < 2

@@ -1,4 +1,4 @@
-// Prometheus metrics of a training job (DESIGN §7): one endpoint, on world rank 0,
+// Prometheus metrics of a training job (docs/architecture.md §9): one endpoint, on world rank 0,
 // holding every rank's values, which the trainer gathers over MPI at step boundaries —
 // a scrape only reads what is already there.
 #pragma once
@@ -68,9 +68,9 @@ struct LayerValues {
   std::vector<double> layer_output, attention_output, mlp_output, grad_norm, attention_logit_max;
 };
 
-/// The training metric families (names in deploy/metrics.txt and DESIGN §7), registered
-/// in `registry`; counters for every label value exist from the start at 0. `ranks`:
-/// the ranks whose step time this endpoint serves (all, or one node's). `run_wide`: also
+/// The training metric families (names in deploy/metrics.txt and docs/architecture.md §9),
+/// registered in `registry`; counters for every label value exist from the start at 0.
+/// `ranks`: the ranks whose step time this endpoint serves (all, or one node's). `run_wide`: also
 /// the job-wide families (loss, tokens, spikes, per-layer diagnostics, …) — true on exactly
 /// one endpoint of the job, so that sums over endpoints count them once. Updates hold
 /// `endpoint`'s update mutex: a scrape sees one step's values, never a mix.
