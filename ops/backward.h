@@ -1,5 +1,5 @@
 // Backward (gradient) kernels of the OLMo 2 forward ops, CPU, f32 — plus the fused
-// cross-entropy + z-loss forward/backward of the training loss (DESIGN.md §5).
+// cross-entropy + z-loss forward/backward of the training loss (docs/architecture.md §7).
 //
 // Conventions shared by every function here:
 //  - float views are f32 with a contiguous last dimension (rows may be strided); token

@@ -1,5 +1,5 @@
-// Deterministic OLMo 2 initialisation (DESIGN §5; olmo2-reference.md "Training
-// recipe"): truncated normal std 0.02 cut at ±3σ for every weight, embeddings and
+// Deterministic OLMo 2 initialisation (docs/architecture.md §7 "Init"): truncated normal
+// std 0.02 cut at ±3σ for every weight, embeddings and
 // lm_head included, norm weights 1, no depth scaling. Each element's value is a pure
 // function of (seed, parameter name, global element index), so every (tp, pp, dp)
 // layout builds exactly the same model.

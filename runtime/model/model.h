@@ -42,7 +42,7 @@ struct ForwardResult {
 
 /// OLMo 2 forward: embedding, per layer QK-normed attention with RoPE and GQA and a
 /// SwiGLU MLP, each followed by its post-norm and a residual add, then the final
-/// norm and lm_head. Source: transformers' modeling_olmo2.py (DESIGN §2). With a bf16
+/// norm and lm_head. Source: transformers' modeling_olmo2.py (docs/architecture.md §3). With a bf16
 /// checkpoint the fp32 kernels round activations to bf16 where the reference stores
 /// them in bf16.
 class Olmo2Model {

@@ -18,8 +18,8 @@ namespace olmo2 {
 /// same (local) shape. Names are the Hugging Face state-dict names
 /// ("model.layers.3.mlp.up_proj.weight").
 ///
-/// Sharding (DESIGN §4): this rank holds the rows [shard_begin, shard_end) of dimension
-/// `shard_dim` of the full tensor of shape `full_shape` (shard_dim = -1: the whole
+/// Sharding (docs/architecture.md §5): this rank holds the rows [shard_begin, shard_end) of
+/// dimension `shard_dim` of the full tensor of shape `full_shape` (shard_dim = -1: the whole
 /// tensor). Vocab-sharded tensors (embedding, lm_head) may include padding rows
 /// ≥ vocab_size at their end: rows [shard_begin, shard_begin + local rows) of the
 /// padded table, of which only those < full_shape[0] are real.

@@ -1,5 +1,5 @@
 // Continuous batching on rank 0: which sequences run in each step, with which chunk of
-// their tokens and which KV blocks (DESIGN §6).
+// their tokens and which KV blocks (docs/architecture.md §8).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The serving engine: rank 0 schedules and broadcasts each step's plan; every rank of
-// the TP × PP job executes it in lockstep (DESIGN §6).
+// the TP × PP job executes it in lockstep (docs/architecture.md §8).
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,5 @@
-// Stop strings for streamed generation (case C7): text that could still turn into a
-// stop string is held back, and nothing of a stop string is ever released.
+// Stop strings for streamed generation (docs/architecture.md §11.7): text that could still turn
+// into a stop string is held back, and nothing of a stop string is ever released.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
-// Training checkpoints (DESIGN §5): the model in the Hugging Face layout, loadable by
-// `transformers` and by Olmo2Model::load, beside the training state; each checkpoint
-// written to a temporary directory and renamed into place when complete.
+// Training checkpoints (docs/architecture.md §7 "Checkpoints"): the model in the Hugging Face
+// layout, loadable by `transformers` and by Olmo2Model::load, beside the training state; each
+// checkpoint written to a temporary directory and renamed into place when complete.
 //
 // Layout of SAVE_DIR/step-NNNNNNNN/ (step zero-padded to 8 digits):
 //   config.json                      ModelConfig::to_json, dtype float32

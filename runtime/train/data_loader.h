@@ -1,4 +1,4 @@
-// Deterministic data loader over .npy token files (DESIGN §5 "Data").
+// Deterministic data loader over .npy token files (docs/architecture.md §7 "Data").
 //
 // Windows: file i of n_i tokens is cut into floor(n_i / seq_len) non-overlapping
 // windows of seq_len tokens (its tail dropped); the windows of all files are numbered

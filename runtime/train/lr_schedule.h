@@ -1,5 +1,5 @@
 // Learning-rate schedules of the OLMo 2 recipe: linear warm-up, then cosine (or linear)
-// decay to a floor, or a constant rate (DESIGN §5; olmo2-reference.md "Training recipe").
+// decay to a floor, or a constant rate (docs/architecture.md §7 "Schedule").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Decoupled AdamW (Loshchilov & Hutter) exactly as torch.optim.AdamW computes it in
 // fp32 on the CPU, plus the global gradient-norm clipping of the OLMo 2 recipe
-// (DESIGN §5). Fixture: tests/golden/make_adamw_fixtures.py.
+// (docs/architecture.md §7). Fixture: tests/golden/make_adamw_fixtures.py.
 #pragma once
 
 #include <cstdint>
@@ -84,8 +84,8 @@ class AdamW {
 /// fixed chunks, so the result does not depend on the thread count). With
 /// `count_replicated` false, parameters with tp_replicated are skipped: under tensor
 /// parallelism every rank holds the same copy of those, and one rank alone adds them
-/// (case C5). The global norm is sqrt of the sum of this over ranks. Padding rows hold
-/// zero grads and add nothing.
+/// (docs/architecture.md §11.5). The global norm is sqrt of the sum of this over ranks. Padding
+/// rows hold zero grads and add nothing.
 double grad_norm_squared_local(const std::vector<Parameter>& params, bool count_replicated);
 
 /// torch.nn.utils.clip_grad_norm_ given the global L2 norm `total_norm` of all grads:

@@ -1,4 +1,4 @@
-// The 1F1B pipeline schedule of one training step (DESIGN §4 "Pipeline").
+// The 1F1B pipeline schedule of one training step (docs/architecture.md §5 "Pipeline").
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ struct PipelineStats {
 ///
 /// Every rank of the pipeline (and of its TP group) passes the same `micro_batches`
 /// (each a list of samples; see forward_backward) and the same `scale` (1 / target count
-/// of the whole global batch over all DP ranks: case C4). Gradients are ACCUMULATED into
-/// `grads`. Returns the sum of the micro-batches' loss sums on the last stage, zeros on
-/// other stages. Without ctx.pp (or with one stage) it is forward_backward per
+/// of the whole global batch over all DP ranks: docs/architecture.md §11.4). Gradients are
+/// ACCUMULATED into `grads`. Returns the sum of the micro-batches' loss sums on the last stage,
+/// zeros on other stages. Without ctx.pp (or with one stage) it is forward_backward per
 /// micro-batch. `diag`: see stage_forward. InputError for no micro-batches or a bad sample; CollectiveTimeout when
 /// a peer never answers.
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,

@@ -1,6 +1,6 @@
 // Moving parameter-shaped tensors between the sharded layout of a (tp, pp, dp) run and
 // whole Hugging Face tensors: what a distributed checkpoint writes and what a resume in
-// any layout reads (DESIGN §5 "Checkpoints").
+// any layout reads (docs/architecture.md §7 "Checkpoints").
 #pragma once
 
 #include <cstdint>

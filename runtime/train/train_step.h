@@ -1,6 +1,6 @@
 // One micro-batch of OLMo 2 training on one process: the forward that keeps the
 // activations the backward needs, the fused cross-entropy + Z-loss, and the backward
-// through every layer into the parameter gradients (DESIGN §5).
+// through every layer into the parameter gradients (docs/architecture.md §7).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace olmo2 {
 
 /// Loss sums of one micro-batch; none is divided by anything, so micro-batches (and
 /// later DP ranks) add up and the caller divides once by the global token count
-/// (case C4: never average averages).
+/// (docs/architecture.md §11.4: never average averages).
 struct LossSums {
   double ce_sum = 0.0;    ///< Σ over counted targets of −log softmax(logits)[target]
   double z_sq_sum = 0.0;  ///< Σ over counted targets of logsumexp(logits)² (not × coefficient)
@@ -39,7 +39,7 @@ struct StageActivationsDeleter {
 using StageActivationsPtr = std::unique_ptr<StageActivations, StageActivationsDeleter>;
 
 /// Forward statistics of this stage's layers, summed over the micro-batches given to
-/// stage_forward (monitoring: DESIGN §7). Index = layer of the stage (0 = its first).
+/// stage_forward (monitoring: docs/architecture.md §9). Index = layer of the stage (0 = its first).
 struct LayerDiagnostics {
   std::vector<double> output_norm_sum;     ///< Σ over tokens of ‖residual stream after the block‖₂
   std::vector<double> attention_norm_sum;  ///< Σ over tokens of ‖post-norm attention output‖₂

@@ -2,8 +2,8 @@
 // AdamW with warm-up + cosine/linear/constant schedule, global grad-norm clipping,
 // non-finite guards, atomic HF-layout checkpoints and exact resume (docs/architecture.md
 // §7 training semantics) — on one process or over tensor-, pipeline- and data-parallel
-// ranks (§4 rank layout, §5 partitioning). The run directory, the metrics and the test
-// faults are units of their own (run_directory.h, metrics_reporter.h, fault_injection.h).
+// ranks (docs/architecture.md §4 rank layout, §5 partitioning). The run directory, the metrics and
+// the test faults are units of their own (run_directory.h, metrics_reporter.h, fault_injection.h).
 #pragma once
 
 #include <cstdint>
