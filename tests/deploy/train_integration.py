@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration test of the training exporter with deploy/ (issue 7, item 6; ctest
+"""Integration test of the training exporter with deploy/ (docs/architecture.md §9, §10; ctest
 deploy.train_integration, label integration). Python 3 standard library only.
 
 Starts a real Prometheus on loopback (a copy of deploy/prometheus/prometheus.yml whose

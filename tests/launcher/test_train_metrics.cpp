@@ -1,6 +1,6 @@
 // `olmo2 train --metrics-port`: a real run (one process, and tp 2 × pp 2 under mpirun)
-// scraped over HTTP while it trains. Every training metric of DESIGN §7 is there with its
-// labels, every rank's step time and every layer's diagnostics arrive at rank 0's
+// scraped over HTTP while it trains. Every training metric of docs/architecture.md §9 is there with
+// its labels, every rank's step time and every layer's diagnostics arrive at rank 0's
 // endpoint, the exposition passes `promtool check metrics`, counters only grow, and a
 // port in use is refused at start on every rank.
 #include <gmock/gmock.h>

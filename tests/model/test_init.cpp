@@ -1,6 +1,7 @@
 // Deterministic OLMo 2 initialisation (docs/architecture.md §7): truncated normal
 // statistics, norms at 1, values a pure function of (seed, name, global index) so sharded
-// ranks build exact slices; known answers from tests/model/make_init_fixtures.py (§10).
+// ranks build exact slices; known answers from tests/model/make_init_fixtures.py
+// (docs/architecture.md §10).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

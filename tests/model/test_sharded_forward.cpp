@@ -1,5 +1,7 @@
 // The sharded forward in every layout against the single-process forward (and so
-// against transformers), on every golden fixture; cases C1 and C3. Run under mpirun.
+// against transformers), on every golden fixture; docs/architecture.md §11.1 (whole-projection
+// QK-norm split over TP ranks) and §11.3 (layers that do not divide evenly over pipeline
+// stages). Run under mpirun.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

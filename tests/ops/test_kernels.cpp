@@ -74,7 +74,8 @@ TEST(RmsNorm, MatchesFormulaAndMultipliesWeightBeforeCast) {
 }
 
 TEST(RmsNorm, CaseC1UnsplitValues) {
-  // ../shared/cases C1 on one rank: [1, 2, 3, 4], weight 1, eps 0.
+  // docs/architecture.md §11.1 (whole-projection QK-norm split over TP ranks) on one rank:
+  // [1, 2, 3, 4], weight 1, eps 0.
   Tensor x = Tensor::zeros({1, 4}), w = Tensor::zeros({4}), y = Tensor::zeros({1, 4});
   for (int i = 0; i < 4; ++i) x.f32()[i] = float(i + 1), w.f32()[i] = 1.0f;
   rmsnorm(x.view(), w.view(), 0.0f, y.view());

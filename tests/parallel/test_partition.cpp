@@ -1,5 +1,5 @@
-// The partition plan (DESIGN §3, §4): released shapes, kv replication, uneven pipeline
-// stages (case C3), vocab padding, parameter accounting, and every refusal.
+// The partition plan (docs/architecture.md §4, §5): released shapes, kv replication, uneven
+// pipeline stages (§11.3), vocab padding, parameter accounting, and every refusal.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// Case C7: streamed text through stop strings equals the non-streamed text byte for
-// byte, however it is split; no part of a stop string is released; a held-back prefix
-// is released once it can no longer match.
+// docs/architecture.md §11.7 (stop strings while streaming): streamed text through stop strings
+// equals the non-streamed text byte for byte, however it is split; no part of a stop string is
+// released; a held-back prefix is released once it can no longer match.
 #include <gtest/gtest.h>
 
 #include <random>

@@ -1,8 +1,9 @@
-// Distributed training against one process (issue #6): every (tp, pp, dp) layout of
+// Distributed training against one process: every (tp, pp, dp) layout of
 // this world gives the single-process losses and final weights; ZeRO-1 equals plain
 // AdamW; one rank's non-finite loss is skipped on every rank; resume in the same layout
 // is exact and in another layout continues the run; the 1F1B schedule's live
-// activations; case C4 across DP ranks; batch refusals. Run under mpirun at 2, 4, 8.
+// activations; docs/architecture.md §11.4 (loss over micro-batches of different token
+// counts) across DP ranks; batch refusals. Run under mpirun at 2, 4, 8.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -377,8 +378,9 @@ TEST(DistributedTraining, RanksReadingDifferentDataAreRefused) {
   groups.world->barrier();
 }
 
-// Case C4 across DP: rank 0's share has 1 target, the others 3 each. The loss is the
-// token-weighted mean over the global batch and the gradients equal one process's.
+// docs/architecture.md §11.4 (loss over micro-batches of different token counts) across DP:
+// rank 0's share has 1 target, the others 3 each. The loss is the token-weighted mean over the
+// global batch and the gradients equal one process's.
 TEST(DistributedTraining, CaseC4TokenCountIsReducedAcrossDataParallelRanks) {
   const int world = world_size();
   TinyRun s(4);

@@ -2,7 +2,7 @@
 // single-process one: loss sums and every parameter's gradient slice, at tp = world
 // (2 and 4), on golden fixtures (at tp 4 the GQA model's 2 kv heads are replicated)
 // and on a model whose vocabulary tp must pad. Also the
-// vocab-parallel cross-entropy's case C2. Run under mpirun.
+// vocab-parallel cross-entropy of docs/architecture.md §11.2. Run under mpirun.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -68,7 +68,8 @@ void expect_same_gradients(const std::string& dir, const std::string& what) {
     }
     EXPECT_LE(diff, 1e-5 * scale + 1e-9) << what << " " << ps[i].name << " rank " << rank << " tp " << world;
   }
-  // Case C5 on real gradients: the grad norm at tp = world equals one process's.
+  // docs/architecture.md §11.5 (gradient norm with sharded and replicated parameters) on real
+  // gradients: the grad norm at tp = world equals one process's.
   const double norm_whole = global_grad_norm(pw, nullptr, nullptr);
   const double norm_tp = global_grad_norm(ps, groups.tp.get(), nullptr);
   EXPECT_NEAR(norm_tp, norm_whole, 1e-6 * norm_whole) << what << " rank " << rank;
@@ -103,7 +104,8 @@ TEST(ShardedTraining, PaddedVocabulary) {
   expect_same_gradients(saved, "padded vocab 103");
 }
 
-// Case C5 with the numbers.
+// docs/architecture.md §11.5 (gradient norm with sharded and replicated parameters) with
+// the case's numbers.
 TEST(ShardedTraining, CaseC5ReplicatedGradientsCountOnce) {
   const int world = world_size();
   if (world != 2) GTEST_SKIP() << "case C5 is written for 2 ranks, have " << world;
@@ -144,7 +146,8 @@ TEST(ShardedTraining, GradientBucketsSumOverDataParallelRanks) {
   EXPECT_THROW(all_reduce_gradients(params, *groups.dp, 3), InputError);
 }
 
-// Case C2: logsumexp over the whole vocabulary, not each rank's slice.
+// docs/architecture.md §11.2 (vocab-parallel cross-entropy): logsumexp over the whole vocabulary,
+// not each rank's slice.
 TEST(ShardedTraining, CaseC2VocabParallelLossUsesTheWholeVocabulary) {
   const int world = world_size();
   if (world != 2) GTEST_SKIP() << "case C2 is written for 2 ranks, have " << world;

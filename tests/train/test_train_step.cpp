@@ -1,5 +1,5 @@
 // Whole-model gradient check by finite differences, and the loss semantics over
-// micro-batches (case C4 in ../shared/cases/README.md). Per-op gradient checks are in
+// micro-batches (docs/architecture.md §11.4). Per-op gradient checks are in
 // tests/ops/test_backward.cpp; gradients against transformers in tests/golden.
 #include <gtest/gtest.h>
 
@@ -89,8 +89,8 @@ TEST_P(WholeModelGradient, MatchesCentralDifferencesForEveryParameter) {
 
 INSTANTIATE_TEST_SUITE_P(Heads, WholeModelGradient, ::testing::Values(4, 2, 1));
 
-// Case C4: micro-batches with different target counts. The step loss and the gradient
-// are the token-weighted mean over the whole batch, so splitting a batch into
+// docs/architecture.md §11.4: micro-batches with different target counts. The step loss and the
+// gradient are the token-weighted mean over the whole batch, so splitting a batch into
 // micro-batches changes nothing (fp32, 1e-6).
 TEST(LossOverMicroBatches, TokenWeightedMeanNotMeanOfMeans) {
   const Olmo2Model m = tiny_model(2, 7);
