@@ -98,7 +98,7 @@ TEST(ShardedForward, EveryLayoutMatchesOneProcessOnEveryFixture) {
 
 TEST(ShardedForward, CaseC1WholeProjectionNormSplitOverRanks) {
   const int world = world_size();
-  if (world != 2 && world != 4) GTEST_SKIP() << "case C1 needs 2 or 4 ranks, have " << world;
+  if (world != 2 && world != 4) GTEST_SKIP() << "this case needs 2 or 4 ranks, have " << world;
   auto groups = parallel::make_process_groups(Topology::make(world, world, 1, 1), 60.0);
   const int r = groups.tp->rank();
   // q = [1, 2, 3, 4] over the TP ranks; k = two kv heads of head_dim 2, replicated

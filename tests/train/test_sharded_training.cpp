@@ -108,7 +108,7 @@ TEST(ShardedTraining, PaddedVocabulary) {
 // the case's numbers.
 TEST(ShardedTraining, CaseC5ReplicatedGradientsCountOnce) {
   const int world = world_size();
-  if (world != 2) GTEST_SKIP() << "case C5 is written for 2 ranks, have " << world;
+  if (world != 2) GTEST_SKIP() << "this case is written for 2 ranks, have " << world;
   auto groups = parallel::make_process_groups(Topology::make(2, 2, 1, 1), 60.0);
   const int r = groups.tp->rank();
   Tensor w = Tensor::zeros({2}), g = Tensor::zeros({2}), wr = Tensor::zeros({2}), gr = Tensor::zeros({2});
@@ -150,7 +150,7 @@ TEST(ShardedTraining, GradientBucketsSumOverDataParallelRanks) {
 // not each rank's slice.
 TEST(ShardedTraining, CaseC2VocabParallelLossUsesTheWholeVocabulary) {
   const int world = world_size();
-  if (world != 2) GTEST_SKIP() << "case C2 is written for 2 ranks, have " << world;
+  if (world != 2) GTEST_SKIP() << "this case is written for 2 ranks, have " << world;
   auto groups = parallel::make_process_groups(Topology::make(2, 2, 1, 1), 60.0);
   const int r = groups.tp->rank();
   // Full logits [0, 1, 2, 3] split [0, 1] | [2, 3]; target 1 (on rank 0).
