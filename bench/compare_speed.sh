@@ -16,12 +16,12 @@ for ((r = 1; r <= rounds; ++r)); do
   for side in old new; do
     b=${!side}
     # Forward of the 1B shape, T = 128 and 512 (tokens/s).
-    "$b/bench/olmo2_bench" --threads "$threads" --benchmark_filter=Forward --benchmark_format=json \
-      2>/dev/null > "$work/fwd.json"
-    while read -r name tps; do add "$side forward $name tok/s" "$tps"; done < <(python3 -c '
-import json, sys
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    print(b["name"].split("/")[1], b["tokens/s"])' "$work/fwd.json")
+    "$b/bench/olmo2_bench" --threads "$threads" --benchmark_filter=Forward 2>/dev/null > "$work/fwd.txt"
+    while read -r name tps; do add "$side forward T=$name tok/s" "$tps"; done < <(python3 -c '
+import re, sys
+for line in open(sys.argv[1]):
+    m = re.match(r"BM_Forward/(\d+)\S*\s.*\s([\d.]+)/s\s*$", line)
+    if m: print(m.group(1), m.group(2))' "$work/fwd.txt")
     # Training steps of the demo model (tokens/s).
     "$b/bench/olmo2_train_bench" --sizes demo --steps 3 --batch 8 --seq-len 128 --threads "$threads" \
       2>/dev/null | grep '"bench":"olmo2_train_bench"' > "$work/train.json"

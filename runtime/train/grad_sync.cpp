@@ -1,44 +1,45 @@
 #include "runtime/train/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
+#include "parallel/tensor_collectives.h"
 
 namespace olmo2 {
 
+namespace {
+/// Elements [begin, begin + count) of a tensor, flattened.
+TensorView flat(const TensorView& t, int64_t begin, int64_t count) {
+  return t.reshape({t.numel()}).rows(begin, begin + count);
+}
+}  // namespace
+
 void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp, int64_t bucket_bytes) {
   if (bucket_bytes < 4) OLMO2_THROW(InputError, "gradient bucket of ", bucket_bytes, " bytes holds no float");
-  if (dp.size() == 1) return;
+  if (dp.size() == 1 || params.empty()) return;
   const int64_t cap = bucket_bytes / 4;
-  std::vector<float> bucket;
-  bucket.reserve(static_cast<size_t>(cap));
-  // Pieces (parameter, first element, count) of the bucket being filled.
-  struct Piece {
-    float* data;
-    int64_t count;
-  };
-  std::vector<Piece> pieces;
+  int64_t total = 0;
+  for (const Parameter& p : params) total += p.grad->numel();
+  const Tensor bucket = Tensor::zeros({std::min(cap, total)}, DType::F32, params.front().grad->device());
+  // The pieces of gradients in the bucket being filled: (where in the bucket, which gradient elements).
+  std::vector<std::pair<int64_t, TensorView>> pieces;
+  int64_t used = 0;
   auto flush = [&] {
-    if (bucket.empty()) return;
-    dp.all_reduce_sum(bucket);
-    size_t at = 0;
-    for (const Piece& p : pieces) {
-      std::memcpy(p.data, bucket.data() + at, sizeof(float) * static_cast<size_t>(p.count));
-      at += static_cast<size_t>(p.count);
-    }
-    bucket.clear();
+    if (used == 0) return;
+    parallel::all_reduce_sum(dp, bucket.view().rows(0, used));
+    for (const auto& [at, grad] : pieces) ops::copy(bucket.view().rows(at, at + grad.numel()), grad);
     pieces.clear();
+    used = 0;
   };
   for (Parameter& p : params) {
-    float* g = p.grad->f32();
-    int64_t left = p.grad->numel();
-    while (left > 0) {
-      const int64_t take = std::min(left, cap - static_cast<int64_t>(bucket.size()));
-      bucket.insert(bucket.end(), g, g + take);
-      pieces.push_back({g, take});
-      g += take, left -= take;
-      if (static_cast<int64_t>(bucket.size()) == cap) flush();
+    for (int64_t done = 0; done < p.grad->numel();) {
+      const int64_t take = std::min(p.grad->numel() - done, cap - used);
+      const TensorView piece = flat(p.grad->view(), done, take);
+      ops::copy(piece, bucket.view().rows(used, used + take));
+      pieces.emplace_back(used, piece);
+      used += take, done += take;
+      if (used == cap) flush();
     }
   }
   flush();
@@ -62,16 +63,14 @@ void sum_kv_replica_gradients(std::vector<Parameter>& params, parallel::Communic
     total += full;
   }
   if (slots.empty() || tp.size() == 1) return;
-  std::vector<float> buf(static_cast<size_t>(total), 0.0f);
-  for (auto& [p, off] : slots) {  // k/v rows and k_norm elements: a contiguous row range
-    const int64_t row = p->full_shape.size() == 2 ? p->full_shape[1] : 1;
-    std::memcpy(buf.data() + off + p->shard_begin * row, p->grad->f32(), sizeof(float) * static_cast<size_t>(p->numel()));
-  }
-  tp.all_reduce_sum(buf);
-  for (auto& [p, off] : slots) {
-    const int64_t row = p->full_shape.size() == 2 ? p->full_shape[1] : 1;
-    std::memcpy(p->grad->f32(), buf.data() + off + p->shard_begin * row, sizeof(float) * static_cast<size_t>(p->numel()));
-  }
+  const Tensor buf = Tensor::zeros({total}, DType::F32, slots.front().first->grad->device());
+  auto slot = [&](const Parameter& p, int64_t off) {  // k/v rows and k_norm elements: a contiguous row range
+    const int64_t row = p.full_shape.size() == 2 ? p.full_shape[1] : 1;
+    return buf.view().rows(off + p.shard_begin * row, off + p.shard_begin * row + p.numel());
+  };
+  for (auto& [p, off] : slots) ops::copy(p->grad->view().reshape({p->numel()}), slot(*p, off));
+  parallel::all_reduce_sum(tp, buf.view());
+  for (auto& [p, off] : slots) ops::copy(slot(*p, off), p->grad->view().reshape({p->numel()}));
 }
 
 }  // namespace olmo2

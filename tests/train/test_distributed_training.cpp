@@ -170,7 +170,9 @@ void expect_weights_near(const std::string& checkpoint, const Reference& ref, co
   // Pipeline stages split only the layers: every sum runs in the one process's order
   // (the loss and norm sums cross ranks in f64, adding a stage's total to zeros), so the
   // weights are bit-identical.
-  if (exact) EXPECT_EQ(worst_max, 0.0) << what << ": a pipeline-only layout must reproduce one process bit for bit";
+  if (exact) {
+    EXPECT_EQ(worst_max, 0.0) << what << ": a pipeline-only layout must reproduce one process bit for bit";
+  }
 }
 
 TrainOptions with_layout(TrainOptions o, const Layout& l) {
