@@ -23,7 +23,7 @@ struct Fixture {
   double tolerance;  ///< max absolute difference allowed
 };
 
-// fp32: 1e-4 absolute (the bound). bf16: the reference rounds activations to
+// fp32: 1e-4 absolute (the bound the project holds its f32 forward to). bf16: the reference rounds activations to
 // bf16 (8 significant bits) after every op; our fp32 kernels round at the same points
 // but accumulate in another order, so a last-bit flip of a bf16 value (relative 2^-8)
 // can propagate. 0.05 absolute on logits of magnitude up to ~4 is ~1% relative.
@@ -113,7 +113,8 @@ TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
     in >> expected;
     EXPECT_EQ(ModelConfig::load(dir).parameter_count(), expected) << name;
   }
-  // The figures, independent of the fixture files.
+  // The released configurations' parameter counts (docs/architecture.md §3),
+  // independent of the fixture files.
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0425-1B")).parameter_count(), 1484916736);
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0325-32B")).parameter_count(), 32234279936);
 }

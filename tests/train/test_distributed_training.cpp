@@ -40,7 +40,7 @@ constexpr int kSteps = 10;
 /// Documented tolerances (fp32; under TP the matrix products and norms sum in another
 /// order, and AdamW's m/√v turns those last-bit differences of near-zero gradients
 /// into update differences of up to ~lr): losses and grad norms within 1e-4 relative
-/// of one process (the bound); each final weight tensor within 1e-4 in
+/// of one process (the bound distributed training is held to); each final weight tensor within 1e-4 in
 /// relative L2 norm ‖Δ‖/‖W‖ and every element within 2e-3 of the tensor's largest
 /// (the GQA embedding at tp 2 reached 1.00e-3 on an AVX-512 Xeon, whose OpenBLAS
 /// kernels round differently from AVX2's; the L2 bound is unchanged).
@@ -112,7 +112,7 @@ struct Layout {
   }
 };
 
-/// The layouts that fit this world.
+/// The layouts (tp, pp, dp) of this world size that the tests run.
 std::vector<Layout> layouts_of_world(int world) {
   const Layout all[] = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 1}, {2, 1, 2},
                         {1, 2, 2}, {2, 2, 2}, {4, 1, 1}, {1, 4, 1}};

@@ -120,7 +120,7 @@ TEST(ShardedTraining, CaseC5ReplicatedGradientsCountOnce) {
   EXPECT_NEAR(norm, std::sqrt(34.0), 1e-6);  // 5.8310, not √59 = 7.6811
 }
 
-// Data parallel: bucketed all-reduce of the gradients (item 3 of the distributed issue).
+// Data parallel: bucketed all-reduce of the gradients (docs/architecture.md §5).
 TEST(ShardedTraining, GradientBucketsSumOverDataParallelRanks) {
   const int world = world_size();
   auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
