@@ -129,6 +129,11 @@ struct CrossEntropySums {
 CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef,
                                      float scale, const TensorView& dlogits);
 
+/// Checks that every target of `targets` ([T] i32) is kIgnoreIndex or in [0, vocab_size);
+/// throws InputError naming the first other one and its row. What the losses check
+/// before any write or collective.
+void check_targets(const TensorView& targets, int64_t vocab_size);
+
 /// The vocab-parallel cross-entropy in three ops around two all-reduces (the collectives
 /// are the caller's: parallel::vocab_parallel_cross_entropy). This rank holds logits
 /// [T, V_local] f32 of ids vocab_begin … vocab_begin + V_local − 1, of which the first

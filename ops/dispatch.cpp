@@ -150,6 +150,9 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView&
                                      const TensorView& dlogits) {
   OLMO2_CPU_ONLY(cross_entropy_zloss, ({&logits, &targets, &dlogits}), logits, targets, z_coef, scale, dlogits);
 }
+void check_targets(const TensorView& targets, int64_t vocab_size) {
+  OLMO2_CPU_ONLY(check_targets, ({&targets}), targets, vocab_size);
+}
 void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max) {
   OLMO2_CPU_ONLY(vocab_parallel_ce_row_max, ({&logits, &row_max}), logits, real_cols, row_max);
 }

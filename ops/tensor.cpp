@@ -100,6 +100,13 @@ TensorView TensorView::cols(int64_t begin, int64_t end) const {
   return TensorView(base, dtype_, {shape_[0], end - begin}, strides_, device_);
 }
 
+TensorView TensorView::col(int64_t c) const {
+  OLMO2_CHECK(dim() == 2 && 0 <= c && c < shape_[1], "column ", c, " of ", shape_str());
+  auto* base = static_cast<char*>(data_) +
+               static_cast<ptrdiff_t>(c * strides_[1]) * static_cast<ptrdiff_t>(dtype_size(dtype_));
+  return TensorView(base, dtype_, {shape_[0]}, {strides_[0]}, device_);
+}
+
 TensorView TensorView::reshape(std::vector<int64_t> shape) const {
   OLMO2_CHECK(is_contiguous(), "reshape of a non-contiguous view ", shape_str());
   TensorView out(data_, dtype_, std::move(shape), device_);

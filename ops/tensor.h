@@ -79,6 +79,8 @@ class TensorView {
   TensorView rows(int64_t begin, int64_t end) const;
   /// Columns [begin, end) of a 2-d view (same strides; rows then are not contiguous).
   TensorView cols(int64_t begin, int64_t end) const;
+  /// Column c of a 2-d view as a 1-d view of its rows (stride: the row stride).
+  TensorView col(int64_t c) const;
   /// Same data, new contiguous shape with the same element count. Requires contiguity.
   TensorView reshape(std::vector<int64_t> shape) const;
 

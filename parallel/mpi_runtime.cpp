@@ -67,6 +67,10 @@ MpiRuntime::MpiRuntime(ThreadLevel required) {
     OLMO2_THROW(Error, "MPI provides thread support '", to_string(thread_level_), "', need '",
                 to_string(required), "'");
   }
+  // Errors that Open MPI reports on the world communicator (a failed sub-request of a
+  // non-blocking collective on a group) come back as return codes, which the
+  // communicators turn into an Error naming the call and group, instead of aborting.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
 }

@@ -7,14 +7,6 @@
 
 namespace olmo2::parallel {
 
-namespace {
-/// Column c of a [T, cols] f32 tensor as a strided [T] view.
-TensorView column(const Tensor& t, int64_t c) {
-  const int64_t cols = t.shape()[1];
-  return TensorView(t.f32() + c, DType::F32, {t.shape()[0]}, {cols}, t.device());
-}
-}  // namespace
-
 void tp_qk_norm(const TensorView& q, const TensorView& w_q, int64_t q_width, const TensorView& k,
                 const TensorView& w_k, int64_t k_width, bool k_counts, float eps, Communicator& tp) {
   OLMO2_CHECK(q.dim() == 2 && k.dim() == 2 && q.size(0) == k.size(0) && w_q.dim() == 1 &&
@@ -25,11 +17,11 @@ void tp_qk_norm(const TensorView& q, const TensorView& w_q, int64_t q_width, con
   OLMO2_CHECK(q_width >= q.size(1) && k_width >= k.size(1), "tp_qk_norm: global widths ", q_width,
               "/", k_width, " smaller than the local slices");
   const Tensor stats = Tensor::zeros({q.size(0), 2}, DType::F32, q.device());  // (Σq², Σk²) per token
-  ops::rmsnorm_partials(q, column(stats, 0));
-  if (k_counts) ops::rmsnorm_partials(k, column(stats, 1));
+  ops::rmsnorm_partials(q, stats.view().col(0));
+  if (k_counts) ops::rmsnorm_partials(k, stats.view().col(1));
   all_reduce_sum(tp, stats.view());
-  ops::rmsnorm_apply(q, w_q, column(stats, 0), q_width, eps, q);
-  ops::rmsnorm_apply(k, w_k, column(stats, 1), k_width, eps, k);
+  ops::rmsnorm_apply(q, w_q, stats.view().col(0), q_width, eps, q);
+  ops::rmsnorm_apply(k, w_k, stats.view().col(1), k_width, eps, k);
 }
 
 void tp_qk_norm_backward(const TensorView& q0, const TensorView& w_q, int64_t q_width, const TensorView& dq,

@@ -12,14 +12,7 @@ ops::CrossEntropySums vocab_parallel_cross_entropy(const TensorView& logits, int
   OLMO2_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
               "vocab_parallel_cross_entropy: logits ", logits.shape_str(), " targets ", targets.shape_str());
   const int64_t rows = logits.size(0);
-  // Checked on every rank before any collective, so no rank is left waiting.
-  const int32_t* t = targets.i32();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (t[r] != ops::kIgnoreIndex && (t[r] < 0 || t[r] >= vocab_size)) {
-      OLMO2_THROW(InputError, "target ", t[r], " at row ", r, " is outside the vocabulary [0, ", vocab_size,
-                  ") and is not the ignore index ", ops::kIgnoreIndex);
-    }
-  }
+  ops::check_targets(targets, vocab_size);  // on every rank before any collective: no rank is left waiting
   const Tensor row_max = Tensor::zeros({rows}, DType::F32, logits.device());
   const Tensor stats = Tensor::zeros({rows, 2}, DType::F32, logits.device());  // (Σ exp, target logit)
   ops::vocab_parallel_ce_row_max(logits, real_cols, row_max.view());

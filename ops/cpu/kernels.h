@@ -54,6 +54,7 @@ void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorV
                      const TensorView& dup);
 CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef, float scale,
                                      const TensorView& dlogits);
+void check_targets(const TensorView& targets, int64_t vocab_size);
 void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max);
 void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int64_t vocab_begin,
                                 const TensorView& targets, const TensorView& row_max, const TensorView& stats,

@@ -24,6 +24,17 @@ void check_vector(const TensorView& v, int64_t rows, int64_t cols, const char* n
 }
 }  // namespace
 
+void cpu::check_targets(const TensorView& targets_v, int64_t vocab_size) {
+  OLMO2_CHECK(targets_v.dim() == 1 && targets_v.stride(0) == 1, "targets ", targets_v.shape_str());
+  const int32_t* t = targets_v.i32();
+  for (int64_t r = 0; r < targets_v.size(0); ++r) {
+    if (t[r] != kIgnoreIndex && (t[r] < 0 || t[r] >= vocab_size)) {
+      OLMO2_THROW(InputError, "target ", t[r], " at row ", r, " is outside the vocabulary [0, ", vocab_size,
+                  ") and is not the ignore index ", kIgnoreIndex);
+    }
+  }
+}
+
 void cpu::vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max) {
   check_logits(logits, real_cols);
   const int64_t rows = logits.size(0);

@@ -18,7 +18,7 @@ void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& pr
   }
   if (max_tokens < 1) OLMO2_THROW(InputError, "max tokens must be at least 1, got ", max_tokens);
   const int64_t plen = static_cast<int64_t>(prompt.size());
-  if (plen + max_tokens > c.max_position_embeddings) {
+  if (max_tokens > c.max_position_embeddings - plen) {  // not plen + max_tokens: that can overflow
     OLMO2_THROW(InputError, "prompt of ", plen, " tokens + max tokens ", max_tokens,
                 " exceeds the context length ", c.max_position_embeddings);
   }

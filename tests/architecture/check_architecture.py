@@ -12,6 +12,7 @@
 Usage: check_architecture.py ROOT {layering,cycles,citations,all}. Prints every
 violation with file:line and exits 1 when there is one.
 """
+import os
 import re
 import sys
 from pathlib import Path
@@ -19,7 +20,17 @@ from pathlib import Path
 LIBRARY_FOLDERS = ["core", "ops", "parallel", "runtime/io", "runtime/model", "runtime/tokenizer",
                    "runtime/generation", "runtime/train", "runtime/serve", "monitoring", "launcher"]
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".inc"}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]')
+
+
+def resolve(root: Path, including: Path, name: str) -> str:
+    """The repository path an include names: relative to the including file when that
+    file exists (quoted includes search there first), else relative to the root (the
+    build puts the root on the include path, for quotes and angle brackets alike)."""
+    beside = (including.parent / name).resolve()
+    if beside.is_file() and root in beside.parents:
+        return beside.relative_to(root).as_posix()
+    return Path(os.path.normpath(name)).as_posix()
 
 
 def library_of_folder(root: Path, folder: str) -> str:
@@ -77,14 +88,15 @@ def check_layering(root: Path) -> list:
             m = INCLUDE.match(line)
             if not m:
                 continue
-            target = folder_of(m.group(1))
-            if target is None:
-                continue
+            name = resolve(root, p, m.group(1))
+            target = folder_of(name)
+            if target is None or not (root / name).is_file():
+                continue  # a system or library header
             if target not in closure[mine]:
-                errors.append(f"{rel}:{n}: includes {m.group(1)} of {lib[target]}, which {lib[mine]} does not link "
+                errors.append(f"{rel}:{n}: includes {name} of {lib[target]}, which {lib[mine]} does not link "
                               f"(it links {', '.join(sorted(lib[f] for f in closure[mine] if f != mine)) or 'nothing'})")
-            if re.match(r"ops/(cpu|cuda)/", m.group(1)) and mine != "ops":
-                errors.append(f"{rel}:{n}: includes {m.group(1)}, a private header of ops/ (use the op's public header)")
+            if re.match(r"ops/(cpu|cuda)/", name) and mine != "ops":
+                errors.append(f"{rel}:{n}: includes {name}, a private header of ops/ (use the op's public header)")
     return errors
 
 
@@ -97,8 +109,8 @@ def check_cycles(root: Path) -> list:
         deps = []
         for line in p.read_text(errors="replace").splitlines():
             m = INCLUDE.match(line)
-            if m and (root / m.group(1)).is_file():
-                deps.append(m.group(1))
+            if m and (root / resolve(root, p, m.group(1))).is_file():
+                deps.append(resolve(root, p, m.group(1)))
         graph[rel] = deps
     errors, state, stack = [], {}, []
 
