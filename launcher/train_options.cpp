@@ -46,6 +46,7 @@ void add_train_options(po::options_description& d) {
       ("dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp))")
       ("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)")
       ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
+      ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
@@ -88,6 +89,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   }
   if (vm.count("pp")) o.pp = vm["pp"].as<int>();
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
+  if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
   i64("spike-window", o.spike_window);
   if (vm.count("metrics-port")) o.metrics_port = vm["metrics-port"].as<int>();

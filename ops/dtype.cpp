@@ -93,6 +93,31 @@ void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {
   }
 }
 
+void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n) {
+  if (dst_type == DType::F32) return convert_to_f32(src, src_type, static_cast<float*>(dst), n);
+  OLMO2_CHECK(dst_type == DType::BF16, "convert: to ", dtype_name(dst_type), " is not supported (f32, bf16)");
+  if (src_type == DType::BF16) return void(n > 0 ? std::memcpy(dst, src, n * 2) : nullptr);
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  const size_t width = dtype_size(src_type);
+  OLMO2_CHECK(src_type == DType::F32 || src_type == DType::F16, "convert: from ", dtype_name(src_type),
+              " is not a floating storage type");
+#pragma omp parallel for schedule(static) if (n > (1u << 16))
+  for (size_t i = 0; i < n; ++i) {
+    float f;
+    if (src_type == DType::F32) {
+      std::memcpy(&f, s + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, s + 2 * i, 2);
+      f = f16_to_f32(h);
+    }
+    const uint16_t b = f32_to_bf16(f);
+    std::memcpy(d + 2 * i, &b, 2);
+  }
+  (void)width;
+}
+
 void round_to_dtype(float* data, size_t n, DType t) {
   if (t == DType::F32) return;
   if (t == DType::BF16) {

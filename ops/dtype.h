@@ -74,6 +74,11 @@ float f16_to_f32(uint16_t bits);
 /// at `src` to f32 at `dst`.
 void convert_to_f32(const void* src, DType src_type, float* dst, size_t n);
 
+/// Converts `n` elements of a floating storage type (f32, bf16, f16) at `src` to f32 or
+/// bf16 at `dst` (bf16 rounded to nearest even from the exact f32 value; equal types
+/// copy bits). `src` may be unaligned (a file mapping). ShapeError for another pair.
+void convert(const void* src, DType src_type, void* dst, DType dst_type, size_t n);
+
 /// Rounds `n` f32 values in place to the precision of `t` (no-op for F32). Lets the
 /// fp32 CPU kernels reproduce a reference that stores activations in bf16. ShapeError
 /// for a type that is not a compute type (f16, f64, integers).

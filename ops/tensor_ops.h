@@ -11,8 +11,9 @@
 namespace olmo2::ops {
 
 /// dst ← src, element by element, for views of the same shape (any rank, any strides).
-/// The dtypes may differ between f32 and bf16 (rounded to nearest even) or be equal
-/// (any dtype: a bit copy). The devices may differ (a host ↔ device transfer).
+/// The dtypes may be equal (any dtype: a bit copy) or convert between floating types:
+/// f32 → bf16 (rounded to nearest even), bf16 → f32 (exact), f16 → f32 or bf16 (f16 is
+/// a load-only type). The devices may differ (a host ↔ device transfer).
 /// src and dst must not overlap. Throws ShapeError on mismatched shapes or dtypes.
 void copy(const TensorView& src, const TensorView& dst);
 

@@ -63,36 +63,58 @@ void check_row_pair(const char* op, const TensorView& a, const TensorView& b) {
 
 }  // namespace
 
+namespace {
+/// Converts n contiguous elements; s == d copies bits, else one of f32 → bf16 (nearest
+/// even), bf16 → f32 and f16 → f32 / bf16 (exact widening, then rounding for bf16).
+void convert_run(const char* in, DType s, char* out, DType d, int64_t n) {
+  if (s == d) return void(std::memcpy(out, in, static_cast<size_t>(n) * dtype_size(s)));
+  if (s == DType::F32 && d == DType::BF16) {
+    const auto* x = reinterpret_cast<const float*>(in);
+    auto* y = reinterpret_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+  } else if (s == DType::BF16 && d == DType::F32) {
+    const auto* x = reinterpret_cast<const uint16_t*>(in);
+    auto* y = reinterpret_cast<float*>(out);
+    for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(x[i]);
+  } else {  // f16 source
+    const auto* x = reinterpret_cast<const uint16_t*>(in);
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = f16_to_f32(x[i]);
+      if (d == DType::F32) reinterpret_cast<float*>(out)[i] = v;
+      else reinterpret_cast<uint16_t*>(out)[i] = f32_to_bf16(v);
+    }
+  }
+}
+}  // namespace
+
 void cpu::copy(const TensorView& src, const TensorView& dst) {
   OLMO2_CHECK(src.shape() == dst.shape(), "copy: ", src.shape_str(), " to ", dst.shape_str());
   const DType s = src.dtype(), d = dst.dtype();
-  OLMO2_CHECK(s == d || (s == DType::F32 && d == DType::BF16) || (s == DType::BF16 && d == DType::F32),
-              "copy: ", dtype_name(s), " to ", dtype_name(d), " is not a supported conversion");
-  const size_t es = dtype_size(s);
+  const bool floats = (s == DType::F32 || s == DType::BF16 || s == DType::F16) && (d == DType::F32 || d == DType::BF16);
+  OLMO2_CHECK(s == d || floats, "copy: ", dtype_name(s), " to ", dtype_name(d), " is not a supported conversion");
+  const size_t si = dtype_size(s), di = dtype_size(d);
   const auto* in = static_cast<const char*>(src.data());
   auto* out = static_cast<char*>(dst.data());
-  if (s == d && src.is_contiguous() && dst.is_contiguous()) {
-    if (src.numel() > 0) std::memcpy(out, in, static_cast<size_t>(src.numel()) * es);
+  if (src.is_contiguous() && dst.is_contiguous()) {  // in parallel blocks of 64 Ki elements
+    const int64_t n = src.numel(), block = int64_t{1} << 16, blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = b * block, len = std::min(block, n - at);
+      convert_run(in + static_cast<size_t>(at) * si, s, out + static_cast<size_t>(at) * di, d, len);
+    }
     return;
   }
-  if (s == d && rows_contiguous(src) && rows_contiguous(dst)) {
-    const int64_t rows = src.size(0);
-    const size_t bytes = static_cast<size_t>(src.size(1)) * es;
-#pragma omp parallel for schedule(static) if (rows * src.size(1) > (1 << 16))
+  if (rows_contiguous(src) && rows_contiguous(dst)) {
+    const int64_t rows = src.size(0), cols = src.size(1);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
     for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(out + static_cast<size_t>(r * dst.stride(0)) * es, in + static_cast<size_t>(r * src.stride(0)) * es,
-                  bytes);
+      convert_run(in + static_cast<size_t>(r * src.stride(0)) * si, s, out + static_cast<size_t>(r * dst.stride(0)) * di,
+                  d, cols);
     }
     return;
   }
   for_each_element(src.shape(), src.strides(), dst.strides(), [&](int64_t a, int64_t b) {
-    if (s == d) {
-      std::memcpy(out + static_cast<size_t>(b) * es, in + static_cast<size_t>(a) * es, es);
-    } else if (s == DType::F32) {
-      reinterpret_cast<uint16_t*>(out)[b] = f32_to_bf16(reinterpret_cast<const float*>(in)[a]);
-    } else {
-      reinterpret_cast<float*>(out)[b] = bf16_to_f32(reinterpret_cast<const uint16_t*>(in)[a]);
-    }
+    convert_run(in + static_cast<size_t>(a) * si, s, out + static_cast<size_t>(b) * di, d, 1);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -42,6 +43,16 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     path_ = std::move(o.path_);
   }
   return *this;
+}
+
+void MappedFile::release(const uint8_t* p, size_t bytes) const {
+  if (!data_ || p >= data_ + size_ || p + bytes <= data_) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = reinterpret_cast<uintptr_t>(std::max(p, data_));
+  uintptr_t end = reinterpret_cast<uintptr_t>(std::min(p + bytes, data_ + size_));
+  begin = (begin + page - 1) / page * page;  // whole pages inside the range only
+  end = end / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

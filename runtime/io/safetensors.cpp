@@ -236,40 +236,47 @@ void check_loadable(const TensorInfo& t, const std::string& name, const std::vec
 }
 }  // namespace
 
-Tensor Checkpoint::load_f32(const std::string& name, const std::vector<int64_t>& expected) const {
-  const TensorInfo& t = info(name);
-  check_loadable(t, name, expected);
-  Tensor out = Tensor::zeros(expected);
-  const SafetensorsFile* f = where_.at(name).first;
-  convert_to_f32(f->data(t), t.dtype, out.f32(), static_cast<size_t>(out.numel()));
-  return out;
+Tensor Checkpoint::load(const std::string& name, const std::vector<int64_t>& expected, DType want) const {
+  return load_slice(name, expected, 0, 0, expected.empty() ? 0 : expected[0], want);
 }
 
-Tensor Checkpoint::load_f32_slice(const std::string& name, const std::vector<int64_t>& expected,
-                                  int dim, int64_t begin, int64_t end) const {
+Tensor Checkpoint::load_slice(const std::string& name, const std::vector<int64_t>& expected, int dim,
+                              int64_t begin, int64_t end, DType want) const {
   const TensorInfo& t = info(name);
   check_loadable(t, name, expected);
+  OLMO2_CHECK(want == DType::F32 || want == DType::BF16, "load of ", name, " as ", dtype_name(want),
+              " (f32 or bf16)");
+  if (expected.empty()) {  // a scalar
+    Tensor out = Tensor::zeros(expected, want);
+    convert(where_.at(name).first->data(t), t.dtype, out.view().data(), want, 1);
+    return out;
+  }
   OLMO2_CHECK((expected.size() == 1 && dim == 0) || (expected.size() == 2 && (dim == 0 || dim == 1)),
               "slice of dimension ", dim, " of ", name, " ", shape_to_string(expected));
   OLMO2_CHECK(0 <= begin && begin <= end && end <= expected[static_cast<size_t>(dim)], "slice [", begin,
               ", ", end, ") of dimension ", dim, " of ", name, " ", shape_to_string(expected));
   std::vector<int64_t> shape = expected;
   shape[static_cast<size_t>(dim)] = end - begin;
-  Tensor out = Tensor::zeros(shape);
+  Tensor out = Tensor::zeros(shape, want);
   const uint8_t* base = where_.at(name).first->data(t);
-  const size_t elem = dtype_size(t.dtype);
+  const size_t elem = dtype_size(t.dtype), out_elem = dtype_size(want);
   const int64_t cols = expected.size() == 2 ? expected[1] : 1;
+  auto* dst = static_cast<uint8_t*>(out.view().data());
   if (dim == 0) {  // contiguous rows
-    convert_to_f32(base + static_cast<size_t>(begin * cols) * elem, t.dtype, out.f32(),
-                   static_cast<size_t>(out.numel()));
+    convert(base + static_cast<size_t>(begin * cols) * elem, t.dtype, dst, want, static_cast<size_t>(out.numel()));
   } else {  // the same column range of every row
     const int64_t width = end - begin;
     for (int64_t r = 0; r < expected[0]; ++r) {
-      convert_to_f32(base + static_cast<size_t>(r * cols + begin) * elem, t.dtype,
-                     out.f32() + r * width, static_cast<size_t>(width));
+      convert(base + static_cast<size_t>(r * cols + begin) * elem, t.dtype, dst + static_cast<size_t>(r * width) * out_elem,
+              want, static_cast<size_t>(width));
     }
   }
   return out;
+}
+
+void Checkpoint::release(const std::string& name) const {
+  const auto& [file, t] = where_.at(name);
+  file->release(*t);
 }
 
 }  // namespace olmo2

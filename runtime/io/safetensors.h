@@ -47,6 +47,8 @@ class SafetensorsFile {
   /// Pointer to the first byte of a tensor in the mapping (no copy, no read).
   const uint8_t* data(const TensorInfo& t) const { return data_section_ + t.begin; }
   const std::string& path() const { return file_.path(); }
+  /// Drops this process's pages of tensor `t` (see MappedFile::release).
+  void release(const TensorInfo& t) const { file_.release(data(t), static_cast<size_t>(t.end - t.begin)); }
 
  private:
   MappedFile file_;
@@ -68,18 +70,32 @@ class Checkpoint {
   const TensorInfo& info(const std::string& name) const;
   std::vector<std::string> names() const;
 
-  /// Copies tensor `name` into a new f32 tensor, converting from its stored dtype.
-  /// Throws InputError when the tensor is missing, its dtype is not F32/BF16/F16, or
-  /// its shape differs from `expected` (the message names tensor, expected and found).
-  Tensor load_f32(const std::string& name, const std::vector<int64_t>& expected) const;
+  /// Copies tensor `name` into a new tensor of dtype `want` (f32 or bf16), converting
+  /// from its stored dtype (bf16 kept as is, f32 rounded to bf16 to nearest even, f16
+  /// widened). Throws InputError when the tensor is missing, its dtype is not
+  /// F32/BF16/F16, or its shape differs from `expected` (the message names tensor,
+  /// expected and found).
+  Tensor load(const std::string& name, const std::vector<int64_t>& expected, DType want) const;
+  Tensor load_f32(const std::string& name, const std::vector<int64_t>& expected) const {
+    return load(name, expected, DType::F32);
+  }
 
   /// Copies rows [begin, end) of dimension `dim` (0 or 1; 1-D tensors: 0) of tensor
-  /// `name` into a new f32 tensor, reading only the bytes of that slice from the
-  /// mapping — what a tensor-parallel rank loads (rows of a column-parallel weight,
-  /// columns of a row-parallel one). The full tensor must have shape `expected`.
-  /// Throws InputError as load_f32, and ShapeError for a range outside the tensor.
-  Tensor load_f32_slice(const std::string& name, const std::vector<int64_t>& expected, int dim,
-                        int64_t begin, int64_t end) const;
+  /// `name` into a new tensor of dtype `want`, reading only the bytes of that slice
+  /// from the mapping — what a tensor-parallel rank loads (rows of a column-parallel
+  /// weight, columns of a row-parallel one). The full tensor must have shape
+  /// `expected`. Throws InputError as load, and ShapeError for a range outside it.
+  Tensor load_slice(const std::string& name, const std::vector<int64_t>& expected, int dim, int64_t begin,
+                    int64_t end, DType want) const;
+  Tensor load_f32_slice(const std::string& name, const std::vector<int64_t>& expected, int dim, int64_t begin,
+                        int64_t end) const {
+    return load_slice(name, expected, dim, begin, end, DType::F32);
+  }
+
+  /// Drops this process's pages of tensor `name` from the mapping once it has been
+  /// copied out: a model then stays resident once, as its tensors, not also as the
+  /// mapped file (the page cache keeps the file for a second read).
+  void release(const std::string& name) const;
 
   const std::string& dir() const { return dir_; }
 

@@ -13,13 +13,26 @@ Olmo2Model Olmo2Model::load(const std::string& dir) {
   return load(dir, ShardSpec::whole(c));
 }
 
-Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
+Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std::optional<Precision> precision) {
   Olmo2Model m;
   m.config_ = ModelConfig::load(dir);
   m.shard_ = shard;
   const ModelConfig& c = m.config_;
-  m.act_ = c.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  m.precision_ = precision.value_or(default_precision(c.dtype));
+  const DType wt = weight_dtype(m.precision_);
   const Checkpoint ckpt = Checkpoint::open(dir);
+  // Each tensor is copied out in the weight dtype, then its pages of the mapping are
+  // dropped: the model is resident once.
+  auto slice = [&](const std::string& name, std::vector<int64_t> full, int dim, int64_t b, int64_t e) {
+    Tensor t = ckpt.load_slice(name, full, dim, b, e, wt);
+    ckpt.release(name);
+    return t;
+  };
+  auto whole = [&](const std::string& name, std::vector<int64_t> full) {
+    Tensor t = ckpt.load(name, full, wt);
+    ckpt.release(name);
+    return t;
+  };
   const int64_t h = c.hidden_size, hd = c.head_dim, q = c.num_attention_heads * hd,
                 kv = c.num_key_value_heads * hd, inter = c.intermediate_size;
   const int64_t qb = shard.q_heads.begin * hd, qe = shard.q_heads.end * hd;
@@ -28,11 +41,11 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
   // Vocab rows: the real rows of this rank's slice, zero rows for padding.
   auto vocab_slice = [&](const std::string& name) {
     if (shard.vocab_real == shard.vocab_rows) {  // no padding rows: no second copy
-      return ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_rows.begin, shard.vocab_rows.end);
+      return slice(name, {c.vocab_size, h}, 0, shard.vocab_rows.begin, shard.vocab_rows.end);
     }
-    Tensor t = Tensor::zeros({shard.vocab_rows.size(), h});
+    Tensor t = Tensor::zeros({shard.vocab_rows.size(), h}, wt);
     if (shard.vocab_real.size() > 0) {
-      const Tensor real = ckpt.load_f32_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
+      const Tensor real = slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
       const int64_t first = shard.vocab_real.begin - shard.vocab_rows.begin;
       ops::copy(real.view(), t.view().rows(first, first + shard.vocab_real.size()));
     }
@@ -45,36 +58,44 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard) {
   for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights lw;
-    lw.q_proj = ckpt.load_f32_slice(p + "self_attn.q_proj.weight", {q, h}, 0, qb, qe);
-    lw.k_proj = ckpt.load_f32_slice(p + "self_attn.k_proj.weight", {kv, h}, 0, kb, ke);
-    lw.v_proj = ckpt.load_f32_slice(p + "self_attn.v_proj.weight", {kv, h}, 0, kb, ke);
-    lw.o_proj = ckpt.load_f32_slice(p + "self_attn.o_proj.weight", {h, q}, 1, qb, qe);
-    lw.q_norm = ckpt.load_f32_slice(p + "self_attn.q_norm.weight", {q}, 0, qb, qe);
-    lw.k_norm = ckpt.load_f32_slice(p + "self_attn.k_norm.weight", {kv}, 0, kb, ke);
-    lw.gate_proj = ckpt.load_f32_slice(p + "mlp.gate_proj.weight", {inter, h}, 0, ib, ie);
-    lw.up_proj = ckpt.load_f32_slice(p + "mlp.up_proj.weight", {inter, h}, 0, ib, ie);
-    lw.down_proj = ckpt.load_f32_slice(p + "mlp.down_proj.weight", {h, inter}, 1, ib, ie);
-    lw.post_attention_layernorm = ckpt.load_f32(p + "post_attention_layernorm.weight", {h});
-    lw.post_feedforward_layernorm = ckpt.load_f32(p + "post_feedforward_layernorm.weight", {h});
+    lw.q_proj = slice(p + "self_attn.q_proj.weight", {q, h}, 0, qb, qe);
+    lw.k_proj = slice(p + "self_attn.k_proj.weight", {kv, h}, 0, kb, ke);
+    lw.v_proj = slice(p + "self_attn.v_proj.weight", {kv, h}, 0, kb, ke);
+    lw.o_proj = slice(p + "self_attn.o_proj.weight", {h, q}, 1, qb, qe);
+    lw.q_norm = slice(p + "self_attn.q_norm.weight", {q}, 0, qb, qe);
+    lw.k_norm = slice(p + "self_attn.k_norm.weight", {kv}, 0, kb, ke);
+    lw.gate_proj = slice(p + "mlp.gate_proj.weight", {inter, h}, 0, ib, ie);
+    lw.up_proj = slice(p + "mlp.up_proj.weight", {inter, h}, 0, ib, ie);
+    lw.down_proj = slice(p + "mlp.down_proj.weight", {h, inter}, 1, ib, ie);
+    lw.post_attention_layernorm = whole(p + "post_attention_layernorm.weight", {h});
+    lw.post_feedforward_layernorm = whole(p + "post_feedforward_layernorm.weight", {h});
     w.layers.push_back(std::move(lw));
   }
   if (shard.final_norm) {
-    w.norm = ckpt.load_f32("model.norm.weight", {h});
+    w.norm = whole("model.norm.weight", {h});
     if (!c.tie_word_embeddings) w.lm_head = vocab_slice("lm_head.weight");
   }
   return m;
 }
 
-Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& shard,
-                                    ModelWeights weights) {
+Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& shard, ModelWeights weights,
+                                    Precision precision) {
   Olmo2Model m;
+  m.precision_ = precision;
   m.config_ = config;
   m.shard_ = shard;
   m.weights_ = std::move(weights);
   return m;
 }
 
-Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std) {
+Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std, Precision precision) {
+  Olmo2Model m = random_f32(c, seed, std);
+  if (precision == Precision::BF16) m.weights_ = weights_in(m.weights_, DType::BF16);
+  m.precision_ = precision;
+  return m;
+}
+
+Olmo2Model Olmo2Model::random_f32(const ModelConfig& c, uint64_t seed, float std) {
   Olmo2Model m;
   m.config_ = c;
   m.shard_ = ShardSpec::whole(c);

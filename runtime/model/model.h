@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/precision.h"
 #include "runtime/model/shard_spec.h"
 #include "runtime/model/token_batch.h"
 #include "runtime/model/weights.h"
@@ -47,30 +49,38 @@ struct ForwardResult {
 /// them in bf16.
 class Olmo2Model {
  public:
-  /// Loads config.json and the safetensors weights of `dir`. Throws InputError when a
+  /// Loads config.json and the safetensors weights of `dir`, in the checkpoint's
+  /// default precision (bf16 for a bf16 checkpoint, else fp32). Throws InputError when a
   /// tensor is missing (norm weights are never defaulted), has the wrong shape or an
   /// unsupported dtype, or the config is invalid.
   static Olmo2Model load(const std::string& dir);
 
   /// Loads only `shard`'s slices of the weights (rows of column-parallel weights,
-  /// columns of row-parallel ones, the stage's layers), reading only those bytes.
-  static Olmo2Model load(const std::string& dir, const ShardSpec& shard);
+  /// columns of row-parallel ones, the stage's layers), reading only those bytes, held in
+  /// `precision`'s weight dtype (default: the checkpoint's, see default_precision): a
+  /// bf16 checkpoint in bf16 is kept as loaded; each tensor's pages of the file mapping
+  /// are dropped once copied, so the weights are resident once.
+  static Olmo2Model load(const std::string& dir, const ShardSpec& shard,
+                         std::optional<Precision> precision = std::nullopt);
 
   /// A model with N(0, std²) weights from a fixed-seed generator and unit norm
-  /// weights, built in memory (benchmarks, tests).
-  static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f);
+  /// weights, built in memory (benchmarks, tests), held in `precision`.
+  static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f,
+                           Precision precision = Precision::FP32);
 
-  /// A model holding `weights` (f32, the shapes `shard` implies; not checked here) —
-  /// how training builds the model it initialised or loaded.
-  static Olmo2Model from_weights(const ModelConfig& config, const ShardSpec& shard,
-                                 ModelWeights weights);
+  /// A model holding `weights` (the shapes `shard` implies, in `precision`'s weight
+  /// dtype; not checked here) — how training builds the model it initialised or loaded.
+  static Olmo2Model from_weights(const ModelConfig& config, const ShardSpec& shard, ModelWeights weights,
+                                 Precision precision = Precision::FP32);
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   /// Writable weights, for the optimizer.
   ModelWeights& mutable_weights() { return weights_; }
-  /// dtype activations are rounded to (bf16 for a bf16 checkpoint, else f32).
-  DType activation_dtype() const { return act_; }
+  /// The precision the model computes in (docs/architecture.md §3.2).
+  Precision precision() const { return precision_; }
+  /// dtype activations are rounded to: bf16 in bf16 precision, else f32 (no rounding).
+  DType activation_dtype() const { return activation_dtype_of(precision_); }
 
   /// Forward over whole sequences without a KV cache (evaluation, tests): a
   /// TokenBatch of `batch` with every start 0. Throws as the forward below.
@@ -118,10 +128,11 @@ class Olmo2Model {
   double forward_flops(int64_t tokens, double context) const;
 
  private:
+  static Olmo2Model random_f32(const ModelConfig& config, uint64_t seed, float std);
   ModelConfig config_;
   ShardSpec shard_;
   ModelWeights weights_;
-  DType act_ = DType::F32;
+  Precision precision_ = Precision::FP32;
 };
 
 }  // namespace olmo2

@@ -73,7 +73,8 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   Tensor x = stage_input(packed, ctx);
   ForwardResult result;
   std::vector<Tensor> hidden;
-  const LayerOptions lo{act_, options.batch_invariant};
+  const DType act = activation_dtype();
+  const LayerOptions lo{act, options.batch_invariant};
   forward_layers(packed, cache ? &kv : nullptr, lo, x.view(), ctx, nullptr, nullptr,
                  options.return_hidden ? &hidden : nullptr);
   for (const Tensor& layer_out : hidden) {  // per layer, per sequence
@@ -90,7 +91,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   }
   const float eps = static_cast<float>(c.rms_norm_eps);
   ops::rmsnorm(x.view(), weights_.norm.view(), eps, x.view());
-  if (act_ != DType::F32) ops::round_to(x.view(), act_);
+  if (act != DType::F32) ops::round_to(x.view(), act);
   const TensorView head = c.tie_word_embeddings ? weights_.embed_tokens.view() : weights_.lm_head.view();
   // The rows that get logits: each sequence's last row, or all of them.
   Tensor last;
@@ -105,7 +106,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   const int64_t vl = sh.vocab_rows.size();
   Tensor local = Tensor::zeros({rows_in.size(0), vl});
   (options.batch_invariant ? ops::linear_batch_invariant : ops::linear)(rows_in, head, local.view());
-  if (act_ != DType::F32) ops::round_to(local.view(), act_);
+  if (act != DType::F32) ops::round_to(local.view(), act);
   // Vocab-parallel lm_head: gather the slices (rank-major), drop the padding rows.
   const Tensor whole = tp && !options.vocab_parallel_logits ? parallel::gather_vocab_parallel_logits(local.view(), c.vocab_size, *tp)
                                                             : Tensor();

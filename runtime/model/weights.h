@@ -25,4 +25,14 @@ struct ModelWeights {
   Tensor lm_head;       ///< [V, h]; empty when tied to embed_tokens
 };
 
+/// Every tensor of `w` (empty ones stay empty) converted to `dtype` (f32 or bf16; bf16
+/// rounds to nearest even) in new tensors on the same device — e.g. the bf16 compute
+/// copy of f32 master weights.
+ModelWeights weights_in(const ModelWeights& w, DType dtype);
+
+/// Copies every tensor of `src` into the tensor of the same place in `dst` (same
+/// shapes; dtypes f32/bf16, converting) — e.g. master weights into their compute copy
+/// after an optimizer step. ShapeError when the structures differ.
+void copy_weights(const ModelWeights& src, ModelWeights& dst);
+
 }  // namespace olmo2

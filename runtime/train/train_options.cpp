@@ -1,5 +1,7 @@
 #include "runtime/train/train_options.h"
 
+#include "runtime/model/precision.h"
+
 #include "core/error.h"
 #include "monitoring/spike_detector.h"
 #include "runtime/train/lr_schedule.h"
@@ -39,6 +41,7 @@ void validate(const TrainOptions& o) {
   if (o.on_nonfinite != "skip" && o.on_nonfinite != "stop") {
     OLMO2_THROW(InputError, "--on-nonfinite must be skip or stop, got \"", o.on_nonfinite, "\"");
   }
+  parse_precision(o.precision, "--precision");
   if (o.zero_stage != 0 && o.zero_stage != 1) {
     OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
   }

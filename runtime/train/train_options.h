@@ -24,6 +24,9 @@ struct TrainOptions {
   double min_lr_ratio = 0.1; ///< --min-lr-ratio: final lr / peak
   int64_t warmup_steps = 0;  ///< --warmup-steps
   std::string schedule = "cosine";  ///< --schedule cosine|linear|constant
+  /// --precision fp32|bf16: bf16 computes with bf16 copies of f32 master weights
+  /// (docs/architecture.md §3.2); fp32 until bf16 training is proven against its reference.
+  std::string precision = "fp32";
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double clip_grad = 1.0;    ///< --clip-grad (≤ 0: off)
   double z_loss = 1e-5;      ///< --z-loss coefficient

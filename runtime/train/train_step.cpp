@@ -113,7 +113,8 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     diag->tokens += n;
   }
   if (grads) saved->layers.resize(w.layers.size());
-  model.forward_layers(b.packed, nullptr, LayerOptions{DType::F32, false}, x.view(), ctx,
+  const DType act = model.activation_dtype();  // bf16 precision: bf16-valued activations
+  model.forward_layers(b.packed, nullptr, LayerOptions{act, false}, x.view(), ctx,
                        grads ? &saved->layers : nullptr, diag ? &stats : nullptr, nullptr);
   for (size_t l = 0; diag && l < stats.size(); ++l) {
     diag->attention_norm_sum[l] += stats[l].attention_norm_sum;
@@ -132,6 +133,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   const float eps = static_cast<float>(c.rms_norm_eps);
   Tensor xn = Tensor::zeros({n, h});
   ops::rmsnorm(x.view(), w.norm.view(), eps, xn.view());
+  if (act != DType::F32) ops::round_to(xn.view(), act);  // the final norm's output, as the reference stores it
   const bool tied = c.tie_word_embeddings;
   const TensorView head = tied ? w.embed_tokens.view() : w.lm_head.view();
   const TensorView dhead = !grads ? TensorView{} : tied ? grads->embed_tokens.view() : grads->lm_head.view();
@@ -142,6 +144,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     const TensorView lg = logits.view().rows(0, r1 - r0);
     const TensorView targets = b.targets.view().rows(r0, r1);
     ops::linear(xn.view().rows(r0, r1), head, lg);
+    if (act != DType::F32) ops::round_to(lg, act);  // bf16 logits, read in f32 by the loss
     const ops::CrossEntropySums cs =
         tp ? parallel::vocab_parallel_cross_entropy(lg, sh.vocab_rows.begin, sh.vocab_real.size(), c.vocab_size,
                                                     targets, z_coef, scale, grads ? lg : TensorView{}, *tp)

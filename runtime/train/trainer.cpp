@@ -172,14 +172,20 @@ void Trainer::open_data(const ModelConfig& config) {
 void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from) {
   const TrainOptions& opt = options_;
   schedule_ = LrSchedule{opt.lr, opt.warmup_steps, opt.steps, opt.min_lr_ratio, parse_schedule(opt.schedule)};
-  if (!from.empty()) {
-    model_ = std::make_unique<Olmo2Model>(world_ ? Olmo2Model::load(from, shard) : Olmo2Model::load(from));
-  } else {
-    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
-  }
-  grads_ = zeros_like_weights(model_->weights());
-  params_ = list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard());
+  const Precision precision = parse_precision(opt.precision, "--precision");
+  // The parameters the optimizer updates are f32: the model's own weights in fp32, the
+  // master weights beside a bf16 compute copy in bf16 (docs/architecture.md §3.2).
+  model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
+                                                      : Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
+  if (precision == Precision::BF16) master_ = std::move(model_->mutable_weights());
+  ModelWeights& values = precision == Precision::BF16 ? master_ : model_->mutable_weights();
+  grads_ = zeros_like_weights(values);
+  params_ = list_parameters(values, grads_, model_->config(), model_->shard());
   if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
+  if (precision == Precision::BF16) {
+    model_ = std::make_unique<Olmo2Model>(
+        Olmo2Model::from_weights(model_->config(), model_->shard(), weights_in(master_, DType::BF16), Precision::BF16));
+  }
   optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
                                                    dp_, opt.zero_stage == 1);
 }
@@ -256,6 +262,7 @@ void Trainer::resume_from(const std::string& dir) {
 nlohmann::json Trainer::state_json() const {
   return {{"step", step_},
           {"optimizer_steps", optimizer_->steps()},
+          {"precision", options_.precision},
           {"tokens", tokens_},
           {"skipped_steps", skipped_},
           {"nonfinite_steps", nonfinite_},
@@ -338,6 +345,7 @@ StepRecord Trainer::step() {
   } else if (count > 0) {
     clip_grad_norm(params_, r.grad_norm, o.clip_grad);
     optimizer_->step(r.lr);
+    if (model_->precision() == Precision::BF16) copy_weights(master_, model_->mutable_weights());  // the compute copy
   }
   loader_->advance();
   ++step_;

@@ -120,8 +120,9 @@ class Trainer {
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
   FaultInjection faults_;
-  std::unique_ptr<Olmo2Model> model_;
-  ModelWeights grads_;
+  std::unique_ptr<Olmo2Model> model_;  ///< computes: f32 weights, or bf16 copies of master_
+  ModelWeights master_;                 ///< bf16 precision: the f32 master weights (params_ point here)
+  ModelWeights grads_;                  ///< f32, the shapes of the parameters
   std::vector<Parameter> params_;
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<DataParallelAdamW> optimizer_;

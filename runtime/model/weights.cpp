@@ -1,0 +1,47 @@
+#include "runtime/model/weights.h"
+
+#include "core/error.h"
+#include "ops/tensor_ops.h"
+
+namespace olmo2 {
+namespace {
+/// Calls fn(a, b) for every pair of tensors at the same place in two weight sets.
+template <typename A, typename B, typename Fn>
+void for_each_pair(A& a, B& b, Fn&& fn) {
+  OLMO2_CHECK(a.layers.size() == b.layers.size(), "weight sets of ", a.layers.size(), " and ", b.layers.size(),
+              " layers");
+  fn(a.embed_tokens, b.embed_tokens);
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    auto& x = a.layers[l];
+    auto& y = b.layers[l];
+    fn(x.q_proj, y.q_proj), fn(x.k_proj, y.k_proj), fn(x.v_proj, y.v_proj), fn(x.o_proj, y.o_proj);
+    fn(x.q_norm, y.q_norm), fn(x.k_norm, y.k_norm);
+    fn(x.gate_proj, y.gate_proj), fn(x.up_proj, y.up_proj), fn(x.down_proj, y.down_proj);
+    fn(x.post_attention_layernorm, y.post_attention_layernorm);
+    fn(x.post_feedforward_layernorm, y.post_feedforward_layernorm);
+  }
+  fn(a.norm, b.norm);
+  fn(a.lm_head, b.lm_head);
+}
+}  // namespace
+
+ModelWeights weights_in(const ModelWeights& w, DType dtype) {
+  ModelWeights out;
+  out.layers.resize(w.layers.size());
+  for_each_pair(w, out, [&](const Tensor& src, Tensor& dst) {
+    if (src.empty() || src.numel() == 0) return;
+    dst = Tensor::zeros(src.shape(), dtype, src.device());
+    ops::copy(src.view(), dst.view());
+  });
+  return out;
+}
+
+void copy_weights(const ModelWeights& src, ModelWeights& dst) {
+  for_each_pair(src, dst, [&](const Tensor& s, Tensor& d) {
+    OLMO2_CHECK(s.shape() == d.shape(), "weights of shape ", shape_to_string(s.shape()), " into ",
+                shape_to_string(d.shape()));
+    if (s.numel() > 0) ops::copy(s.view(), d.view());
+  });
+}
+
+}  // namespace olmo2
