@@ -2,7 +2,8 @@
 // cross-entropy + z-loss forward/backward of the training loss (docs/architecture.md §7).
 //
 // Conventions shared by every function here:
-//  - float views are f32 with a contiguous last dimension (rows may be strided); token
+//  - float views are f32 with a contiguous last dimension (rows may be strided), except
+//    the weights of linear_backward and the rmsnorm backward, which may be bf16; token
 //    ids, positions and targets are i32 views; all views of one call on one device;
 //  - activation gradients (dx, dq, dgate, …) are OVERWRITTEN unless a flag says otherwise;
 //  - parameter gradients (dw, dtable) are ACCUMULATED (+=) by default, because gradients
@@ -24,8 +25,11 @@ namespace olmo2::ops {
 ///   dx [M, K]  = dy · w          (overwritten, or added to when accumulate_dx)
 ///   dw [N, K] += dyᵀ · x         (accumulated when accumulate_dw, else overwritten)
 /// Either output may be an empty view (TensorView{}) to skip it (e.g. no dx for the first
-/// layer's input). Uses cblas_sgemm. dx must not alias dy, x or w; dw must not alias
-/// anything. Throws ShapeError on mismatched shapes or a non-contiguous last dimension.
+/// layer's input). x, dy, dx, dw are f32; w is f32 or bf16 (a bf16 w is widened to f32
+/// exactly, in panels; dy is not rounded; dw stays f32, it does not read w). Uses
+/// cblas_sgemm, fp32 accumulation: |dx − exact| ≤ N·2⁻²⁴·Σ_n|dy·w|. dx must not alias
+/// dy, x or w; dw must not alias anything. Throws ShapeError on mismatched shapes, another
+/// dtype or a non-contiguous last dimension.
 /// Source: d(x wᵀ) — the standard `torch.nn.Linear` gradient.
 void linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy,
                      const TensorView& dx, const TensorView& dw, bool accumulate_dw = true,
@@ -45,7 +49,8 @@ void embedding_slice_backward(const TensorView& ids, const TensorView& dout, int
                               const TensorView& dtable);
 
 /// Backward of `rmsnorm` (f32 path): y = w ⊙ x·r with r = 1/sqrt(mean(x²) + eps) per row.
-/// x, dy, dx [T, D]; w, dw [D]. With g = w ⊙ dy:
+/// x, dy, dx [T, D] f32; w [D] f32 or bf16 (a bf16 w gives the bits of its f32 widening);
+/// dw [D] f32. With g = w ⊙ dy:
 ///   dx  = r·g − x · r³ · (Σ_i g_i x_i) / D          (overwritten)
 ///   dw += Σ_rows dy ⊙ x · r                          (always accumulated)
 /// dx may alias x or dy. dw may be an empty view to skip the weight gradient.
@@ -56,7 +61,7 @@ void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const
                       const TensorView& dx, const TensorView& dw);
 
 /// First half of the rmsnorm backward, split out for tensor parallelism. For each row t of
-/// the (local) x [T, D], w [D], dy [T, D] writes
+/// the (local) x [T, D], w [D] (f32 or bf16), dy [T, D] writes
 ///   sumsq[t] = Σ_i x[t,i]²          and       dot[t] = Σ_i dy[t,i]·w[i]·x[t,i]
 /// (sumsq, dot: [T] f32 views, may be strided). Under TP with the OLMo 2 whole-projection
 /// QK-norm the normalized width is split across ranks: the caller all-reduces (sums)
@@ -70,8 +75,8 @@ void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const T
 /// with r = 1/sqrt(sumsq[t]/d_total + eps) writes
 ///   dx[t,i] = r·w[i]·dy[t,i] − x[t,i]·r³·dot[t]/d_total   (overwritten)
 ///   dw[i]  += Σ_t dy[t,i]·x[t,i]·r                         (accumulated; dw may be empty)
-/// on the local columns. dx may alias x or dy. Throws ShapeError on mismatched shapes or
-/// d_total < D.
+/// on the local columns; w f32 or bf16, the others f32. dx may alias x or dy. Throws
+/// ShapeError on mismatched shapes or d_total < D.
 void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
                              const TensorView& dy, const TensorView& sumsq, const TensorView& dot,
                              const TensorView& dx, const TensorView& dw);

@@ -1,4 +1,5 @@
-// Matrix products (CPU: OpenBLAS sgemm).
+// Matrix products (CPU: OpenBLAS sgemm for f32 weights; the bf16 product of
+// ops/batch_invariant_gemm.h for bf16 weights, docs/architecture.md §2).
 #pragma once
 
 #include "ops/tensor.h"
@@ -6,8 +7,15 @@
 namespace olmo2::ops {
 
 /// y[M, N] = x[M, K] · w[N, K]ᵀ — `torch.nn.Linear` without bias (weights stored
-/// [out, in] as in HF checkpoints). All three are f32 CPU views whose last dimension
-/// is contiguous; rows may be strided. Throws ShapeError on mismatched shapes.
+/// [out, in] as in HF checkpoints). x and y are f32 CPU views, w is f32 or bf16; each
+/// has a contiguous last dimension, rows may be strided.
+///  - f32 w: OpenBLAS sgemm (its summation order may change with M).
+///  - bf16 w: y = bf16(x)·wᵀ with fp32 accumulation, as PyTorch's bf16 linear with a
+///    bf16 input: x is rounded to bf16 (nearest even) first, a no-op for bf16-valued
+///    activations. Computed as `linear_batch_invariant` with a bf16 w (the same
+///    operations, so also batch-invariant); |y − exact| ≤ (K'/16 + 5)·2⁻²⁴·Σ_k|x̂_k·w_k|
+///    with x̂ = bf16(x), K' = K rounded up to 32, up to flushes below 2⁻¹²⁶.
+/// Throws ShapeError on mismatched shapes, another dtype or a strided last dimension.
 void linear(const TensorView& x, const TensorView& w, const TensorView& y);
 
 /// FLOPs of `linear` for the given sizes: 2·M·N·K.

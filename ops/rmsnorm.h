@@ -24,7 +24,7 @@ void rmsnorm_partials(const TensorView& x, const TensorView& sumsq);
 /// Second half: y[t, i] = w[i] · (x[t, i] · r_t), r_t = 1/sqrt(sumsq[t]/d_total + eps),
 /// with the GLOBAL sums of squares (all-reduced over the ranks) and the global width
 /// d_total ≥ D. With the local sums and d_total = D this is rmsnorm, bit for bit.
-/// x, y [T, D] f32 (y may alias x); w [D] f32; sumsq [T] f32 (may be strided).
+/// x, y [T, D] f32 (y may alias x); w [D] f32 or bf16; sumsq [T] f32 (may be strided).
 /// Throws ShapeError on mismatched shapes or d_total < D.
 void rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& sumsq, int64_t d_total, float eps,
                    const TensorView& y);

@@ -5,7 +5,9 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "ops/cpu/bf16_gemm_detail.h"
 #include "ops/cpu/fast_exp.h"
+#include "ops/cpu/weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -44,7 +46,12 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
                      const TensorView& dx, const TensorView& dw, bool accumulate_dw,
                      bool accumulate_dx) {
   check_rows(x, "linear_backward", "x");
-  check_rows(w, "linear_backward", "w");
+  const bool w_bf16 = w.dtype() == DType::BF16;
+  if (w_bf16)
+    OLMO2_CHECK(w.dim() == 2 && w.device() == Device::CPU && w.stride(1) == 1,
+                "linear_backward: w must be a 2-d CPU view with contiguous rows, got ", w.shape_str());
+  else
+    check_rows(w, "linear_backward", "w");
   check_rows(dy, "linear_backward", "dy");
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   OLMO2_CHECK(w.size(1) == k && dy.size(0) == m && dy.size(1) == n, "linear_backward: x ",
@@ -56,6 +63,8 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
         if (!accumulate_dx)
           for (int64_t i = 0; i < m; ++i)
             std::memset(dx.f32() + i * dx.stride(0), 0, sizeof(float) * k);
+      } else if (w_bf16) {
+        detail::linear_dx_bf16(dy, w, dx, accumulate_dx);
       } else {
         // dx[M, K] = dy[M, N] · w[N, K]
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi(m), bi(k), bi(n), 1.0f, dy.f32(),
@@ -65,7 +74,8 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
     }
   }
   if (is_set(dw)) {
-    check_same(w, dw, "linear_backward", "dw");
+    check_rows(dw, "linear_backward", "dw");
+    OLMO2_CHECK(dw.shape() == w.shape(), "linear_backward: dw ", dw.shape_str(), " vs ", w.shape_str());
     if (n > 0 && k > 0) {
       if (m == 0) {
         if (!accumulate_dw)
@@ -139,13 +149,13 @@ void cpu::rmsnorm_backward_partials(const TensorView& x, const TensorView& w, co
   check_rows(x, "rmsnorm_backward", "x");
   check_same(x, dy, "rmsnorm_backward", "dy");
   const int64_t rows = x.size(0), d = x.size(1);
-  check_vec(w, d, "rmsnorm_backward", "w");
+  std::vector<float> w_widened;
+  const float* wp = cpu::f32_weights(w, d, "rmsnorm_backward", &w_widened);
   check_stat(sumsq_v, rows, "sumsq");
   check_stat(dot_v, rows, "dot");
   float* const sumsq = sumsq_v.f32();
   float* const dot = dot_v.f32();
   const int64_t ss_stride = sumsq_v.stride(0), dot_stride = dot_v.stride(0);
-  const float* wp = w.f32();
 #pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
   for (int64_t t = 0; t < rows; ++t) {
     const float* xr = x.f32() + t * x.stride(0);
@@ -172,13 +182,13 @@ void cpu::rmsnorm_backward_finish(const TensorView& x, const TensorView& w, floa
   const float* const sumsq = sumsq_v.f32();
   const float* const dot = dot_v.f32();
   const int64_t ss_stride = sumsq_v.stride(0), dot_stride = dot_v.stride(0);
-  check_vec(w, d, "rmsnorm_backward", "w");
+  std::vector<float> w_widened;
+  const float* wp = cpu::f32_weights(w, d, "rmsnorm_backward", &w_widened);
   const bool want_dw = is_set(dw);
   if (want_dw) check_vec(dw, d, "rmsnorm_backward", "dw");
   OLMO2_CHECK(d_total >= d && d_total > 0, "rmsnorm_backward: global width ", d_total,
               " below the local width ", d);
   const float inv_d = 1.0f / static_cast<float>(d_total);
-  const float* wp = w.f32();
   const bool par = rows * d > (1 << 14);
   const int n_threads = par ? omp_get_max_threads() : 1;
   // Per-thread partial weight gradients, summed after the loop (no races on dw).

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ops/cpu/batch_invariant_gemm_detail.h"
+#include "ops/cpu/bf16_gemm_detail.h"
 #include "core/error.h"
 
 namespace olmo2::ops {
@@ -271,6 +272,7 @@ void linear_batch_invariant_avx2(const TensorView& x, const TensorView& w, const
 }  // namespace detail
 
 void cpu::linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
+  if (w.dtype() == DType::BF16) return detail::linear_bf16(x, w, y);  // batch-invariant by construction
   const Dims d = check_shapes(x, w, y);
   if (d.m == 0 || d.n == 0) return;
   if (detail::batch_invariant_has_avx2_fma())

@@ -1,6 +1,7 @@
 #include "ops/rmsnorm.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/weights.h"
 
 #include <cmath>
 
@@ -89,9 +90,10 @@ void cpu::rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorVi
                         float eps, const TensorView& y) {
   const auto [rows, d] = rmsnorm_check(x, w, y);
   check_stats("rmsnorm_apply", x, sumsq);
-  OLMO2_CHECK(w.dtype() == DType::F32 && d_total >= d && d_total > 0, "rmsnorm_apply: w ", dtype_name(w.dtype()),
+  OLMO2_CHECK(x.dtype() == DType::F32 && d_total >= d && d_total > 0, "rmsnorm_apply: x ", dtype_name(x.dtype()),
               ", global width ", d_total, " for local width ", d);
-  const float* wp = w.f32();
+  std::vector<float> w_widened;
+  const float* wp = cpu::f32_weights(w, d, "rmsnorm_apply", &w_widened);
   const float* ss = sumsq.f32();
 #pragma omp parallel for schedule(static) if (rows * d > (1 << 14))
   for (int64_t t = 0; t < rows; ++t) {
