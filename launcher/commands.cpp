@@ -73,7 +73,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   }
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
-    const Olmo2Model model = Olmo2Model::load(cfg.model);
+    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::whole(ModelConfig::load(cfg.model)), cfg.precision);
     print_result(cfg, generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling), out);
     return;
   }
@@ -91,7 +91,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   // 2. Anything later may fail on some ranks only: report it and end the whole job.
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank));
+    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision);
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
                                       ParallelContext{groups.tp.get(), groups.pp.get()});
     if (rank == 0) print_result(cfg, r, out);

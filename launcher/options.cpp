@@ -69,6 +69,7 @@ po::options_description describe(const std::string& command) {
         "seed", po::value<uint64_t>(), "sampling seed (default 0)")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
         "format", po::value<std::string>(), "output format: text or json (default text)")(
+        "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
         "collective-timeout", po::value<double>(),
         "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
   }
@@ -209,6 +210,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     } catch (const InputError& e) {
       OLMO2_THROW(UsageError, "generate: ", e.what());
     }
+    if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
     if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
     if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);
     if (vm.count("format")) cfg.format = vm["format"].as<std::string>();

@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "launcher/serve_options.h"
 #include "runtime/generation/sampling.h"
+#include "runtime/model/precision.h"
 #include "runtime/train/trainer.h"
 
 namespace olmo2 {
@@ -30,6 +32,7 @@ struct CliConfig {
   ServeOptions serve;               ///< serve: every option
   SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed
   int64_t max_tokens = 16;          ///< --max-tokens N
+  std::optional<Precision> precision;  ///< generate: --precision (unset: the checkpoint's, default_precision)
   std::string format = "text";      ///< --format text|json
   int threads = 0;                  ///< --threads N (0: all cores)
   std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json)

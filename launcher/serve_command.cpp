@@ -81,7 +81,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
-  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard));
+  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision));
   s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);
   if (rank == 0) {
     HttpOptions ho;
@@ -95,7 +95,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
-              << s.engine->cache_capacity_tokens() << " positions"
+              << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << ")"
               << std::endl;
   }

@@ -23,6 +23,7 @@ void add_serve_options(po::options_description& d) {
       "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
+      "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
       "collective-timeout", po::value<double>(),
       "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)");
 }
@@ -83,7 +84,16 @@ ServeOptions read_serve_options(const po::variables_map& vm) {
   if (!(o.collective_timeout >= 0)) {
     OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);
   }
+  if (vm.count("precision")) o.precision = read_precision(vm["precision"].as<std::string>());
   return o;
+}
+
+Precision read_precision(const std::string& text) {
+  try {
+    return parse_precision(text, "--precision");
+  } catch (const InputError& e) {
+    OLMO2_THROW(UsageError, e.what());
+  }
 }
 
 }  // namespace olmo2

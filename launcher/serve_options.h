@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
+
+#include "runtime/model/precision.h"
 
 namespace olmo2 {
 
@@ -24,6 +27,7 @@ struct ServeOptions {
   double shutdown_grace = 30;     ///< --shutdown-grace seconds
   double collective_timeout = 300;  ///< --collective-timeout seconds
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
+  std::optional<Precision> precision;  ///< --precision (unset: the checkpoint's, default_precision)
 };
 
 /// Adds every `olmo2 serve` option (also accepted in an INI --config file).
@@ -31,5 +35,8 @@ void add_serve_options(boost::program_options::options_description& d);
 
 /// Reads and validates them. Throws UsageError naming the option and the value.
 ServeOptions read_serve_options(const boost::program_options::variables_map& vm);
+
+/// Parses a --precision value ("fp32" or "bf16"); UsageError naming it otherwise.
+Precision read_precision(const std::string& text);
 
 }  // namespace olmo2

@@ -65,6 +65,24 @@ TEST(CliGenerate, JsonOutputMatchesTransformersGreedy) {
   EXPECT_EQ(out["finish_reason"], "length");
 }
 
+TEST(CliGenerate, PrecisionDefaultsToTheCheckpointsAndCanBeChosen) {
+  // A bf16 checkpoint serves in bf16 by default and follows transformers' bf16 greedy
+  // continuation; --precision fp32 widens it, --precision bf16 narrows an f32 one.
+  const json ref = reference("gqa-bf16");
+  const std::string args = " --prompt-ids " + ids_arg(ref["prompt_ids"].get<std::vector<int32_t>>()) +
+                           " --max-tokens 8 --format json --threads 1";
+  auto r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"], ref["greedy_ids"]);
+  r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args + " --precision fp32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 8u);
+  r = run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids 1,2,3 --max-tokens 4 --format json"
+                " --precision bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 4u);
+}
+
 TEST(CliGenerate, StopsAtEosWithFinishReasonStop) {
   const json ref = reference("mha-f32");
   const auto greedy = ref["greedy_ids"].get<std::vector<int32_t>>();
@@ -112,6 +130,9 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --threads 0"), 2, "--threads must be at least 1");
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --format xml"), 2, "--format must be text or json");
   expect_one_line_error(run_olmo2("generate" + m), 2, "give exactly one of --prompt TEXT and --prompt-ids");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --precision fp16"), 2,
+                        "--precision must be fp32 or bf16, got \"fp16\"");
+  expect_one_line_error(run_olmo2("serve" + m + " --precision BF16"), 2, "--precision must be fp32 or bf16, got \"BF16\"");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
   expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, train, serve or tokenize)");
   expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");
