@@ -1,6 +1,6 @@
 // olmo2_random_model: writes a model directory with N(0, std²) weights for a given
 // config.json (e.g. the 1B configuration) and a tokenizer, for serving benchmarks of
-// model shapes too large to train here. Not a test.
+// model shapes too large to train here, in f32 or bf16. Not a test.
 #include <iostream>
 #include <string>
 
@@ -10,15 +10,16 @@
 
 int main(int argc, char** argv) {
   using namespace olmo2;
-  if (argc < 4 || argc > 5) {
-    std::cerr << "usage: olmo2_random_model CONFIG.json TOKENIZER.json OUTPUT_DIR [STD (default 0.02)]\n"
+  if (argc < 4 || argc > 6) {
+    std::cerr << "usage: olmo2_random_model CONFIG.json TOKENIZER.json OUTPUT_DIR [STD (default 0.02)] [fp32|bf16]\n"
                  "writes OUTPUT_DIR/step-00000000 (config.json, model.safetensors, tokenizer.json)\n";
     return 2;
   }
   try {
     const ModelConfig c = ModelConfig::load_file(argv[1]);
-    const float std = argc == 5 ? std::stof(argv[4]) : 0.02f;
-    Olmo2Model m = Olmo2Model::random(c, 1, std);
+    const float std = argc >= 5 ? std::stof(argv[4]) : 0.02f;
+    const Precision precision = argc == 6 ? parse_precision(argv[5], "the dtype argument") : Precision::FP32;
+    Olmo2Model m = Olmo2Model::random(c, 1, std, precision);
     ModelWeights& w = m.mutable_weights();
     CheckpointContents contents;
     contents.config = c;

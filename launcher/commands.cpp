@@ -144,7 +144,8 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
   const ModelConfig& c = trainer.model().config();
   std::cerr << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
             << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
-            << " x " << o.seq_len << " tokens" << layout << "\n";
+            << " x " << o.seq_len << " tokens" << layout << ", " << o.precision
+            << (o.precision == "bf16" ? " (f32 master weights)" : "") << "\n";
 }
 }  // namespace
 

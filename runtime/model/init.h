@@ -30,6 +30,14 @@ namespace olmo2 {
 /// Throws nothing; `std` may be any finite value.
 double init_value(uint64_t seed, const std::string& name, int64_t g, double std);
 
+/// Fills out[0, n) with N(0, std²) values, each a function of (key, index) up to the
+/// last bit (a block's tail may take scalar code where the rest takes vector code), fast:
+/// a 32-bit counter hash gives each pair of elements (2p, 2p+1) two uniforms, and a
+/// float Box–Muller with polynomial log, sin and cos (relative error < 1e-6) turns them
+/// into r·cos θ and r·sin θ. Branch-free, so GCC vectorises it; OpenMP over blocks. For
+/// benchmark and test models (Olmo2Model::random), not the training init (init_value).
+void fill_normal(float* out, int64_t n, uint64_t key, float std);
+
 /// True for parameters initialised to 1: names ending in "norm.weight" (q_norm, k_norm,
 /// post_attention_layernorm, post_feedforward_layernorm, model.norm).
 bool is_norm_weight(const std::string& name);

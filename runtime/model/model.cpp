@@ -1,9 +1,10 @@
 #include "runtime/model/model.h"
 
 #include <cstring>
-#include <random>
 
+#include "core/hash.h"
 #include "ops/tensor_ops.h"
+#include "runtime/model/init.h"
 #include "runtime/io/safetensors.h"
 
 namespace olmo2 {
@@ -89,26 +90,24 @@ Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& 
 }
 
 Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std, Precision precision) {
-  Olmo2Model m = random_f32(c, seed, std);
-  if (precision == Precision::BF16) m.weights_ = weights_in(m.weights_, DType::BF16);
-  m.precision_ = precision;
-  return m;
-}
-
-Olmo2Model Olmo2Model::random_f32(const ModelConfig& c, uint64_t seed, float std) {
   Olmo2Model m;
   m.config_ = c;
   m.shard_ = ShardSpec::whole(c);
-  std::mt19937_64 rng(seed);
+  m.precision_ = precision;
+  const DType wt = weight_dtype(precision);
+  // Tensor k (in the order below) holds the stream splitmix64_mix(seed + k·golden), made
+  // in f32 and held in the weight dtype (one tensor in f32 at a time).
+  uint64_t tensors = 0;
   auto normal = [&](std::vector<int64_t> shape) {
     Tensor t = Tensor::zeros(std::move(shape));
-    std::normal_distribution<float> dist(0.0f, std);
-    float* p = t.f32();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
-    return t;
+    fill_normal(t.f32(), t.numel(), splitmix64_mix(seed + (++tensors) * 0x9e3779b97f4a7c15ull), std);
+    if (wt == DType::F32) return t;
+    Tensor narrow = Tensor::zeros(t.shape(), wt);
+    ops::copy(t.view(), narrow.view());
+    return narrow;
   };
-  auto ones = [](int64_t n) {
-    Tensor t = Tensor::zeros({n});
+  auto ones = [&](int64_t n) {
+    Tensor t = Tensor::zeros({n}, wt);
     ops::fill(t.view(), 1.0);
     return t;
   };

@@ -63,8 +63,9 @@ class Olmo2Model {
   static Olmo2Model load(const std::string& dir, const ShardSpec& shard,
                          std::optional<Precision> precision = std::nullopt);
 
-  /// A model with N(0, std²) weights from a fixed-seed generator and unit norm
-  /// weights, built in memory (benchmarks, tests), held in `precision`.
+  /// A model with N(0, std²) weights, a function of `seed` (fill_normal: vectorised and
+  /// threaded, the 1B shape in seconds), and unit norm weights, built in memory
+  /// (benchmarks, tests), held in `precision`'s weight dtype.
   static Olmo2Model random(const ModelConfig& config, uint64_t seed, float std = 0.02f,
                            Precision precision = Precision::FP32);
 
@@ -128,7 +129,6 @@ class Olmo2Model {
   double forward_flops(int64_t tokens, double context) const;
 
  private:
-  static Olmo2Model random_f32(const ModelConfig& config, uint64_t seed, float std);
   ModelConfig config_;
   ShardSpec shard_;
   ModelWeights weights_;

@@ -154,9 +154,11 @@ void validate(int64_t step, const CheckpointContents& c, int64_t max_shard_bytes
     if (!seen.insert(name).second)
       OLMO2_THROW(InputError, "model tensor ", name, " is listed twice");
     if (view.data() == nullptr) OLMO2_THROW(InputError, "model tensor ", name, " has no data");
-    if (view.dtype() != DType::F32) {
+    const DType first = c.model_tensors.front().second.dtype();
+    if ((view.dtype() != DType::F32 && view.dtype() != DType::BF16) || view.dtype() != first) {
       OLMO2_THROW(InputError, "model tensor ", name, " is ", dtype_name(view.dtype()),
-                  "; checkpoints store the model in f32");
+                  "; checkpoints store the model in f32 or bf16, every tensor alike (the first is ",
+                  dtype_name(first), ")");
     }
     if (view.device() != Device::CPU || !view.is_contiguous()) {
       OLMO2_THROW(InputError, "model tensor ", name, " ", view.shape_str(),
@@ -360,7 +362,7 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, const Che
   try {
     crash_point();
     ModelConfig config = c.config;
-    config.dtype = DType::F32;
+    config.dtype = c.model_tensors.front().second.dtype();  // f32 or bf16, checked above
     write_text(at("config.json"), config.to_json().dump(2) + "\n");
     file_done();
     write_text(at("generation_config.json"), generation_config(config).dump(2) + "\n");

@@ -251,7 +251,7 @@ void Trainer::resume_from(const std::string& dir) {
   if (is_root()) std::cerr << "resumed from " << dir << " at step " << step_ << "\n";
   // Hyper-parameters may change on resume (a longer run, a lower lr): say so.
   const nlohmann::json now = state_json();
-  for (const char* key : {"schedule", "z_loss", "optimizer"}) {
+  for (const char* key : {"schedule", "z_loss", "optimizer", "precision"}) {
     if (j.contains(key) && j.at(key) != now.at(key) && is_root()) {
       std::cerr << "note: " << key << " differs from the checkpoint's (" << j.at(key).dump() << " -> "
                 << now.at(key).dump() << "); the run continues with the new one\n";

@@ -11,6 +11,7 @@
 #include <limits>
 #include <numbers>
 #include <set>
+#include <vector>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -227,6 +228,34 @@ TEST(Init, InitParametersCoversEveryParameter) {
   init_parameters(ps, 11, 0.02);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(n.value.f32()[i], 1.0f);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(a.value.f32()[i], static_cast<float>(init_value(11, kUp, i, 0.02)));
+}
+
+TEST(FillNormal, IsAStandardNormalScaledByStdAndAFunctionOfKeyAndIndex) {
+  constexpr int64_t n = 1 << 20;
+  std::vector<float> a(n), b(n - 1), c(n);
+  fill_normal(a.data(), n, 42, 0.5f);
+  fill_normal(b.data(), n - 1, 42, 0.5f);  // odd count: the same values, one fewer
+  fill_normal(c.data(), n, 43, 0.5f);
+  // The same values up to rounding: a block's tail may run the scalar code where a longer
+  // fill runs the vector code (fill_normal's contract: relative error < 1e-6).
+  for (int64_t i = 0; i < n - 1; ++i) ASSERT_NEAR(a[i], b[i], 2e-6 * std::fabs(a[i]) + 1e-12) << i;
+  int64_t same = 0;
+  double sum = 0, sq = 0, fourth = 0;
+  int64_t in1 = 0, in2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    same += a[i] == c[i];
+    ASSERT_TRUE(std::isfinite(a[i])) << i;
+    const double z = a[i] / 0.5;
+    sum += z, sq += z * z, fourth += z * z * z * z;
+    in1 += std::fabs(z) < 1, in2 += std::fabs(z) < 2;
+  }
+  EXPECT_LT(same, 16);  // another key: other values
+  // Moments and mass of N(0, 1) within ~5 standard errors of 2^20 samples.
+  EXPECT_NEAR(sum / n, 0.0, 0.005);
+  EXPECT_NEAR(sq / n, 1.0, 0.007);
+  EXPECT_NEAR(fourth / n, 3.0, 0.04);
+  EXPECT_NEAR(double(in1) / n, 0.682689, 0.0025);
+  EXPECT_NEAR(double(in2) / n, 0.954500, 0.0012);
 }
 
 }  // namespace
