@@ -117,6 +117,40 @@ TEST(TrainCli, ResumeContinuesTheExactSameRun) {
             slurp(b + "/step-00000006/training_state.safetensors"));
 }
 
+// --precision bf16 (docs/architecture.md §3.2): the loss falls as in fp32 but not to the
+// same bits; a resumed run continues exactly (the master weights and moments are saved in
+// f32 and the bf16 compute copy is made from them again); the checkpoint is f32.
+TEST(TrainCli, Bf16TrainsResumesExactlyAndSavesF32MasterWeights) {
+  TinySetup s;
+  const std::string a = s.dir.file("a"), b = s.dir.file("b");
+  const test::RunResult fp32 = test::run_olmo2(s.base() + " --steps 6 --log-format json");
+  const test::RunResult full = test::run_olmo2(s.base(a) + " --steps 6 --log-format json --precision bf16");
+  ASSERT_EQ(full.status, 0) << full.err;
+  ASSERT_EQ(fp32.status, 0) << fp32.err;
+  EXPECT_THAT(full.err, HasSubstr("bf16 (f32 master weights)"));
+  const std::vector<json> f = json_lines(full.out), g = json_lines(fp32.out);
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_LT(f[5]["loss"].get<double>(), f[0]["loss"].get<double>() - 0.5);
+  EXPECT_NEAR(f[5]["loss"].get<double>(), g[5]["loss"].get<double>(), 0.1);
+  EXPECT_NE(f[5]["loss"].get<double>(), g[5]["loss"].get<double>());  // bf16 compute is not fp32's
+  const test::RunResult first = test::run_olmo2(s.base(b) + " --steps 6 --save-interval 3 --log-format json "
+                                                             "--debug-stop-after 3 --precision bf16");
+  ASSERT_EQ(first.status, 0) << first.err;
+  const test::RunResult second = test::run_olmo2(s.base(b) + " --steps 6 --resume --log-format json --precision bf16");
+  ASSERT_EQ(second.status, 0) << second.err;
+  const std::vector<json> p2 = json_lines(second.out);
+  ASSERT_EQ(p2.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(p2[i]["loss"].get<double>(), f[i + 3]["loss"].get<double>()) << i;
+  EXPECT_EQ(slurp(a + "/step-00000006/model.safetensors"), slurp(b + "/step-00000006/model.safetensors"));
+  const json cfg = json::parse(slurp(a + "/step-00000006/config.json"));
+  EXPECT_EQ(cfg.value("torch_dtype", cfg.value("dtype", std::string())), "float32");
+  EXPECT_EQ(json::parse(slurp(a + "/step-00000006/training_state.json"))["state"]["precision"], "bf16");
+  // Resuming in another precision says so.
+  const test::RunResult other = test::run_olmo2(s.base(b) + " --steps 7 --resume --log-format json");
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("note: precision differs from the checkpoint's (\"bf16\" -> \"fp32\")"));
+}
+
 // A resumed run keeps writing the tokenizer of the run it continues (the checkpoint it
 // came from may be pruned meanwhile) and says which hyper-parameters changed.
 TEST(TrainCli, ResumeCarriesTheTokenizerAndNotesChangedHyperParameters) {
@@ -209,6 +243,7 @@ TEST(TrainCli, InconsistentOptionsAreRefusedBeforeAnyWork) {
       {s.base(d) + " --steps 2 --schedule cosin", "cosin"},
       {s.base(d) + " --steps 2 --warmup-steps 3", "warm"},
       {s.base(d, 16, 4096) + " --steps 2", "global batch 4096 is larger than the 256 windows"},
+      {s.base(d) + " --steps 2 --precision fp16", "--precision must be fp32 or bf16, got \"fp16\""},
   };
   for (const Bad& b : cases) {
     const test::RunResult r = test::run_olmo2(b.args);

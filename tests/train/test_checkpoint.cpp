@@ -251,6 +251,23 @@ TEST_F(CheckpointTest, SingleShardIsModelSafetensors) {
   EXPECT_LE(max_logit_diff(back.model), 1e-4);
 }
 
+TEST_F(CheckpointTest, ABf16ModelIsSavedInBf16AndLoadsBackAsIs) {
+  Olmo2Model bf16 = Olmo2Model::load(fixture_dir(), ShardSpec::whole(ModelConfig::load(fixture_dir())),
+                                     Precision::BF16);
+  CheckpointContents c;
+  c.config = bf16.config();
+  c.model_tensors = hf_named_tensors(bf16.mutable_weights(), bf16.config());
+  const std::string dir = save_checkpoint(tmp.path(), 1, c, 0);
+  const ModelConfig saved = ModelConfig::load(dir);
+  EXPECT_EQ(saved.dtype, DType::BF16);
+  const Olmo2Model back = Olmo2Model::load(dir);  // the checkpoint's precision: bf16
+  EXPECT_EQ(back.precision(), Precision::BF16);
+  const auto& a = back.weights().layers[0].gate_proj;
+  const auto& b = bf16.weights().layers[0].gate_proj;
+  ASSERT_EQ(a.dtype(), DType::BF16);
+  EXPECT_EQ(std::memcmp(a.view().data(), b.view().data(), static_cast<size_t>(a.numel()) * 2), 0);
+}
+
 TEST_F(CheckpointTest, KeepsNewestAndNothingElseIsTouched) {
   const Loaded src(fixture_dir());
   write_file(tmp.file("notes.txt"), "mine");
