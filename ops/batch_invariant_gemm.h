@@ -30,7 +30,9 @@ namespace olmo2::ops {
 /// Vol. 2, VDPBF16PS: two fp32 FMAs, the odd element first, DAZ/FTZ, RNE, MXCSR
 /// ignored), which differ from a plain fp32 dot product in the order of each pair and
 /// in the flushing. Error: |y − exact| ≤ (K'/16 + 5)·2⁻²⁴·Σ_k|x̂_k·w_k|, up to the
-/// flushes (at most 2⁻¹²⁶ per operation).
+/// flushes (at most 2⁻¹²⁶ per operation). Every code path of ops/bf16_gemm.h computes
+/// this sequence (the same bits); InputError when OLMO2_BF16_GEMM names no path or one
+/// this CPU lacks.
 /// Throws ShapeError on mismatched shapes, another dtype or a strided last dimension.
 /// Source: batch invariance as in He et al., "Defeating Nondeterminism in LLM
 /// Inference" (Thinking Machines, 2025).

@@ -1,0 +1,88 @@
+// The AVX512-BF16 path of the bf16 product: one zmm of 16 fp32 lanes per output element,
+// VDPBF16PS adding a pair of bf16 products into each lane (the odd element first, DAZ/
+// FTZ; Intel SDM Vol. 2, VDPBF16PS) — the lane sequence of docs/architecture.md §2
+// ("bf16 products") as the instruction computes it. The reduction runs under the
+// driver's MXCSR DAZ|FTZ, so it flushes as the portable path does.
+#include <immintrin.h>
+
+#include <array>
+#include <utility>
+
+#include "ops/cpu/bf16_gemm_detail.h"
+
+namespace olmo2::ops::detail {
+namespace {
+
+#define OLMO2_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+
+// Register tile: kMr × kNr accumulators (24 zmm) + kNr w vectors + one x vector.
+constexpr int kMr = 4;
+constexpr int kNr = 6;
+
+// The fixed tree: lanes j + j+8, then j + j+4, j + j+2, 0 + 1. (GCC 12 warns that its
+// own _mm512_castps512_ps256 reads an uninitialized __Y; it does not.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+OLMO2_AVX512BF16 inline float reduce16(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+template <int MR, int NR>
+OLMO2_AVX512BF16 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
+                           int64_t groups, float* acc, int64_t acc_ld, bool first, bool last,
+                           float* y, int64_t ldy) {
+  __m512 a[MR][NR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j)
+      a[i][j] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * acc_ld + j * 16);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t off = g * kBf16Group;
+    __m512bh wv[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ldw + off);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i * ldx + off);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) a[i][j] = _mm512_dpbf16_ps(a[i][j], xv, wv[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      if (last)
+        y[i * ldy + j] = reduce16(a[i][j]);
+      else
+        _mm512_storeu_ps(acc + i * acc_ld + j * 16, a[i][j]);
+    }
+}
+
+#pragma GCC diagnostic pop
+
+template <int MR, int... NRs>
+constexpr std::array<Bf16TileFn, sizeof...(NRs)> tile_row(std::integer_sequence<int, NRs...>) {
+  return {&tile<MR, NRs + 1>...};
+}
+template <int... MRs>
+constexpr std::array<std::array<Bf16TileFn, kNr>, sizeof...(MRs)> tile_table(
+    std::integer_sequence<int, MRs...>) {
+  return {tile_row<MRs + 1>(std::make_integer_sequence<int, kNr>())...};
+}
+constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kMr>());
+
+Bf16TileFn pick(int mr, int nr) { return kTiles[mr - 1][nr - 1]; }
+
+}  // namespace
+
+const Bf16Kernel& bf16_kernel_avx512bf16() {
+  static const Bf16Kernel k{kMr, kNr, &pick, true};
+  return k;
+}
+
+}  // namespace olmo2::ops::detail
