@@ -12,8 +12,9 @@ namespace olmo2::ops {
 /// are the last T positions, so query t sees keys 0 … S−T+t (causal). out [T, H·hd].
 /// Query head h uses kv head h / (H/KV) (GQA by repetition). Scale 1/sqrt(hd), softmax
 /// in fp32. `act` is the dtype the reference stores activations in: with bf16 the
-/// scaled scores, probabilities and output are rounded to bf16 where the reference
-/// rounds them. All views f32 CPU with contiguous last dimension.
+/// scores q·kᵀ, the scaled scores, the probabilities and the output are rounded to
+/// bf16 where the reference rounds them (the scores twice: the product, then the
+/// product times the scale). All views f32 CPU with contiguous last dimension.
 /// Source: `eager_attention_forward` in transformers' modeling_olmo2.py.
 /// Throws ShapeError on inconsistent shapes or H % KV ≠ 0.
 void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,

@@ -48,8 +48,8 @@ void cpu::causal_attention(const TensorView& q, const TensorView& k, const Tenso
         const int64_t visible = past + t + 1;
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t s = 0; s < visible; ++s) {
-          float x = row[s] * scale;
-          if (act == DType::BF16) x = round_bf16(x);
+          // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
+          const float x = act == DType::BF16 ? round_bf16(round_bf16(row[s]) * scale) : row[s] * scale;
           row[s] = x;
           mx = std::max(mx, x);
         }

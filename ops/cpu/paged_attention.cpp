@@ -134,8 +134,9 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       for (int64_t j = 0; j < visible; ++j) {
         const float* kr = kd + pool_row(j) * k_ld;
         for (int h = h0; h < h1; ++h) {
-          float x = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd) * scale;
-          if (act == DType::BF16) x = round_bf16(x);
+          const float d = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd);
+          // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
+          const float x = act == DType::BF16 ? round_bf16(round_bf16(d) * scale) : d * scale;
           sc(h)[j] = x;
           mx[h] = std::max(mx[h], x);
         }

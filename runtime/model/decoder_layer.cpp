@@ -111,7 +111,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     saved->*member = Tensor::zeros({n, cols});
     return (saved->*member).view();
   };
-  if (saved) saved->x = copy_of(x);
+  if (saved) saved->x = copy_of(x), saved->act = act;
 
   // ---- attention block ----
   const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);

@@ -61,6 +61,7 @@ struct LayerActivations {
   Tensor x1;      ///< residual after the attention block
   Tensor gate, up;
   Tensor m;       ///< down_proj output (all-reduced), before post_feedforward_layernorm
+  DType act = DType::F32;  ///< what the forward rounded activations to (LayerOptions::activations)
 };
 
 /// One layer's forward statistics (monitoring: docs/architecture.md §9).
@@ -100,7 +101,10 @@ struct LayerBackwardWorkspace {
   Tensor dh, ds, dgate, dup, sw, dattn, dq, dk, dv, dxp;
 };
 
-/// Backward of one layer (f32 activations, no cache): given dx [T, h], the gradient at
+/// Backward of one layer (no cache), in f32: the derivative at the activations the
+/// forward kept — bf16-valued under bf16 activations, its roundings taken as the
+/// identity (down_proj's input is recomputed rounded as the forward rounded it; the
+/// attention backward recomputes its probabilities in f32). Given dx [T, h], the gradient at
 /// the layer's output, overwrites it with the gradient at the layer's input and
 /// ACCUMULATES the layer's parameter gradients into `grads` (same shapes as `w`). Frees
 /// `saved`'s tensors as they are used. Under TP the partial input gradients of the

@@ -44,7 +44,7 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   // MLP block: x2 = x1 + norm(down(swiglu(gate(x1), up(x1)))).
   ops::rmsnorm_backward(a.m.view(), w.post_feedforward_layernorm.view(), eps, dx, dh,
                         g.post_feedforward_layernorm.view());
-  ops::swiglu(a.gate.view(), a.up.view(), sw);
+  ops::swiglu(a.gate.view(), a.up.view(), sw, a.act);  // down_proj's input as the forward rounded it
   ops::linear_backward(sw, w.down_proj.view(), dh, ds, g.down_proj.view());
   ops::swiglu_backward(a.gate.view(), a.up.view(), ds, dgate, dup);
   ops::linear_backward(a.x1.view(), w.gate_proj.view(), dgate, din, g.gate_proj.view(), true, !tp);

@@ -38,9 +38,12 @@ ModelWeights weights_in(const ModelWeights& w, DType dtype) {
 
 void copy_weights(const ModelWeights& src, ModelWeights& dst) {
   for_each_pair(src, dst, [&](const Tensor& s, Tensor& d) {
-    OLMO2_CHECK(s.shape() == d.shape(), "weights of shape ", shape_to_string(s.shape()), " into ",
-                shape_to_string(d.shape()));
-    if (s.numel() > 0) ops::copy(s.view(), d.view());
+    // A tensor this rank does not hold (a pipeline stage's embedding or lm_head, a tied
+    // lm_head) is empty on both sides; an empty tensor's shape {} still counts 1 element.
+    OLMO2_CHECK(s.empty() == d.empty() && s.shape() == d.shape(), "weights of shape ",
+                s.empty() ? "(none)" : shape_to_string(s.shape()), " into ",
+                d.empty() ? "(none)" : shape_to_string(d.shape()));
+    if (!s.empty() && s.numel() > 0) ops::copy(s.view(), d.view());
   });
 }
 

@@ -31,8 +31,9 @@ struct ModelWeights {
 ModelWeights weights_in(const ModelWeights& w, DType dtype);
 
 /// Copies every tensor of `src` into the tensor of the same place in `dst` (same
-/// shapes; dtypes f32/bf16, converting) — e.g. master weights into their compute copy
-/// after an optimizer step. ShapeError when the structures differ.
+/// shapes; dtypes f32/bf16, converting; tensors empty in both are skipped) — e.g. master
+/// weights into their compute copy after an optimizer step. ShapeError when the
+/// structures differ.
 void copy_weights(const ModelWeights& src, ModelWeights& dst);
 
 }  // namespace olmo2

@@ -1,14 +1,17 @@
 // The ops that take a bf16 weight besides the products: embedding, RMSNorm's apply and
 // backward halves, and linear_backward. Where the math is the same, a bf16 weight gives
 // the bits of its f32 widening; the input gradient of linear_backward is held to its
-// fp32 error bound against a double reference.
+// fp32 error bound against a double reference. And attention with bf16 activations,
+// rounded where transformers' bf16 model rounds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/embedding.h"
 #include "ops/rmsnorm.h"
@@ -111,6 +114,53 @@ TEST(Bf16Weights, LinearBackwardInputGradientWithinFp32Bound) {
   const Tensor x = random_tensor({2, 4}, 11), dy = random_tensor({2, 3}, 12), w = random_bf16({3, 4}, 13);
   Tensor bad = Tensor::zeros({2, 5});
   EXPECT_THROW(linear_backward(x.view(), w.view(), dy.view(), bad.view(), TensorView{}), ShapeError);
+}
+
+// bf16 activations in attention round where transformers' eager attention does:
+// bf16(bf16(q·kᵀ) · scale) — the product is a bf16 tensor before it is scaled —, the
+// softmax (fp32) to bf16, the output to bf16. head_dim 8: a scale that is not a power of
+// two, where rounding the product first changes the result. The inputs are multiples of
+// 1/64 in [−½, ½]: every product and sum is exact in f32, so the loop below
+// equals the kernel bit for bit whatever the BLAS summation order.
+TEST(Bf16Activations, AttentionRoundsTheScoresBeforeAndAfterTheScale) {
+  const int nh = 2, nkv = 1;
+  const int64_t hd = 8, t_len = 7;
+  auto grid = [](std::vector<int64_t> shape, uint64_t seed) {
+    Tensor t = random_tensor(shape, seed);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = std::round(std::clamp(t.f32()[i], -2.f, 2.f) * 16) / 64;
+    return t;
+  };
+  const Tensor q = grid({t_len, nh * hd}, 21), k = grid({t_len, nkv * hd}, 22), v = grid({t_len, nkv * hd}, 23);
+  Tensor out = Tensor::zeros({t_len, nh * hd});
+  causal_attention(q.view(), k.view(), v.view(), nh, nkv, out.view(), DType::BF16);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // once: the kernel before scores were rounded ahead of the scale.
+  auto reference = [&](bool round_product_first) {
+    std::vector<float> o(static_cast<size_t>(t_len * nh * hd));
+    for (int h = 0; h < nh; ++h)
+      for (int64_t t = 0; t < t_len; ++t) {
+        std::vector<float> p(static_cast<size_t>(t + 1));
+        float mx = -INFINITY, sum = 0;
+        for (int64_t s = 0; s <= t; ++s) {
+          float d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q.f32()[t * nh * hd + h * hd + i] * k.f32()[s * hd + i];
+          p[s] = round_bf16((round_product_first ? round_bf16(d) : d) * scale);
+          mx = std::max(mx, p[s]);
+        }
+        for (float& x : p) sum += (x = std::exp(x - mx));
+        const float inv = 1.0f / sum;
+        for (float& x : p) x = round_bf16(x * inv);
+        for (int64_t i = 0; i < hd; ++i) {
+          float a = 0;
+          for (int64_t s = 0; s <= t; ++s) a += p[s] * v.f32()[s * hd + i];
+          o[t * nh * hd + h * hd + i] = round_bf16(a);
+        }
+      }
+    return o;
+  };
+  const std::vector<float> twice = reference(true), once = reference(false);
+  EXPECT_TRUE(same_bits(out.f32(), twice.data(), out.numel()));
+  EXPECT_FALSE(same_bits(twice.data(), once.data(), out.numel())) << "the inputs do not tell the two apart";
 }
 
 }  // namespace
