@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/rank_errors.h"
+#include "ops/bf16_gemm.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
@@ -145,7 +146,10 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
   std::cerr << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
             << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
             << " x " << o.seq_len << " tokens" << layout << ", " << o.precision
-            << (o.precision == "bf16" ? " (f32 master weights)" : "") << "\n";
+            << (o.precision == "bf16" ? std::string(" (f32 master weights, ") + ops::bf16_gemm_path_name() +
+                                            " bf16 products)"
+                                      : std::string())
+            << "\n";
 }
 }  // namespace
 
