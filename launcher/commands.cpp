@@ -14,6 +14,7 @@
 
 #include "launcher/rank_errors.h"
 #include "ops/bf16_gemm.h"
+#include "ops/blas_core.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
@@ -149,7 +150,7 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
             << (o.precision == "bf16" ? std::string(" (f32 master weights, ") + ops::bf16_gemm_path_name() +
                                             " bf16 products)"
                                       : std::string())
-            << "\n";
+            << "; OpenBLAS " << blas_core_name() << " kernels\n";
 }
 }  // namespace
 

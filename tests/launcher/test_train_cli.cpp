@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ops/blas_core.h"
 #include "runtime/model/model.h"
 #include "runtime/io/npy.h"
 #include "tests/test_util.h"
@@ -127,6 +128,10 @@ TEST(TrainCli, Bf16TrainsResumesExactlyAndSavesF32MasterWeights) {
   const test::RunResult full = test::run_olmo2(s.base(a) + " --steps 6 --log-format json --precision bf16");
   ASSERT_EQ(full.status, 0) << full.err;
   ASSERT_EQ(fp32.status, 0) << fp32.err;
+  // The f32 products run on OpenBLAS kernels this CPU can use (the binary asks for them
+  // when OpenBLAS falls back to generic ones, as this test process shows it would).
+  const std::string want = blas_core_upgrade();
+  EXPECT_THAT(full.err, HasSubstr("; OpenBLAS " + (want.empty() ? blas_core_name() : want) + " kernels"));
   EXPECT_THAT(full.err, ::testing::ContainsRegex("bf16 \\(f32 master weights, (avx512bf16|avx2|portable) bf16 products\\)"));
   const std::vector<json> f = json_lines(full.out), g = json_lines(fp32.out);
   ASSERT_EQ(f.size(), 6u);

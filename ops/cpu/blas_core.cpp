@@ -1,0 +1,35 @@
+#include "ops/blas_core.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+
+namespace olmo2 {
+
+std::string blas_core_name() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+
+std::string blas_core_upgrade() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";
+#if defined(__x86_64__) && defined(__GNUC__)
+  const std::string core = blas_core_name();
+  // OpenBLAS's pre-AVX x86-64 kernel sets (its generic fall-backs).
+  for (const char* generic : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Coppermine",
+                              "Northwood", "Banias", "Opteron", "Barcelona", "Bobcat", "Unknown"}) {
+    if (core == generic) {
+      __builtin_cpu_init();
+      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+        return "SkylakeX";
+      }
+      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+      return "";
+    }
+  }
+#endif
+  return "";
+}
+
+}  // namespace olmo2
