@@ -30,6 +30,7 @@
 #include "ops/threads.h"
 #include "runtime/model/config.h"
 #include "runtime/model/model.h"
+#include "ops/blas_core.h"
 
 namespace {
 
@@ -205,6 +206,7 @@ std::unique_ptr<benchmark::BenchmarkReporter> display_reporter(const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
+  olmo2::restart_with_blas_kernels(argv);  // as olmo2 does: OpenBLAS on this CPU's kernels
   int threads = take_threads_flag(argc, argv);
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   olmo2::set_num_threads(threads);

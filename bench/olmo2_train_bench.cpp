@@ -34,6 +34,7 @@
 #include "runtime/model/parameters.h"
 #include "runtime/train/train_step.h"
 #include "train_bench_common.h"
+#include "ops/blas_core.h"
 
 namespace olmo2::bench {
 namespace {
@@ -223,6 +224,7 @@ int run_one_process(const Options& o) {
 }  // namespace olmo2::bench
 
 int main(int argc, char** argv) {
+  olmo2::restart_with_blas_kernels(argv);  // as olmo2 does: OpenBLAS on this CPU's kernels
   const olmo2::bench::Options o = olmo2::bench::parse_args(argc, argv);
   if (o.distributed) return olmo2::bench::run_distributed(o);
   return olmo2::bench::run_one_process(o);

@@ -1,7 +1,5 @@
 // olmo2: one binary, subcommands (docs/architecture.md §12). Every error ends here as one line on
 // stderr and a non-zero exit: 2 for a bad command line, 1 for anything else.
-#include <unistd.h>
-
 #include <cstdlib>
 #include <iostream>
 
@@ -30,18 +28,6 @@ long rank_from_launcher() {
   return 0;
 }
 
-/// When OpenBLAS fell back to generic kernels on a CPU it does not know, starts this
-/// program again (same pid, arguments and environment) with OPENBLAS_CORETYPE naming the
-/// kernels the CPU can run, which OpenBLAS reads only when it loads (ops/blas_core.h).
-/// If the exec fails, goes on with the generic kernels.
-void choose_blas_kernels(char** argv) {
-  const std::string core = olmo2::blas_core_upgrade();
-  if (core.empty()) return;
-  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-  ::execv("/proc/self/exe", argv);
-  ::unsetenv("OPENBLAS_CORETYPE");
-}
-
 /// Flushes stdout; a full disk or a closed pipe must not look like success.
 int finish_output() {
   std::cout.flush();
@@ -55,7 +41,7 @@ int finish_output() {
 
 int main(int argc, char** argv) {
   using namespace olmo2;
-  choose_blas_kernels(argv);
+  restart_with_blas_kernels(argv);  // before anything starts: OpenBLAS on this CPU's kernels
   try {
     const CliConfig cfg = parse_command_line(argc, argv);
     if (cfg.help) {

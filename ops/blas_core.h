@@ -19,4 +19,11 @@ std::string blas_core_name();
 /// (the user's choice wins). Throws nothing.
 std::string blas_core_upgrade();
 
+/// Where blas_core_upgrade names a kernel set: starts this program again (execv of
+/// /proc/self/exe: same pid, arguments and environment) with OPENBLAS_CORETYPE set to it,
+/// which OpenBLAS reads only when it loads. Call first thing in main(), before any thread
+/// or MPI starts. Returns (with the generic kernels) when nothing is to be done or the
+/// exec fails.
+void restart_with_blas_kernels(char** argv);
+
 }  // namespace olmo2

@@ -1,6 +1,7 @@
 #include "ops/blas_core.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -30,6 +31,14 @@ std::string blas_core_upgrade() {
   }
 #endif
   return "";
+}
+
+void restart_with_blas_kernels(char** argv) {
+  const std::string core = blas_core_upgrade();
+  if (core.empty()) return;
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("OPENBLAS_CORETYPE");
 }
 
 }  // namespace olmo2
