@@ -5,10 +5,13 @@
 //
 //   olmo2_train_bench [--sizes demo,wide] [--steps 3] [--seq-len 128] [--batch 8]
 //                     [--micro-batch B] [--threads N] [--sgemm-size 2048] [--sgemm-reps 3]
-//                     [--demo-config configs/olmo2-demo-27m.json]
+//                     [--demo-config configs/olmo2-demo-27m.json] [--precision fp32|bf16]
 //
 // One step = zero grads, forward_backward over the micro-batches, global grad norm, clip
-// (max norm 1), AdamW — what Trainer::step does, without the data loader. One untimed
+// (max norm 1), AdamW — what Trainer::step does, without the data loader. With
+// --precision bf16, as Trainer does (docs/architecture.md §3.2): the f32 master weights
+// are the parameters, the forward and backward run on their bf16 copy, and the step
+// ends by rounding the updated master weights into that copy. One untimed
 // warm-up step, then --steps timed ones on fresh random tokens.
 #include <cblas.h>
 
@@ -25,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bf16_path.h"
 #include "ops/tensor.h"
 #include "ops/threads.h"
 #include "runtime/train/data_loader.h"
@@ -32,6 +36,8 @@
 #include "runtime/model/model.h"
 #include "runtime/train/optimizer.h"
 #include "runtime/model/parameters.h"
+#include "runtime/model/precision.h"
+#include "runtime/model/weights.h"
 #include "runtime/train/train_step.h"
 #include "train_bench_common.h"
 #include "ops/blas_core.h"
@@ -59,8 +65,9 @@ std::vector<std::vector<olmo2::Sample>> random_batches(const ModelConfig& c, con
 /// Seconds of the parts of one step.
 struct StepTimes {
   double zero = 0, fwd_bwd = 0, norm_clip = 0, adamw = 0;
-  double total() const { return zero + fwd_bwd + norm_clip + adamw; }
-  double optimizer() const { return zero + norm_clip + adamw; }  // everything but fwd+bwd
+  double cast = 0;  ///< bf16: master weights rounded into the compute copy
+  double total() const { return zero + fwd_bwd + norm_clip + adamw + cast; }
+  double optimizer() const { return zero + norm_clip + adamw + cast; }  // everything but fwd+bwd
 };
 
 /// One size's figures; `mean` is over the timed steps.
@@ -94,11 +101,21 @@ SizeResult run_size(const std::string& size, const Options& o) {
 
   const auto tb = Clock::now();
   const olmo2::ShardSpec whole = olmo2::ShardSpec::whole(c);
+  const olmo2::Precision precision = olmo2::parse_precision(o.precision, "--precision");
   auto model = std::make_unique<olmo2::Olmo2Model>(
       olmo2::Olmo2Model::from_weights(c, whole, olmo2::zero_weights(c, whole)));
-  olmo2::ModelWeights grads = olmo2::zeros_like_weights(model->weights());
-  std::vector<olmo2::Parameter> params = olmo2::list_parameters(model->mutable_weights(), grads, c, whole);
+  // bf16: the model's f32 weights become the master weights the optimizer updates
+  // (Trainer::build_model_and_optimizer does the same).
+  olmo2::ModelWeights master;
+  if (precision == olmo2::Precision::BF16) master = std::move(model->mutable_weights());
+  olmo2::ModelWeights& values = precision == olmo2::Precision::BF16 ? master : model->mutable_weights();
+  olmo2::ModelWeights grads = olmo2::zeros_like_weights(values);
+  std::vector<olmo2::Parameter> params = olmo2::list_parameters(values, grads, c, whole);
   olmo2::init_parameters(params, /*seed=*/1234);
+  if (precision == olmo2::Precision::BF16) {
+    model = std::make_unique<olmo2::Olmo2Model>(olmo2::Olmo2Model::from_weights(
+        c, whole, olmo2::weights_in(master, olmo2::DType::BF16), olmo2::Precision::BF16));
+  }
   olmo2::AdamW adamw(params);
   r.build_s = seconds_since(tb);
 
@@ -130,6 +147,11 @@ SizeResult run_size(const std::string& size, const Options& o) {
     t0 = Clock::now();
     adamw.step(params, kLr);
     t.adamw = seconds_since(t0);
+    if (precision == olmo2::Precision::BF16) {
+      t0 = Clock::now();
+      olmo2::copy_weights(master, model->mutable_weights());  // the compute copy
+      t.cast = seconds_since(t0);
+    }
     r.last_loss = sums.ce_sum / static_cast<double>(sums.count);
     std::fprintf(stderr, "[%s] %s %lld: %.3f s (fwd+bwd %.3f, opt+norm %.3f) loss %.4f grad norm %.4f\n",
                  size.c_str(), step ? "step" : "warm-up", static_cast<long long>(step), t.total(), t.fwd_bwd,
@@ -139,6 +161,7 @@ SizeResult run_size(const std::string& size, const Options& o) {
     r.mean.fwd_bwd += t.fwd_bwd / static_cast<double>(o.steps);
     r.mean.norm_clip += t.norm_clip / static_cast<double>(o.steps);
     r.mean.adamw += t.adamw / static_cast<double>(o.steps);
+    r.mean.cast += t.cast / static_cast<double>(o.steps);
     r.best_step = std::min(r.best_step, t.total());
   }
   return r;
@@ -150,8 +173,12 @@ int run_one_process(const Options& o) {
   const int threads = o.threads ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   try {
     olmo2::set_num_threads(threads);
-    std::printf("olmo2_train_bench: threads %d, OpenBLAS core %s, load average %s\n", threads,
-                openblas_get_corename(), load_average().c_str());
+    std::printf("olmo2_train_bench: threads %d, OpenBLAS core %s, precision %s, load average %s\n", threads,
+                openblas_get_corename(), o.precision.c_str(), load_average().c_str());
+    if (o.precision == "bf16") {
+      std::printf("  bf16: f32 master weights and AdamW moments, forward/backward on a bf16 copy (products: %s)\n",
+                  bf16_product_path().c_str());
+    }
     std::printf("  seq_len %lld, batch %lld sequences (%lld micro-batches of %lld), 1 warm-up + %lld timed steps\n",
                 static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
                 static_cast<long long>(o.batch / o.micro_batch), static_cast<long long>(o.micro_batch),
@@ -184,6 +211,9 @@ int run_one_process(const Options& o) {
       const nlohmann::json j = {
           {"bench", "olmo2_train_bench"},
           {"size", r.size},
+          {"precision", o.precision},
+          {"product_path", o.precision == "bf16" ? bf16_product_path()
+                                                : std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")"},
           {"params", r.params},
           {"matmul_params", r.matmul_n},
           {"hidden", r.config.hidden_size},
@@ -204,6 +234,7 @@ int run_one_process(const Options& o) {
           {"fwd_bwd_s", r.mean.fwd_bwd},
           {"norm_clip_s", r.mean.norm_clip},
           {"adamw_s", r.mean.adamw},
+          {"cast_s", r.mean.cast},
           {"tokens_per_s", tokens / step},
           {"model_gflops", r.flops / step * 1e-9},
           {"sgemm_peak_gflops", peak},

@@ -22,9 +22,10 @@ namespace {
                "olmo2_train_bench: %s\n"
                "usage: olmo2_train_bench [--sizes demo,wide|FILE.json,...] [--steps 3] [--seq-len 128]\n"
                "         [--batch 8] [--micro-batch B] [--threads N] [--sgemm-size 2048] [--sgemm-reps 3]\n"
-               "         [--demo-config PATH]\n"
+               "         [--demo-config PATH] [--precision fp32|bf16]\n"
                "       mpirun -np W olmo2_train_bench --tp T --pp P [--dp D] [--sizes demo] [--steps 3] [--warmup 1]\n"
-               "         [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1] [--threads N] [--tmp-dir DIR]\n",
+               "         [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1] [--threads N] [--tmp-dir DIR]\n"
+               "         [--precision fp32|bf16]\n",
                msg.c_str());
   std::exit(status);
 }
@@ -76,6 +77,10 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--sgemm-size") o.sgemm_size = parse_positive(flag, value);
     else if (flag == "--sgemm-reps") o.sgemm_reps = parse_positive(flag, value);
     else if (flag == "--demo-config") o.demo_config = value;
+    else if (flag == "--precision") {
+      if (value != "fp32" && value != "bf16") usage_error("--precision: expected fp32 or bf16, got '" + value + "'");
+      o.precision = value;
+    }
     else usage_error("unknown flag " + flag);
   }
   if (o.seq_len < 2) usage_error("--seq-len must be at least 2 (one target per sequence)");

@@ -25,6 +25,7 @@ struct Options {
   std::vector<std::string> sizes{"demo", "wide"};
   int64_t steps = 3, seq_len = 128, batch = 8, micro_batch = 0;  // micro 0: = batch
   int threads = 0;                                               // 0: all hardware threads
+  std::string precision = "fp32";  // fp32 | bf16 (f32 master weights, a bf16 compute copy)
   int64_t sgemm_size = 2048, sgemm_reps = 3;
   std::string demo_config = std::string(OLMO2_SOURCE_DIR) + "/configs/olmo2-demo-27m.json";
   // Distributed mode (--tp/--pp/--dp given).

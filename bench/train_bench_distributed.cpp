@@ -163,16 +163,17 @@ int run_distributed(const Options& o) {
     to.seed = 1234;
     to.tp = l.tp, to.pp = l.pp, to.dp = l.dp;
     to.zero_stage = o.zero_stage;
+    to.precision = o.precision;
     to.collective_timeout = 600;
 
     if (rank == 0) {
       std::printf(
           "olmo2_train_bench: Trainer::step on %d ranks (tp %d, pp %d, dp %d%s), %d threads "
           "per rank (%d ranks on this node x %d = %d on %d hardware threads; rank 0 may use %d "
-          "CPUs), OpenBLAS core %s, load average %s\n",
+          "CPUs), OpenBLAS core %s, precision %s, load average %s\n",
           world_size, l.tp, l.pp, l.dp, o.zero_stage ? ", ZeRO-1" : "", threads, groups.local_size,
           threads, groups.local_size * threads, hw, affinity_cpus(), openblas_get_corename(),
-          load_average().c_str());
+          o.precision.c_str(), load_average().c_str());
       std::fflush(stdout);
     }
     if (rank == 0 && affinity_cpus() < hw) {
@@ -287,6 +288,7 @@ int run_distributed(const Options& o) {
       const nlohmann::json j = {{"bench", "olmo2_train_bench"},
                                 {"mode", "distributed"},
                                 {"size", o.sizes[0]},
+                                {"precision", o.precision},
                                 {"params", config.parameter_count()},
                                 {"matmul_params", matmul_weights(config)},
                                 {"world", world_size},

@@ -1,0 +1,321 @@
+// Inference speed of a checkpoint on one process (bench/README.md, "Against PyTorch"):
+// prefill of one sequence with last-token logits, as a server's prefill step computes
+// it, and batch-1 greedy decode with a KV cache, as `olmo2 generate` drives it; and, in
+// the same run, the machine's copy bandwidth, which bounds decode from above.
+//
+//   olmo2_inference_bench --model DIR [--precision fp32|bf16] [--threads N]
+//       [--prefill 128,512] [--reps 3] [--warmup 1] [--decode-prompt 128]
+//       [--decode-steps 64] [--decode-reps 1] [--bandwidth-mib 1024] [--batch-invariant]
+//
+// Every figure is wall-clock time through the model's public API: Olmo2Model::forward
+// with a contiguous KVCache (KVCache::contiguous + consecutive_blocks, as
+// runtime/generation/generate.cpp does) and ForwardOptions::last_logits_only. Token ids
+// are uniform random (fixed seed). Prints a human summary and one JSON line per figure
+// ("bench":"olmo2_inference_bench") on stdout; progress on stderr.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bf16_path.h"
+#include "ops/dtype.h"
+#include "ops/tensor.h"
+#include "ops/threads.h"
+#include "runtime/model/config.h"
+#include "runtime/model/kv_cache.h"
+#include "runtime/model/model.h"
+#include "runtime/model/precision.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using olmo2::Olmo2Model;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Options {
+  std::string model;
+  std::string precision;  // "": the checkpoint's default
+  int threads = 0;        // 0: all hardware threads
+  std::vector<int64_t> prefill{128, 512};
+  int64_t reps = 3, warmup = 1;
+  int64_t decode_prompt = 128, decode_steps = 64, decode_reps = 1;
+  int64_t bandwidth_mib = 1024;
+  bool batch_invariant = false;
+};
+
+[[noreturn]] void usage(const std::string& msg, int status = 2) {
+  std::fprintf(status ? stderr : stdout,
+               "olmo2_inference_bench: %s\n"
+               "usage: olmo2_inference_bench --model DIR [--precision fp32|bf16] [--threads N]\n"
+               "         [--prefill 128,512] [--reps 3] [--warmup 1] [--decode-prompt 128] [--decode-steps 64]\n"
+               "         [--decode-reps 1] [--bandwidth-mib 1024] [--batch-invariant]\n"
+               "  --prefill ''  or  --decode-steps 0  leaves that part out\n",
+               msg.c_str());
+  std::exit(status);
+}
+
+int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < min) usage(flag + ": expected an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  return n;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (flag == "--help" || flag == "-h") usage("inference speed of a checkpoint (bench/README.md)", 0);
+    if (flag == "--batch-invariant") {
+      o.batch_invariant = true;
+      continue;
+    }
+    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag.resize(eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      usage(flag + " needs a value");
+    }
+    if (flag == "--model") o.model = value;
+    else if (flag == "--precision") o.precision = value;
+    else if (flag == "--threads") o.threads = static_cast<int>(std::min<int64_t>(parse_count(flag, value, 1), 4096));
+    else if (flag == "--prefill") {
+      o.prefill.clear();
+      std::stringstream ss(value);
+      for (std::string s; std::getline(ss, s, ',');)
+        if (!s.empty()) o.prefill.push_back(parse_count(flag, s, 1));
+    } else if (flag == "--reps") o.reps = parse_count(flag, value, 1);
+    else if (flag == "--warmup") o.warmup = parse_count(flag, value, 0);
+    else if (flag == "--decode-prompt") o.decode_prompt = parse_count(flag, value, 1);
+    else if (flag == "--decode-steps") o.decode_steps = parse_count(flag, value, 0);
+    else if (flag == "--decode-reps") o.decode_reps = parse_count(flag, value, 1);
+    else if (flag == "--bandwidth-mib") o.bandwidth_mib = parse_count(flag, value, 0);
+    else usage("unknown flag " + flag);
+  }
+  if (o.model.empty()) usage("--model is required");
+  return o;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  return f >> a >> b >> c ? a + " " + b + " " + c : "unknown";
+}
+
+/// Best copy bandwidth over `reps` runs of copying `bytes` between two buffers, each run
+/// split into `threads` contiguous chunks on as many std::threads. Counted as STREAM's
+/// Copy counts it: bytes read + bytes written = 2·bytes per run. Bytes/s.
+double copy_bandwidth(int64_t bytes, int threads, int reps) {
+  if (bytes <= 0) return 0;
+  const size_t n = static_cast<size_t>(bytes);
+  std::unique_ptr<char[]> a(new char[n]), b(new char[n]);
+  std::memset(a.get(), 1, n);  // touch every page before timing
+  std::memset(b.get(), 2, n);
+  double best = 1e300;
+  for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    const size_t chunk = (n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
+    for (int t = 0; t < threads; ++t) {
+      const size_t lo = std::min(n, chunk * static_cast<size_t>(t)), hi = std::min(n, lo + chunk);
+      pool.emplace_back([&, lo, hi] { std::memcpy(b.get() + lo, a.get() + lo, hi - lo); });
+    }
+    for (std::thread& th : pool) th.join();
+    const double s = seconds_since(t0);
+    if (r > 0) best = std::min(best, s);
+  }
+  volatile char sink = b[n / 2];  // keep the copies
+  (void)sink;
+  return 2.0 * static_cast<double>(bytes) / best;
+}
+
+/// Bytes of weights one decode step reads: every tensor but the input embedding, of
+/// which one row is read (the whole table when lm_head is tied to it).
+double bytes_of(const olmo2::Tensor& t) {
+  return t.empty() ? 0.0 : static_cast<double>(t.numel()) * static_cast<double>(olmo2::dtype_size(t.dtype()));
+}
+
+double weight_bytes_per_token(const Olmo2Model& m) {
+  const olmo2::ModelWeights& w = m.weights();
+  double b = 0;
+  for (const olmo2::LayerWeights& l : w.layers) {
+    for (const olmo2::Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.gate_proj,
+                                   &l.up_proj, &l.down_proj, &l.post_attention_layernorm, &l.post_feedforward_layernorm})
+      b += bytes_of(*t);
+  }
+  b += bytes_of(w.norm);
+  const double embed_row = bytes_of(w.embed_tokens) / static_cast<double>(m.config().vocab_size);
+  b += !w.lm_head.empty() ? bytes_of(w.lm_head) + embed_row : bytes_of(w.embed_tokens);
+  return b;
+}
+
+/// The id with the largest logit of a [1, V] f32 row (greedy; the first on ties).
+int32_t argmax(const olmo2::Tensor& logits) {
+  const float* p = logits.f32();
+  const int64_t v = logits.numel();
+  return static_cast<int32_t>(std::max_element(p, p + v) - p);
+}
+
+struct Stat {
+  double mean = 0, best = 1e300;
+  std::vector<double> all;
+  void add(double s) {
+    all.push_back(s);
+    best = std::min(best, s);
+    mean = std::accumulate(all.begin(), all.end(), 0.0) / static_cast<double>(all.size());
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  try {
+    const int threads = o.threads ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    olmo2::set_num_threads(threads);
+    const olmo2::ModelConfig config = olmo2::ModelConfig::load(o.model);
+    const olmo2::Precision precision =
+        o.precision.empty() ? olmo2::default_precision(config.dtype) : olmo2::parse_precision(o.precision, "--precision");
+    const std::string path = precision == olmo2::Precision::BF16 ? olmo2::bench::bf16_product_path()
+                                                                  : std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")";
+    std::printf("olmo2_inference_bench: %s, precision %s, threads %d, load average %s\n", o.model.c_str(),
+                olmo2::precision_name(precision), threads, load_average().c_str());
+    std::printf("  products: %s%s\n", path.c_str(), o.batch_invariant ? " [batch-invariant: ops::linear_batch_invariant]" : "");
+    std::fflush(stdout);
+
+    const int64_t bw_bytes = o.bandwidth_mib << 20;
+    std::fprintf(stderr, "copy bandwidth (%lld MiB)...\n", static_cast<long long>(o.bandwidth_mib));
+    const double bw_before = copy_bandwidth(bw_bytes, threads, 5);
+
+    std::fprintf(stderr, "loading %s in %s...\n", o.model.c_str(), olmo2::precision_name(precision));
+    const auto tl = Clock::now();
+    const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision);
+    const double load_s = seconds_since(tl);
+    const double wbytes = weight_bytes_per_token(model);
+
+    int64_t capacity = o.decode_steps > 0 ? o.decode_prompt + 1 + o.decode_steps : 1;  // + the untimed step
+    for (int64_t t : o.prefill) capacity = std::max(capacity, t);
+    if (capacity > config.max_position_embeddings) {
+      throw std::runtime_error("prefill/decode length " + std::to_string(capacity) + " exceeds max_position_embeddings " +
+                               std::to_string(config.max_position_embeddings));
+    }
+    const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity);
+    const std::vector<int32_t> table = olmo2::KVCache::consecutive_blocks(capacity, cache.block_size());
+    olmo2::ForwardOptions fo;
+    fo.last_logits_only = true;
+    fo.batch_invariant = o.batch_invariant;
+    std::mt19937 rng(42);
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(std::min<int64_t>(config.vocab_size, 50000) - 1));
+    auto random_ids = [&](int64_t n) {
+      std::vector<int32_t> v(static_cast<size_t>(n));
+      for (int32_t& x : v) x = id(rng);
+      return v;
+    };
+    // One forward of `ids` after `start` cached positions; returns its last-token logits.
+    auto step = [&](const std::vector<int32_t>& ids, int64_t start) {
+      olmo2::TokenBatch batch;
+      batch.tokens.emplace_back(ids);
+      batch.start.push_back(start);
+      batch.block_tables.emplace_back(table);
+      return std::move(model.forward(batch, &cache, fo).logits[0]);
+    };
+
+    nlohmann::json base = {{"bench", "olmo2_inference_bench"}, {"model", o.model},
+                           {"precision", olmo2::precision_name(precision)}, {"threads", threads},
+                           {"product_path", path}, {"batch_invariant", o.batch_invariant}};
+    std::vector<nlohmann::json> out;
+
+    for (int64_t t : o.prefill) {
+      Stat st;
+      for (int64_t r = 0; r < o.warmup + o.reps; ++r) {
+        const std::vector<int32_t> ids = random_ids(t);
+        const auto t0 = Clock::now();
+        const olmo2::Tensor logits = step(ids, 0);
+        const double s = seconds_since(t0);
+        std::fprintf(stderr, "prefill T=%lld %s %lld: %.3f s (next id %d)\n", static_cast<long long>(t),
+                     r < o.warmup ? "warm-up" : "rep", static_cast<long long>(r), s, argmax(logits));
+        if (r >= o.warmup) st.add(s);
+      }
+      nlohmann::json j = base;
+      j.update({{"kind", "prefill"}, {"tokens", t}, {"seconds", st.mean}, {"best_seconds", st.best},
+                {"runs", st.all}, {"tokens_per_s", static_cast<double>(t) / st.mean}});
+      out.push_back(j);
+    }
+
+    if (o.decode_steps > 0) {
+      Stat st;
+      std::vector<double> steps_s;
+      for (int64_t r = 0; r < o.decode_reps; ++r) {
+        const std::vector<int32_t> prompt = random_ids(o.decode_prompt);
+        int32_t next = argmax(step(prompt, 0));  // the prompt's prefill, untimed
+        int64_t cached = o.decode_prompt;
+        // One untimed decode step first (first-touch of the step's buffers).
+        next = argmax(step({next}, cached++));
+        const auto t0 = Clock::now();
+        for (int64_t i = 0; i < o.decode_steps; ++i) {
+          const auto ts = Clock::now();
+          next = argmax(step({next}, cached++));
+          steps_s.push_back(seconds_since(ts));
+        }
+        const double s = seconds_since(t0);
+        std::fprintf(stderr, "decode %lld steps after %lld: %.3f s, %.2f tokens/s\n",
+                     static_cast<long long>(o.decode_steps), static_cast<long long>(o.decode_prompt), s,
+                     static_cast<double>(o.decode_steps) / s);
+        st.add(s);
+      }
+      std::sort(steps_s.begin(), steps_s.end());
+      const double bw_after = copy_bandwidth(bw_bytes, threads, 5);
+      const double bw = std::max(bw_before, bw_after);
+      const double tps = static_cast<double>(o.decode_steps) / st.mean;
+      const double bound = bw > 0 ? bw / wbytes : 0;
+      nlohmann::json j = base;
+      j.update({{"kind", "decode"}, {"prompt", o.decode_prompt}, {"steps", o.decode_steps}, {"seconds", st.mean},
+                {"runs", st.all}, {"tokens_per_s", tps}, {"step_ms_median", 1e3 * steps_s[steps_s.size() / 2]},
+                {"weight_bytes_per_token", wbytes}, {"copy_bandwidth_bytes_per_s", bw},
+                {"copy_bandwidth_before", bw_before}, {"copy_bandwidth_after", bw_after},
+                {"bound_tokens_per_s", bound}, {"fraction_of_bound", bound > 0 ? tps / bound : 0.0}});
+      out.push_back(j);
+    }
+
+    std::printf("  load %.1f s; weights read per decode token %.3f GB; copy bandwidth %.1f GB/s (2 x %lld MiB per copy)\n",
+                load_s, wbytes * 1e-9, bw_before * 1e-9, static_cast<long long>(o.bandwidth_mib));
+    for (const nlohmann::json& j : out) {
+      if (j["kind"] == "prefill") {
+        std::printf("  prefill T=%-5lld %9.2f tokens/s  (mean %.3f s, best %.3f s over %lld)\n",
+                    static_cast<long long>(j["tokens"].get<int64_t>()), j["tokens_per_s"].get<double>(),
+                    j["seconds"].get<double>(), j["best_seconds"].get<double>(), static_cast<long long>(o.reps));
+      } else {
+        std::printf("  decode %lld steps  %9.2f tokens/s  (median step %.1f ms); bound %.2f tokens/s at %.1f GB/s: %.1f%%\n",
+                    static_cast<long long>(o.decode_steps), j["tokens_per_s"].get<double>(),
+                    j["step_ms_median"].get<double>(), j["bound_tokens_per_s"].get<double>(),
+                    j["copy_bandwidth_bytes_per_s"].get<double>() * 1e-9, 100.0 * j["fraction_of_bound"].get<double>());
+      }
+    }
+    for (nlohmann::json& j : out) {
+      j["load_seconds"] = load_s;
+      std::printf("%s\n", j.dump().c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "olmo2_inference_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
