@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bf16_path.h"
+#include "ops/bf16_gemm.h"
 #include "ops/dtype.h"
 #include "ops/tensor.h"
 #include "ops/threads.h"
@@ -40,6 +40,7 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
 #include "runtime/model/precision.h"
+#include "ops/blas_core.h"
 
 namespace {
 
@@ -187,6 +188,7 @@ struct Stat {
 }  // namespace
 
 int main(int argc, char** argv) {
+  olmo2::restart_with_blas_kernels(argv);  // as olmo2 does: OpenBLAS on this CPU's kernels
   const Options o = parse_args(argc, argv);
   try {
     const int threads = o.threads ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -194,7 +196,7 @@ int main(int argc, char** argv) {
     const olmo2::ModelConfig config = olmo2::ModelConfig::load(o.model);
     const olmo2::Precision precision =
         o.precision.empty() ? olmo2::default_precision(config.dtype) : olmo2::parse_precision(o.precision, "--precision");
-    const std::string path = precision == olmo2::Precision::BF16 ? olmo2::bench::bf16_product_path()
+    const std::string path = precision == olmo2::Precision::BF16 ? std::string(olmo2::ops::bf16_gemm_path_name())
                                                                   : std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")";
     std::printf("olmo2_inference_bench: %s, precision %s, threads %d, load average %s\n", o.model.c_str(),
                 olmo2::precision_name(precision), threads, load_average().c_str());
