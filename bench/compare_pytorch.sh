@@ -26,6 +26,8 @@
 #   PREFILL=128,512  PREFILL_REPS=3  DECODE_PROMPT=128  DECODE_STEPS=64  BANDWIDTH_MIB=1024
 #   TRAIN_SIZES=demo,wide (or config.json paths)  TRAIN_STEPS=3  TRAIN_BATCH=8  TRAIN_SEQ=128
 #   TORCH_ATTN=sdpa|eager [sdpa]  CKPT_DTYPE=bf16|fp32 [bf16]
+#   SERVE_PRODUCTS=1|0 [1]: our prefill/decode with the batch-invariant products that
+#     `olmo2 serve` uses (1), or the OpenBLAS products of `olmo2 generate` (0)
 #   BUILD_DIR=build  WORK_DIR=/tmp/olmo2-compare-pytorch (checkpoints, logs, results)
 #   BENCH_VENV (see 1.)
 # A quick check at small scale (minutes on 2 cores):
@@ -49,6 +51,9 @@ TRAIN_STEPS=${TRAIN_STEPS:-3}
 TRAIN_BATCH=${TRAIN_BATCH:-8}
 TRAIN_SEQ=${TRAIN_SEQ:-128}
 TORCH_ATTN=${TORCH_ATTN:-sdpa}
+SERVE_PRODUCTS=${SERVE_PRODUCTS:-1}
+serve_flag=()
+[ "$SERVE_PRODUCTS" = 1 ] && serve_flag=(--batch-invariant)
 CKPT_DTYPE=${CKPT_DTYPE:-bf16}
 BUILD=${BUILD_DIR:-build}
 WORK=${WORK_DIR:-/tmp/olmo2-compare-pytorch}
@@ -185,7 +190,8 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     if [ -n "$ckpt" ]; then
       run ours "$r" "infer-$p-ours-$r" "$BUILD/bench/olmo2_inference_bench" --model "$ckpt" --precision "$p" \
         --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
-        --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --bandwidth-mib "$BANDWIDTH_MIB"
+        --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --bandwidth-mib "$BANDWIDTH_MIB" \
+        "${serve_flag[@]}"
       run torch "$r" "infer-$p-torch-$r" "$PY" bench/pytorch_reference.py infer --model "$ckpt" --precision "$p" \
         --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
         --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --attn "$TORCH_ATTN"
