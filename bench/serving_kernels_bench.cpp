@@ -1,12 +1,16 @@
 // Serving's batch-invariant kernels against what they replace, in the same run:
-// ops::linear_batch_invariant vs OpenBLAS sgemm (ops::linear), and a decode step of
-// ops::paged_attention vs ops::causal_attention on contiguous caches. Not a test;
-// bench/README.md, "Serving kernels".
+// ops::linear_batch_invariant vs OpenBLAS sgemm (ops::linear), the batch-invariant
+// product's code paths (avx512, avx2) against each other and sgemm at prefill shapes,
+// and a decode step of ops::paged_attention vs ops::causal_attention on contiguous
+// caches. Not a test; bench/README.md, "Serving kernels".
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/attention.h"
@@ -38,6 +42,19 @@ void BM_Linear(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(olmo2::ops::linear_flops(m, n, k) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// linear_batch_invariant on one code path (skipped where the CPU lacks it).
+template <olmo2::ops::BatchInvariantPath kPath>
+void BM_BatchInvariantPath(benchmark::State& state) {
+  namespace ops = olmo2::ops;
+  if (!ops::batch_invariant_path_available(kPath)) {
+    state.SkipWithError((std::string("this CPU lacks ") + ops::batch_invariant_path_name(kPath)).c_str());
+    return;
+  }
+  ops::set_batch_invariant_path(kPath);
+  BM_Linear<true>(state);
+  ops::reset_batch_invariant_path();
 }
 
 /// Decode: `seqs` sequences of `context` cached positions each get one query.
@@ -82,8 +99,24 @@ void linear_shapes(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMillisecond);
 }
 
+/// Prefill chunks of 128 and 512 tokens through the 1B model's products: q/o (and k/v,
+/// 2048 × 2048 at 1B), gate/up, down, lm_head. One iteration of the largest is ~1 s.
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"M", "N", "K"});
+  for (int64_t m : {128, 512})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {8192, 2048}, {2048, 8192}, {100352, 2048}})
+      b->Args({m, n, k});
+  b->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+}
+
 BENCHMARK(BM_Linear<false>)->Name("sgemm")->Apply(linear_shapes);
 BENCHMARK(BM_Linear<true>)->Name("batch_invariant")->Apply(linear_shapes);
+// Filter with --benchmark_filter=prefill to run only these.
+BENCHMARK(BM_Linear<false>)->Name("prefill/sgemm")->Apply(prefill_shapes);
+BENCHMARK(BM_BatchInvariantPath<olmo2::ops::BatchInvariantPath::Avx2>)->Name("prefill/batch_invariant_avx2")
+    ->Apply(prefill_shapes);
+BENCHMARK(BM_BatchInvariantPath<olmo2::ops::BatchInvariantPath::Avx512>)->Name("prefill/batch_invariant_avx512")
+    ->Apply(prefill_shapes);
 BENCHMARK(BM_DecodeAttention<false>)->Name("causal_attention_decode")->ArgNames({"seqs", "ctx", "heads"})
     ->Args({64, 512, 16})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DecodeAttention<true>)->Name("paged_attention_decode")->ArgNames({"seqs", "ctx", "heads"})
@@ -91,4 +124,14 @@ BENCHMARK(BM_DecodeAttention<true>)->Name("paged_attention_decode")->ArgNames({"
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// The context block names the OpenBLAS core (which OPENBLAS_CORETYPE can change; an
+// unrecognised CPU falls back to a slow one) and the batch-invariant path by default.
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::AddCustomContext("batch_invariant_path", olmo2::ops::batch_invariant_path_name());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

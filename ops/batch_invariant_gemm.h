@@ -13,8 +13,10 @@ namespace olmo2::ops {
 /// multiply-adds, the K % 16 tail in the same way, then one fixed reduction tree over
 /// the lanes. So a sequence's logits are bit-identical alone or in a busy batch, which
 /// OpenBLAS's sgemm does not give (its edge kernels sum in another order: rows differ
-/// in the last bits with M). An AVX2+FMA path is chosen at run time where the CPU has
-/// it; the portable path does exactly the same operations and gives the same bits.
+/// in the last bits with M). With an f32 w, one of three code paths computes it, all
+/// with exactly these operations and so the same bits: avx512 (one zmm per element),
+/// avx2 (two ymm per element) or portable (std::fmaf) — batch_invariant_path() below;
+/// InputError when OLMO2_BATCH_INVARIANT_GEMM names no path or one this CPU lacks.
 /// Views: f32 CPU, contiguous last dimension, rows may be strided.
 ///
 /// With a bf16 w [N, K] (x, y f32): y = bf16(x)·wᵀ with fp32 accumulation, each element
@@ -37,5 +39,40 @@ namespace olmo2::ops {
 /// Source: batch invariance as in He et al., "Defeating Nondeterminism in LLM
 /// Inference" (Thinking Machines, 2025).
 void linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y);
+
+/// A code path of linear_batch_invariant with an f32 w (docs/architecture.md §2,
+/// "Batch-invariant products"). Every path gives the same bits.
+enum class BatchInvariantPath {
+  Avx512,    ///< 512-bit fmas, one zmm of 16 lanes per element (cpuid avx512f, avx512bw,
+             ///< avx512dq, avx512vl)
+  Avx2,      ///< 256-bit fmas, two ymm per element (cpuid avx2, fma)
+  Portable,  ///< scalar std::fmaf, any CPU
+};
+
+/// The path's name as OLMO2_BATCH_INVARIANT_GEMM spells it: "avx512", "avx2", "portable".
+const char* batch_invariant_path_name(BatchInvariantPath path);
+
+/// Whether this CPU can run `path` (cpuid, read once). Portable: always.
+bool batch_invariant_path_available(BatchInvariantPath path);
+
+/// The path linear_batch_invariant takes now with an f32 w: the one set by
+/// set_batch_invariant_path, else the one the environment variable
+/// OLMO2_BATCH_INVARIANT_GEMM names (avx512|avx2|portable, read once, at the first
+/// call), else the fastest this CPU has (avx512, then avx2, then portable). Throws
+/// InputError naming the value when OLMO2_BATCH_INVARIANT_GEMM names no path or one this
+/// CPU lacks (and again at every later call). (A bf16 w takes the bf16 paths of
+/// ops/bf16_gemm.h, chosen by OLMO2_BF16_GEMM.)
+BatchInvariantPath batch_invariant_path();
+
+/// The name of batch_invariant_path(), for start-up logs and benchmark output.
+const char* batch_invariant_path_name();
+
+/// Forces `path` for every later f32 linear_batch_invariant, process-wide (for tests and
+/// benchmarks; not to be changed while a product runs on another thread). Throws
+/// ShapeError when this CPU lacks it.
+void set_batch_invariant_path(BatchInvariantPath path);
+
+/// Undoes set_batch_invariant_path: back to OLMO2_BATCH_INVARIANT_GEMM or the detected path.
+void reset_batch_invariant_path();
 
 }  // namespace olmo2::ops

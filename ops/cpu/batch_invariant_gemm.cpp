@@ -9,11 +9,14 @@
 //   y[m, n] = s2[0] + s2[1]
 //
 // Nothing in it depends on M, N, the tile an element falls in, the block split or the
-// thread count, so a row's result is the same alone or in any batch. The AVX2 path
-// holds lanes 0-7 and 8-15 in two ymm registers (one fma instruction updates eight
-// lanes with eight independent fmas, which is the same as eight scalar ones); the
-// portable path runs the same sequence with std::fmaf. Neither writes a·b + c, so
+// thread count, so a row's result is the same alone or in any batch. The AVX-512 path
+// (ops/cpu/batch_invariant_gemm_avx512.cpp) holds the 16 lanes in one zmm register, the
+// AVX2 path lanes 0-7 and 8-15 in two ymm registers (one fma instruction updates eight
+// or sixteen lanes with independent fmas, which is the same as that many scalar ones);
+// the portable path runs the same sequence with std::fmaf. None writes a·b + c, so
 // contraction cannot change a rounding, and without -ffast-math nothing reassociates.
+// The vector paths share one driver (blocks of N over threads, blocks of K carrying
+// the lanes), which never changes an element's operations.
 #include "ops/batch_invariant_gemm.h"
 #include "ops/cpu/kernels.h"
 
@@ -22,8 +25,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,12 +46,12 @@ constexpr int kLanes = 16;
 constexpr int kMr = 3;
 constexpr int kNr = 2;
 // K is walked in blocks of kKc (a multiple of 16, so every block starts on lane 0);
-// the lanes are parked in a per-thread buffer between blocks. An x tile of kMr × kKc
-// then stays in L1 while the w rows stream through it.
+// the lanes are parked in a per-thread buffer between blocks. An x tile of MR × kKc
+// then stays in L1 while the w rows stream through it. Fixed, whatever M.
 constexpr int64_t kKc = 512;
 static_assert(kKc % kLanes == 0);
 // The w rows of one N block (nb × K floats) should stay in a core's L2 while every
-// x tile passes over them.
+// x tile passes over them: the AVX2 path's budget (the AVX-512 kernel brings its own).
 constexpr int64_t kWBlockBytes = 256 * 1024;
 constexpr int64_t kMaxNb = 256;
 
@@ -75,13 +81,13 @@ float reduce_lanes(const float* acc) {
   return s2[0] + s2[1];
 }
 
-// Rows of w per N block: the L2 budget, cut down so that every thread gets a few
-// blocks. Only speed depends on it.
-int64_t n_block(int64_t k, int64_t n, int threads) {
-  int64_t nb = std::clamp<int64_t>(kWBlockBytes / (4 * std::max<int64_t>(k, 1)), kNr, kMaxNb);
+// Rows of w per N block: the L2 budget `w_bytes`, cut down so that every thread gets a
+// few blocks, a multiple of the tile's nr. Only speed depends on it.
+int64_t n_block(int64_t k, int64_t n, int threads, int64_t nr, int64_t w_bytes = kWBlockBytes) {
+  int64_t nb = std::clamp<int64_t>(w_bytes / (4 * std::max<int64_t>(k, 1)), nr, kMaxNb);
   const int64_t per_thread = (n + 4 * threads - 1) / (4 * threads);
-  nb = std::min(nb, std::max<int64_t>(per_thread, kNr));
-  return (nb + kNr - 1) / kNr * kNr;
+  nb = std::min(nb, std::max<int64_t>(per_thread, nr));
+  return (nb + nr - 1) / nr * nr;
 }
 
 // Below this many multiply-adds a parallel region costs more than it saves.
@@ -101,7 +107,7 @@ float dot_portable(const float* x, const float* w, int64_t k) {
 }
 
 void run_portable(const float* x, const float* w, float* y, const Dims& d) {
-  const int64_t nb = n_block(d.k, d.n, omp_get_max_threads());
+  const int64_t nb = n_block(d.k, d.n, omp_get_max_threads(), kNr);
   const int64_t blocks = (d.n + nb - 1) / nb;
 #pragma omp parallel for schedule(dynamic, 1) if (worth_threads(d, blocks))
   for (int64_t b = 0; b < blocks; ++b) {
@@ -198,52 +204,99 @@ OLMO2_AVX2 void tile_avx2(const float* x, int64_t ldx, const float* w, int64_t l
     }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-                        bool, bool, float*, int64_t);
-
 // kTiles[mr - 1][nr - 1]: the full tile and every smaller one for the M and N edges.
 // They differ only in how many elements run side by side, never in an element's steps.
 template <int MR, int... NRs>
-constexpr std::array<TileFn, sizeof...(NRs)> tile_row(std::integer_sequence<int, NRs...>) {
+constexpr std::array<detail::BatchInvariantTileFn, sizeof...(NRs)> tile_row(
+    std::integer_sequence<int, NRs...>) {
   return {&tile_avx2<MR, NRs + 1>...};
 }
 template <int... MRs>
-constexpr std::array<std::array<TileFn, kNr>, sizeof...(MRs)> tile_table(
+constexpr std::array<std::array<detail::BatchInvariantTileFn, kNr>, sizeof...(MRs)> tile_table(
     std::integer_sequence<int, MRs...>) {
   return {tile_row<MRs + 1>(std::make_integer_sequence<int, kNr>())...};
 }
 constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kMr>());
 
-// Columns [n0, n1) of y for every row, on one thread; `acc` has room for
-// kMr × (n1 - n0) elements of 16 lanes.
-void block_avx2(const float* x, const float* w, float* y, const Dims& d, int64_t n0, int64_t n1,
-                float* acc) {
+detail::BatchInvariantTileFn pick_avx2(int mr, int nr) { return kTiles[mr - 1][nr - 1]; }
+const detail::BatchInvariantKernel kAvx2Kernel{kMr, kNr, &pick_avx2, kWBlockBytes};
+
+// ---- the driver of the vector paths ------------------------------------------------
+
+// Columns [n0, n1) of y for every row, on one thread, with kernel `kern`'s tiles;
+// `acc` has room for max_mr × (n1 - n0) elements of 16 lanes.
+void block_tiles(const detail::BatchInvariantKernel& kern, const float* x, const float* w,
+                 float* y, const Dims& d, int64_t n0, int64_t n1, float* acc) {
   const int64_t acc_ld = (n1 - n0) * kLanes;
   const int64_t k_blocks = std::max<int64_t>(1, (d.k + kKc - 1) / kKc);
-  for (int64_t m0 = 0; m0 < d.m; m0 += kMr) {
-    const int mr = static_cast<int>(std::min<int64_t>(kMr, d.m - m0));
+  for (int64_t m0 = 0; m0 < d.m; m0 += kern.max_mr) {
+    const int mr = static_cast<int>(std::min<int64_t>(kern.max_mr, d.m - m0));
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const int64_t k0 = kb * kKc, len = std::min(kKc, d.k - k0);
-      for (int64_t n = n0; n < n1; n += kNr) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNr, n1 - n));
-        kTiles[mr - 1][nr - 1](x + m0 * d.ldx + k0, d.ldx, w + n * d.ldw + k0, d.ldw, len,
-                               acc + (n - n0) * kLanes, acc_ld, kb == 0, kb == k_blocks - 1,
-                               y + m0 * d.ldy + n, d.ldy);
+      for (int64_t n = n0; n < n1; n += kern.max_nr) {
+        const int nr = static_cast<int>(std::min<int64_t>(kern.max_nr, n1 - n));
+        kern.tile(mr, nr)(x + m0 * d.ldx + k0, d.ldx, w + n * d.ldw + k0, d.ldw, len,
+                          acc + (n - n0) * kLanes, acc_ld, kb == 0, kb == k_blocks - 1,
+                          y + m0 * d.ldy + n, d.ldy);
       }
     }
   }
 }
 
-void run_avx2(const float* x, const float* w, float* y, const Dims& d) {
-  const int64_t nb = n_block(d.k, d.n, omp_get_max_threads());
+// Threads over blocks of N only: an element's operations never depend on the split.
+void run_tiles(const detail::BatchInvariantKernel& kern, const float* x, const float* w, float* y,
+               const Dims& d) {
+  const int64_t nb = n_block(d.k, d.n, omp_get_max_threads(), kern.max_nr, kern.w_block_bytes);
   const int64_t blocks = (d.n + nb - 1) / nb;
 #pragma omp parallel if (worth_threads(d, blocks))
   {
-    std::vector<float> acc(static_cast<size_t>(kMr * nb * kLanes));
+    std::vector<float> acc(static_cast<size_t>(kern.max_mr * nb * kLanes));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < blocks; ++b)
-      block_avx2(x, w, y, d, b * nb, std::min(d.n, (b + 1) * nb), acc.data());
+      block_tiles(kern, x, w, y, d, b * nb, std::min(d.n, (b + 1) * nb), acc.data());
   }
+}
+
+// ---- path choice -------------------------------------------------------------------
+
+constexpr BatchInvariantPath kPaths[] = {BatchInvariantPath::Avx512, BatchInvariantPath::Avx2,
+                                         BatchInvariantPath::Portable};
+
+// The path from the environment or cpuid, or the InputError message for a bad
+// OLMO2_BATCH_INVARIANT_GEMM (thrown at each call rather than once, so that no call
+// goes on with a path nobody asked for).
+struct DefaultPath {
+  BatchInvariantPath path = BatchInvariantPath::Portable;
+  std::string error;
+};
+
+const DefaultPath& default_path() {
+  static const DefaultPath d = [] {
+    DefaultPath r;
+    try {
+      r.path = detail::choose_batch_invariant_path(std::getenv("OLMO2_BATCH_INVARIANT_GEMM"),
+                                                   &batch_invariant_path_available);
+    } catch (const InputError& e) {
+      r.error = e.what();
+    }
+    return r;
+  }();
+  return d;
+}
+
+// -1: no override; else the forced path's index in kPaths.
+std::atomic<int> g_forced{-1};
+
+void run_path(BatchInvariantPath path, const float* x, const float* w, float* y, const Dims& d) {
+  switch (path) {
+    case BatchInvariantPath::Avx512:
+      return run_tiles(detail::batch_invariant_kernel_avx512(), x, w, y, d);
+    case BatchInvariantPath::Avx2:
+      return run_tiles(kAvx2Kernel, x, w, y, d);
+    case BatchInvariantPath::Portable:
+      break;
+  }
+  run_portable(x, w, y, d);
 }
 
 }  // namespace
@@ -255,30 +308,106 @@ bool batch_invariant_has_avx2_fma() {
   return has;
 }
 
+bool batch_invariant_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+BatchInvariantPath choose_batch_invariant_path(const char* env,
+                                               bool (*available)(BatchInvariantPath)) {
+  if (env == nullptr || *env == '\0') {
+    for (BatchInvariantPath p : kPaths)
+      if (available(p)) return p;
+    return BatchInvariantPath::Portable;
+  }
+  for (BatchInvariantPath p : kPaths) {
+    if (std::string(env) != batch_invariant_path_name(p)) continue;
+    if (!available(p))
+      OLMO2_THROW(InputError, "OLMO2_BATCH_INVARIANT_GEMM=", env, ": this CPU lacks the ", env,
+                  " path");
+    return p;
+  }
+  OLMO2_THROW(InputError, "OLMO2_BATCH_INVARIANT_GEMM=", env,
+              ": expected avx512, avx2 or portable");
+}
+
+void linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y,
+                            BatchInvariantPath path) {
+  const Dims d = check_shapes(x, w, y);
+  OLMO2_CHECK(batch_invariant_path_available(path), "linear_batch_invariant: this CPU lacks the ",
+              batch_invariant_path_name(path), " path");
+  OLMO2_CHECK(x.dtype() == DType::F32 && w.dtype() == DType::F32 && y.dtype() == DType::F32,
+              "linear_batch_invariant on the ", batch_invariant_path_name(path),
+              " path wants f32 views");
+  if (d.m == 0 || d.n == 0) return;
+  run_path(path, x.f32(), w.f32(), y.f32(), d);
+}
+
 void linear_batch_invariant_portable(const TensorView& x, const TensorView& w,
                                      const TensorView& y) {
-  const Dims d = check_shapes(x, w, y);
-  if (d.m == 0 || d.n == 0) return;
-  run_portable(x.f32(), w.f32(), y.f32(), d);
+  linear_batch_invariant(x, w, y, BatchInvariantPath::Portable);
 }
 
 void linear_batch_invariant_avx2(const TensorView& x, const TensorView& w, const TensorView& y) {
-  const Dims d = check_shapes(x, w, y);
-  OLMO2_CHECK(batch_invariant_has_avx2_fma(), "this CPU lacks AVX2 or FMA");
-  if (d.m == 0 || d.n == 0) return;
-  run_avx2(x.f32(), w.f32(), y.f32(), d);
+  linear_batch_invariant(x, w, y, BatchInvariantPath::Avx2);
+}
+
+void linear_batch_invariant_avx512(const TensorView& x, const TensorView& w, const TensorView& y) {
+  linear_batch_invariant(x, w, y, BatchInvariantPath::Avx512);
 }
 
 }  // namespace detail
 
+const char* batch_invariant_path_name(BatchInvariantPath path) {
+  switch (path) {
+    case BatchInvariantPath::Avx512:
+      return "avx512";
+    case BatchInvariantPath::Avx2:
+      return "avx2";
+    case BatchInvariantPath::Portable:
+      return "portable";
+  }
+  return "?";
+}
+
+bool batch_invariant_path_available(BatchInvariantPath path) {
+  switch (path) {
+    case BatchInvariantPath::Avx512:
+      return detail::batch_invariant_has_avx512();
+    case BatchInvariantPath::Avx2:
+      return detail::batch_invariant_has_avx2_fma();
+    case BatchInvariantPath::Portable:
+      return true;
+  }
+  return false;
+}
+
+BatchInvariantPath batch_invariant_path() {
+  const int forced = g_forced.load(std::memory_order_relaxed);
+  if (forced >= 0) return kPaths[forced];
+  const DefaultPath& d = default_path();
+  if (!d.error.empty()) OLMO2_THROW(InputError, d.error);
+  return d.path;
+}
+
+const char* batch_invariant_path_name() { return batch_invariant_path_name(batch_invariant_path()); }
+
+void set_batch_invariant_path(BatchInvariantPath path) {
+  OLMO2_CHECK(batch_invariant_path_available(path), "set_batch_invariant_path: this CPU lacks the ",
+              batch_invariant_path_name(path), " path");
+  for (int i = 0; i < 3; ++i)
+    if (kPaths[i] == path) g_forced.store(i, std::memory_order_relaxed);
+}
+
+void reset_batch_invariant_path() { g_forced.store(-1, std::memory_order_relaxed); }
+
 void cpu::linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
   if (w.dtype() == DType::BF16) return detail::linear_bf16(x, w, y);  // batch-invariant by construction
   const Dims d = check_shapes(x, w, y);
+  const BatchInvariantPath path = batch_invariant_path();  // InputError for a bad override
   if (d.m == 0 || d.n == 0) return;
-  if (detail::batch_invariant_has_avx2_fma())
-    run_avx2(x.f32(), w.f32(), y.f32(), d);
-  else
-    run_portable(x.f32(), w.f32(), y.f32(), d);
+  run_path(path, x.f32(), w.f32(), y.f32(), d);
 }
 
 }  // namespace olmo2::ops
