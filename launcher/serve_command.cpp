@@ -10,6 +10,7 @@
 
 #include "launcher/commands.h"
 #include "launcher/rank_errors.h"
+#include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
 #include "ops/threads.h"
 #include "parallel/agreement.h"
@@ -97,9 +98,9 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
-              << (s.model->precision() == Precision::BF16
-                      ? std::string(" with ") + ops::bf16_gemm_path_name() + " bf16 products"
-                      : std::string())
+              << " with " << (s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
+                                                                         : ops::batch_invariant_path_name())
+              << " batch-invariant products"
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << ")"
               << std::endl;
   }
