@@ -20,6 +20,8 @@ namespace {
 // w vectors (4) and of one x vector (2): 14 of the 16 ymm.
 constexpr int kMr = 2;
 constexpr int kNr = 2;
+// How far ahead each w row is prefetched (decode-sized products stream w from memory).
+constexpr int kPrefetchBytes = 512;
 
 OLMO2_AVX2 inline __m256 odd_half(__m256i v) {
   return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
@@ -49,6 +51,10 @@ OLMO2_AVX2 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t 
         a[i][j][c] =
             first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * acc_ld + j * 16 + 8 * c);
   for (int64_t g = 0; g < groups; ++g) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j)
+      _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + g * kBf16Group) + kPrefetchBytes,
+                   _MM_HINT_T0);
 #pragma GCC unroll 2
     for (int c = 0; c < 2; ++c) {
       const int64_t off = g * kBf16Group + 16 * c;

@@ -18,6 +18,9 @@ namespace {
 // Register tile: kMr × kNr accumulators (24 zmm) + kNr w vectors + one x vector.
 constexpr int kMr = 4;
 constexpr int kNr = 6;
+// How far ahead each w row is prefetched: in decode-sized products w streams from memory
+// once, and the hardware prefetchers alone leave about a tenth of the bandwidth unused.
+constexpr int kPrefetchBytes = 512;
 
 // The fixed tree: lanes j + j+8, then j + j+4, j + j+2, 0 + 1. (GCC 12 warns that its
 // own _mm512_castps512_ps256 reads an uninitialized __Y; it does not.)
@@ -44,7 +47,10 @@ OLMO2_AVX512BF16 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, in
     const int64_t off = g * kBf16Group;
     __m512bh wv[NR];
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ldw + off);
+    for (int j = 0; j < NR; ++j) {
+      wv[j] = (__m512bh)_mm512_loadu_si512(w + j * ldw + off);
+      _mm_prefetch(reinterpret_cast<const char*>(w + j * ldw + off) + kPrefetchBytes, _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i * ldx + off);
