@@ -25,6 +25,7 @@
 #include "ops/bf16_gemm.h"
 #include "ops/gemm.h"
 #include "ops/threads.h"
+#include "ops/blas_core.h"
 
 namespace {
 
@@ -184,6 +185,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  olmo2::restart_with_blas_kernels(argv);  // as olmo2 does: OpenBLAS on this CPU's kernels
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {  // e.g. a bad OLMO2_BF16_GEMM
