@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "launcher/commands.h"
@@ -84,6 +85,10 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
   s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision));
+  // The products' code path, named before the engine and the HTTP server start, so that a
+  // bad OLMO2_BF16_GEMM or OLMO2_BATCH_INVARIANT_GEMM stops serve here with its InputError.
+  const std::string product_path = s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
+                                                                            : ops::batch_invariant_path_name();
   s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);
   if (rank == 0) {
     HttpOptions ho;
@@ -98,9 +103,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
-              << " with " << (s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
-                                                                         : ops::batch_invariant_path_name())
-              << " batch-invariant products"
+              << " with " << product_path << " batch-invariant products"
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << ")"
               << std::endl;
   }

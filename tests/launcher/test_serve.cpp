@@ -333,5 +333,21 @@ TEST(Serve, ASecondSignalCancelsTheRequestsInFlight) {
   EXPECT_THAT(server.log(), HasSubstr("second signal: cancelling the requests in flight"));
 }
 
+// The start-up line names the code path of the products (fp32 here); a bad
+// OLMO2_BATCH_INVARIANT_GEMM stops serve before it listens, with one line naming the value
+// (not after: it would be left listening, its engine never started).
+TEST(Serve, StartUpNamesTheProductPathAndABadOverrideStopsIt) {
+  {
+    Server server(model().path, "");
+    EXPECT_THAT(server.log(), ::testing::ContainsRegex("fp32 with (avx512|avx2|portable) batch-invariant products"));
+  }
+  // (Under timeout: a serve that ignored the value would run until stopped.)
+  const test::RunResult r =
+      test::run_olmo2_with(std::string("OLMO2_BATCH_INVARIANT_GEMM=avx-512 timeout 60 ") + OLMO2_BINARY,
+                           "serve --model " + model().path + " --threads 1 --port " + std::to_string(test::free_port()));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err, "olmo2: error: OLMO2_BATCH_INVARIANT_GEMM=avx-512: expected avx512, avx2 or portable\n");
+}
+
 }  // namespace
 }  // namespace olmo2
