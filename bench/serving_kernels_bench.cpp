@@ -4,9 +4,10 @@
 // and a decode step of ops::paged_attention vs ops::causal_attention on contiguous
 // caches. Not a test; bench/README.md, "Serving kernels".
 #include <benchmark/benchmark.h>
-#include <cblas.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <numeric>
 #include <random>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "ops/attention.h"
 #include "ops/batch_invariant_gemm.h"
+#include "ops/blas_core.h"
 #include "ops/gemm.h"
 #include "ops/paged_attention.h"
 
@@ -124,11 +126,16 @@ BENCHMARK(BM_DecodeAttention<true>)->Name("paged_attention_decode")->ArgNames({"
 
 }  // namespace
 
-// The context block names the OpenBLAS core (which OPENBLAS_CORETYPE can change; an
-// unrecognised CPU falls back to a slow one) and the batch-invariant path by default.
+// The context block names the OpenBLAS core and the default batch-invariant path.
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
-  benchmark::AddCustomContext("batch_invariant_path", olmo2::ops::batch_invariant_path_name());
+  olmo2::restart_with_blas_kernels(argv);  // as olmo2 does: OpenBLAS on this CPU's kernels
+  try {
+    benchmark::AddCustomContext("openblas_core", olmo2::blas_core_name());
+    benchmark::AddCustomContext("batch_invariant_path", olmo2::ops::batch_invariant_path_name());
+  } catch (const std::exception& e) {  // a bad OLMO2_BATCH_INVARIANT_GEMM
+    std::fprintf(stderr, "olmo2_serving_kernels_bench: %s\n", e.what());
+    return 1;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
