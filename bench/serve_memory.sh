@@ -4,7 +4,9 @@
 # A benchmark, not a test. Usage (after scripts/setup.sh):
 #   bench/serve_memory.sh [MODEL_DIR]
 # Without MODEL_DIR it writes a random bf16 model of the OLMo 2 1B shape to
-# /tmp/olmo2-1b-bf16 (about 3 GB, under a minute) and uses that.
+# /tmp/olmo2-1b-bf16 (about 3 GB, under a minute; kept for later runs) and uses that.
+# The model directory needs a tokenizer.json (serve reads it); it is served in its own
+# dtype (--precision default) with a 256 MiB KV cache per process (64 MiB per rank at tp 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:-}
@@ -26,7 +28,15 @@ measure() {
   "${launcher[@]}" build/olmo2 serve --model "$model" --port "$port" --kv-cache-memory "$kv" --threads 1 \
     "${extra[@]}" >/dev/null 2>/tmp/olmo2-serve-memory.err &
   local pid=$!
-  for _ in $(seq 1 1200); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.5; done
+  for _ in $(seq 1 1200); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
+    if ! kill -0 "$pid" 2>/dev/null; then  # the server ended before answering: say why
+      echo "serve_memory: the server did not start:" >&2
+      cat /tmp/olmo2-serve-memory.err >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
   for p in $(pgrep -f "^build/olmo2 serve --model $model --port $port"); do
     awk '/VmHWM/ {printf "%.0f\n", $2 * 1024}' "/proc/$p/status"
   done

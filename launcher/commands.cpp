@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -144,13 +145,16 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 namespace {
 void print_banner(const Trainer& trainer, const TrainOptions& o, const std::string& layout) {
   const ModelConfig& c = trainer.model().config();
-  std::cerr << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
+  // The whole line is made first: a failing query must not leave half of it printed.
+  std::ostringstream line;
+  line << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
             << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
             << " x " << o.seq_len << " tokens" << layout << ", " << o.precision
             << (o.precision == "bf16" ? std::string(" (f32 master weights, ") + ops::bf16_gemm_path_name() +
                                             " bf16 products)"
                                       : std::string())
             << "; OpenBLAS " << blas_core_name() << " kernels\n";
+  std::cerr << line.str();
 }
 }  // namespace
 

@@ -5,6 +5,8 @@
 
 #include "launcher/commands.h"
 #include "launcher/options.h"
+#include "ops/batch_invariant_gemm.h"
+#include "ops/bf16_gemm.h"
 #include "ops/blas_core.h"
 
 namespace {
@@ -47,6 +49,18 @@ int main(int argc, char** argv) {
     if (cfg.help) {
       std::cout << cfg.help_text;
       return finish_output();
+    }
+    if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "serve") {
+      // A product-path override that names no path (OLMO2_BF16_GEMM,
+      // OLMO2_BATCH_INVARIANT_GEMM) is refused before any work or rank starts: one line,
+      // from rank 0 only, and status 1 on every rank.
+      try {
+        ops::bf16_gemm_path();
+        ops::batch_invariant_path();
+      } catch (const InputError& e) {
+        if (rank_from_launcher() == 0) std::cerr << "olmo2: error: " << e.what() << "\n";
+        return 1;
+      }
     }
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());

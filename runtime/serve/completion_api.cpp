@@ -80,6 +80,15 @@ CompletionParams parse_completion_request(const std::string& text, const ServedM
   if (!prompt) bad("prompt", "prompt is required (a string or a list of token ids)");
   if (prompt->is_string()) {
     p.prompt = tokenizer.encode(prompt->get<std::string>());
+    // A tokenizer wider than the model (a mismatched model directory) must cost this
+    // request a 400, not the server.
+    for (size_t i = 0; i < p.prompt.size(); ++i) {
+      if (p.prompt[i] >= model.vocab_size) {
+        bad("prompt", "prompt: the tokenizer gives token id " + std::to_string(p.prompt[i]) + " at position " +
+                          std::to_string(i) + ", outside the model's vocabulary [0, " +
+                          std::to_string(model.vocab_size) + "): the tokenizer does not fit this model");
+      }
+    }
   } else if (prompt->is_array()) {
     for (size_t i = 0; i < prompt->size(); ++i) {
       const json& e = (*prompt)[i];

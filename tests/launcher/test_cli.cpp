@@ -151,6 +151,17 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   EXPECT_EQ(run_olmo2("generate --help").status, 0);
 }
 
+TEST(CliErrors, ABadProductPathOverrideIsOneLineBeforeAnyWork) {
+  const std::string m = " --model " + kFixtures + "/mha-f32 --prompt-ids 1";
+  for (const std::string& env : {std::string("OLMO2_BF16_GEMM=foo"), std::string("OLMO2_BATCH_INVARIANT_GEMM=foo")}) {
+    const auto r = test::run_olmo2_with(env + " " + OLMO2_BINARY, "generate" + m);
+    EXPECT_EQ(r.status, 1) << env;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_THAT(r.err, ::testing::StartsWith("olmo2: error: " + env + ": expected ")) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
 TEST(CliErrors, BadModelsExitOneWithOneLine) {
   expect_one_line_error(run_olmo2("info --model /nonexistent/dir"), 1, "cannot open /nonexistent/dir/config.json");
   test::TempDir dir;

@@ -184,6 +184,16 @@ TEST(CompletionApi, TextPromptIsEncodedByTheTokenizer) {
   EXPECT_EQ(tokenizer().encode(text).size(), 10u);
 }
 
+TEST(CompletionApi, ATokenizerWiderThanTheModelCostsTheRequestA400) {
+  // "Hello!" is 9906, 0: a model of 160 ids cannot take 9906.
+  const ServedModel narrow{.name = "m", .context_length = 64, .vocab_size = 160, .cache_tokens = 1000};
+  const Refusal r = refusal(R"({"prompt": "Hello!"})", narrow);
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.param, "prompt");
+  EXPECT_THAT(r.message, HasSubstr("the tokenizer gives token id 9906 at position 0, outside the model's "
+                                   "vocabulary [0, 160)"));
+}
+
 TEST(CompletionApi, ErrorJson) {
   const nlohmann::json j = error_json(400, "top_p must be in (0, 1]", "top_p");
   EXPECT_EQ(j["error"]["message"], "top_p must be in (0, 1]");
