@@ -25,16 +25,16 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ops/cpu/batch_invariant_gemm_detail.h"
 #include "ops/cpu/bf16_gemm_detail.h"
+#include "ops/cpu/code_path_choice.h"
+#include "ops/cpu/lane_tree.h"
 #include "core/error.h"
 
 namespace olmo2::ops {
@@ -126,13 +126,6 @@ void run_portable(const float* x, const float* w, float* y, const Dims& d) {
 alignas(64) constexpr int32_t kMaskSource[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                  0,  0,  0,  0,  0,  0,  0,  0};
 
-// reduce_lanes on lanes 0-7 in `lo` and 8-15 in `hi`, as register operations.
-OLMO2_AVX2 inline float reduce_lanes_avx2(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);                                                 // j, j+8
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // j, j+4
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                                 // j, j+2
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));                               // 0, 1
-}
 
 // One MR × NR tile over K positions [k0, k0 + len) (k0 a multiple of 16): x and w point
 // at x[m0, k0] and w[n0, k0]. `acc` holds the tile's lanes between K blocks, element
@@ -196,7 +189,7 @@ OLMO2_AVX2 void tile_avx2(const float* x, int64_t ldx, const float* w, int64_t l
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       if (last) {
-        y[i * ldy + j] = reduce_lanes_avx2(a[i][j][0], a[i][j][1]);
+        y[i * ldy + j] = detail::reduce_lanes16(a[i][j][0], a[i][j][1]);
       } else {
         _mm256_storeu_ps(acc + i * acc_ld + j * kLanes, a[i][j][0]);
         _mm256_storeu_ps(acc + i * acc_ld + j * kLanes + 8, a[i][j][1]);
@@ -259,33 +252,14 @@ void run_tiles(const detail::BatchInvariantKernel& kern, const float* x, const f
 
 // ---- path choice -------------------------------------------------------------------
 
-constexpr BatchInvariantPath kPaths[] = {BatchInvariantPath::Avx512, BatchInvariantPath::Avx2,
-                                         BatchInvariantPath::Portable};
+constexpr std::array<BatchInvariantPath, 3> kPaths = {
+    BatchInvariantPath::Avx512, BatchInvariantPath::Avx2, BatchInvariantPath::Portable};
 
-// The path from the environment or cpuid, or the InputError message for a bad
-// OLMO2_BATCH_INVARIANT_GEMM (thrown at each call rather than once, so that no call
-// goes on with a path nobody asked for).
-struct DefaultPath {
-  BatchInvariantPath path = BatchInvariantPath::Portable;
-  std::string error;
-};
-
-const DefaultPath& default_path() {
-  static const DefaultPath d = [] {
-    DefaultPath r;
-    try {
-      r.path = detail::choose_batch_invariant_path(std::getenv("OLMO2_BATCH_INVARIANT_GEMM"),
-                                                   &batch_invariant_path_available);
-    } catch (const InputError& e) {
-      r.error = e.what();
-    }
-    return r;
-  }();
-  return d;
+detail::CodePathChoice<BatchInvariantPath, 3>& choice() {
+  static detail::CodePathChoice<BatchInvariantPath, 3> c(
+      "OLMO2_BATCH_INVARIANT_GEMM", kPaths, &batch_invariant_path_name, &batch_invariant_path_available);
+  return c;
 }
-
-// -1: no override; else the forced path's index in kPaths.
-std::atomic<int> g_forced{-1};
 
 void run_path(BatchInvariantPath path, const float* x, const float* w, float* y, const Dims& d) {
   switch (path) {
@@ -303,33 +277,14 @@ void run_path(BatchInvariantPath path, const float* x, const float* w, float* y,
 
 namespace detail {
 
-bool batch_invariant_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
+bool batch_invariant_has_avx2_fma() { return cpu_has_avx2_fma(); }
 
-bool batch_invariant_has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return has;
-}
+bool batch_invariant_has_avx512() { return cpu_has_avx512(); }
 
 BatchInvariantPath choose_batch_invariant_path(const char* env,
                                                bool (*available)(BatchInvariantPath)) {
-  if (env == nullptr || *env == '\0') {
-    for (BatchInvariantPath p : kPaths)
-      if (available(p)) return p;
-    return BatchInvariantPath::Portable;
-  }
-  for (BatchInvariantPath p : kPaths) {
-    if (std::string(env) != batch_invariant_path_name(p)) continue;
-    if (!available(p))
-      OLMO2_THROW(InputError, "OLMO2_BATCH_INVARIANT_GEMM=", env, ": this CPU lacks the ", env,
-                  " path");
-    return p;
-  }
-  OLMO2_THROW(InputError, "OLMO2_BATCH_INVARIANT_GEMM=", env,
-              ": expected avx512, avx2 or portable");
+  return choose_code_path("OLMO2_BATCH_INVARIANT_GEMM", env, kPaths, &batch_invariant_path_name,
+                          available);
 }
 
 void linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y,
@@ -383,24 +338,13 @@ bool batch_invariant_path_available(BatchInvariantPath path) {
   return false;
 }
 
-BatchInvariantPath batch_invariant_path() {
-  const int forced = g_forced.load(std::memory_order_relaxed);
-  if (forced >= 0) return kPaths[forced];
-  const DefaultPath& d = default_path();
-  if (!d.error.empty()) OLMO2_THROW(InputError, d.error);
-  return d.path;
-}
+BatchInvariantPath batch_invariant_path() { return choice().current(); }
 
 const char* batch_invariant_path_name() { return batch_invariant_path_name(batch_invariant_path()); }
 
-void set_batch_invariant_path(BatchInvariantPath path) {
-  OLMO2_CHECK(batch_invariant_path_available(path), "set_batch_invariant_path: this CPU lacks the ",
-              batch_invariant_path_name(path), " path");
-  for (int i = 0; i < 3; ++i)
-    if (kPaths[i] == path) g_forced.store(i, std::memory_order_relaxed);
-}
+void set_batch_invariant_path(BatchInvariantPath path) { choice().force(path, "set_batch_invariant_path"); }
 
-void reset_batch_invariant_path() { g_forced.store(-1, std::memory_order_relaxed); }
+void reset_batch_invariant_path() { choice().reset(); }
 
 void cpu::linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
   if (w.dtype() == DType::BF16) return detail::linear_bf16(x, w, y);  // batch-invariant by construction

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "ops/cpu/batch_invariant_gemm_detail.h"
+#include "ops/cpu/lane_tree.h"
 
 namespace olmo2::ops::detail {
 namespace {
@@ -33,16 +34,10 @@ constexpr int kLanes = 16;
 constexpr int kMr = 6;
 constexpr int kNr = 4;
 
-// The fixed tree over lanes 0-15 of v (ops/cpu/batch_invariant_gemm.cpp). (GCC 12 warns
-// that its own _mm512_castps512_ps256 reads an uninitialized __Y; it does not.)
+// The tiles inline reduce_lanes16 (ops/cpu/lane_tree.h); GCC 12 warns that its own
+// _mm512_castps512_ps256 reads an uninitialized __Y there; it does not.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-OLMO2_AVX512 inline float reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));  // j, j+8
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));    // j, j+4
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));                                   // j, j+2
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));                                 // 0, 1
-}
 
 // One MR × NR tile over K positions [0, len) of the block (BatchInvariantTileFn).
 template <int MR, int NR>
@@ -88,7 +83,7 @@ OLMO2_AVX512 void tile(const float* x, int64_t ldx, const float* w, int64_t ldw,
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       if (last)
-        y[i * ldy + j] = reduce16(a[i][j]);
+        y[i * ldy + j] = reduce_lanes16(a[i][j]);
       else
         _mm512_storeu_ps(acc + i * acc_ld + j * kLanes, a[i][j]);
     }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "ops/cpu/bf16_gemm_detail.h"
+#include "ops/cpu/lane_tree.h"
 
 namespace olmo2::ops::detail {
 namespace {
@@ -30,13 +31,6 @@ OLMO2_AVX2 inline __m256 even_half(__m256i v) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// The fixed tree over lanes 0-7 in `lo` and 8-15 in `hi`.
-OLMO2_AVX2 inline float reduce16(__m256 lo, __m256 hi) {
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 template <int MR, int NR>
 OLMO2_AVX2 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw, int64_t groups,
@@ -81,7 +75,7 @@ OLMO2_AVX2 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t 
 #pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       if (last) {
-        y[i * ldy + j] = reduce16(a[i][j][0], a[i][j][1]);
+        y[i * ldy + j] = reduce_lanes16(a[i][j][0], a[i][j][1]);
       } else {
         _mm256_storeu_ps(acc + i * acc_ld + j * 16, a[i][j][0]);
         _mm256_storeu_ps(acc + i * acc_ld + j * 16 + 8, a[i][j][1]);

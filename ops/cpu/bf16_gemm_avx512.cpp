@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "ops/cpu/bf16_gemm_detail.h"
+#include "ops/cpu/lane_tree.h"
 
 namespace olmo2::ops::detail {
 namespace {
@@ -22,16 +23,10 @@ constexpr int kNr = 6;
 // once, and the hardware prefetchers alone leave about a tenth of the bandwidth unused.
 constexpr int kPrefetchBytes = 512;
 
-// The fixed tree: lanes j + j+8, then j + j+4, j + j+2, 0 + 1. (GCC 12 warns that its
-// own _mm512_castps512_ps256 reads an uninitialized __Y; it does not.)
+// The tiles inline reduce_lanes16 (ops/cpu/lane_tree.h); GCC 12 warns that its own
+// _mm512_castps512_ps256 reads an uninitialized __Y there; it does not.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-OLMO2_AVX512BF16 inline float reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
 
 template <int MR, int NR>
 OLMO2_AVX512BF16 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t ldw,
@@ -63,7 +58,7 @@ OLMO2_AVX512BF16 void tile(const uint16_t* x, int64_t ldx, const uint16_t* w, in
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       if (last)
-        y[i * ldy + j] = reduce16(a[i][j]);
+        y[i * ldy + j] = reduce_lanes16(a[i][j]);
       else
         _mm512_storeu_ps(acc + i * acc_ld + j * 16, a[i][j]);
     }

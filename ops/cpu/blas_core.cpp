@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "ops/cpu/code_path_choice.h"
+
 namespace olmo2 {
 
 std::string blas_core_name() {
@@ -20,12 +22,8 @@ std::string blas_core_upgrade() {
   for (const char* generic : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Coppermine",
                               "Northwood", "Banias", "Opteron", "Barcelona", "Bobcat", "Unknown"}) {
     if (core == generic) {
-      __builtin_cpu_init();
-      if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-        return "SkylakeX";
-      }
-      if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+      if (ops::detail::cpu_has_avx512()) return "SkylakeX";
+      if (ops::detail::cpu_has_avx2_fma()) return "Haswell";
       return "";
     }
   }
