@@ -38,155 +38,163 @@ Device device_of(const char* op, std::initializer_list<const TensorView*> views)
   return d;
 }
 
+#ifndef OLMO2_HAVE_CUDA
 [[noreturn]] void no_backend(const char* op, Device d) {
-#ifdef OLMO2_HAVE_CUDA
-  OLMO2_THROW(ShapeError, "ops::", op, " has no ", device_name(d), " implementation yet");
-#else
   OLMO2_THROW(ShapeError, "ops::", op, " has no ", device_name(d), " implementation (this build has no CUDA backend)");
-#endif
 }
+#endif
 
 }  // namespace
 
-// One line per op: the CPU implementation, or the named refusal. CUDA implementations
-// join here as the CUDA backend grows.
-#define OLMO2_CPU_ONLY(op, views, ...)              \
+// One line per op: the CPU implementation, or the CUDA one for views on the GPU. In a
+// build without CUDA a GPU view cannot exist (Buffer refuses to allocate one), and the
+// named refusal says so should one be made by hand.
+#ifdef OLMO2_HAVE_CUDA
+#define OLMO2_DISPATCH(op, views, ...)               \
+  do {                                               \
+    const Device d_ = device_of(#op, std::initializer_list<const TensorView*> views); \
+    if (d_ == Device::CPU) return cpu::op(__VA_ARGS__); \
+    return cuda::op(__VA_ARGS__);                    \
+  } while (0)
+#else
+#define OLMO2_DISPATCH(op, views, ...)               \
   do {                                               \
     const Device d_ = device_of(#op, std::initializer_list<const TensorView*> views); \
     if (d_ == Device::CPU) return cpu::op(__VA_ARGS__); \
     no_backend(#op, d_);                             \
   } while (0)
+#endif
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  OLMO2_CPU_ONLY(linear, ({&x, &w, &y}), x, w, y);
+  OLMO2_DISPATCH(linear, ({&x, &w, &y}), x, w, y);
 }
 void linear_batch_invariant(const TensorView& x, const TensorView& w, const TensorView& y) {
-  OLMO2_CPU_ONLY(linear_batch_invariant, ({&x, &w, &y}), x, w, y);
+  OLMO2_DISPATCH(linear_batch_invariant, ({&x, &w, &y}), x, w, y);
 }
 void embedding(const TensorView& ids, const TensorView& table, const TensorView& out) {
-  OLMO2_CPU_ONLY(embedding, ({&ids, &table, &out}), ids, table, out);
+  OLMO2_DISPATCH(embedding, ({&ids, &table, &out}), ids, table, out);
 }
 void embedding_slice(const TensorView& ids, const TensorView& table, int64_t first_id, const TensorView& out) {
-  OLMO2_CPU_ONLY(embedding_slice, ({&ids, &table, &out}), ids, table, first_id, out);
+  OLMO2_DISPATCH(embedding_slice, ({&ids, &table, &out}), ids, table, first_id, out);
 }
 void rmsnorm(const TensorView& x, const TensorView& w, float eps, const TensorView& y) {
-  const Device d = device_of("rmsnorm", {&x, &w, &y});
-  if (d == Device::CPU) return cpu::rmsnorm(x, w, eps, y);
-#ifdef OLMO2_HAVE_CUDA
-  return cuda::rmsnorm(x, w, eps, y);
-#else
-  no_backend("rmsnorm", d);
-#endif
+  OLMO2_DISPATCH(rmsnorm, ({&x, &w, &y}), x, w, eps, y);
 }
 void rmsnorm_partials(const TensorView& x, const TensorView& sumsq) {
-  OLMO2_CPU_ONLY(rmsnorm_partials, ({&x, &sumsq}), x, sumsq);
+  OLMO2_DISPATCH(rmsnorm_partials, ({&x, &sumsq}), x, sumsq);
 }
 void rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& sumsq, int64_t d_total, float eps,
                    const TensorView& y) {
-  OLMO2_CPU_ONLY(rmsnorm_apply, ({&x, &w, &sumsq, &y}), x, w, sumsq, d_total, eps, y);
+  OLMO2_DISPATCH(rmsnorm_apply, ({&x, &w, &sumsq, &y}), x, w, sumsq, d_total, eps, y);
 }
 void rope(const TensorView& x, const TensorView& positions, int n_heads, int head_dim, float theta) {
-  OLMO2_CPU_ONLY(rope, ({&x, &positions}), x, positions, n_heads, head_dim, theta);
+  OLMO2_DISPATCH(rope, ({&x, &positions}), x, positions, n_heads, head_dim, theta);
 }
 void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads, int n_kv_heads,
                       const TensorView& out, DType act) {
-  OLMO2_CPU_ONLY(causal_attention, ({&q, &k, &v, &out}), q, k, v, n_heads, n_kv_heads, out, act);
+  OLMO2_DISPATCH(causal_attention, ({&q, &k, &v, &out}), q, k, v, n_heads, n_kv_heads, out, act);
 }
 float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads) {
-  OLMO2_CPU_ONLY(causal_attention_max_logit, ({&q, &k}), q, k, n_heads, n_kv_heads);
+  OLMO2_DISPATCH(causal_attention_max_logit, ({&q, &k}), q, k, n_heads, n_kv_heads);
 }
 void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool, int64_t block_size,
                      const std::vector<PagedSequence>& sequences, int n_heads, int n_kv_heads, const TensorView& out,
                      DType act) {
-  OLMO2_CPU_ONLY(paged_attention, ({&q, &k_pool, &v_pool, &out}), q, k_pool, v_pool, block_size, sequences, n_heads,
+  OLMO2_DISPATCH(paged_attention, ({&q, &k_pool, &v_pool, &out}), q, k_pool, v_pool, block_size, sequences, n_heads,
                  n_kv_heads, out, act);
 }
 void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {
-  OLMO2_CPU_ONLY(swiglu, ({&gate, &up, &out}), gate, up, out, act);
+  OLMO2_DISPATCH(swiglu, ({&gate, &up, &out}), gate, up, out, act);
 }
 void add_inplace(const TensorView& y, const TensorView& x, DType act) {
-  OLMO2_CPU_ONLY(add_inplace, ({&y, &x}), y, x, act);
+  OLMO2_DISPATCH(add_inplace, ({&y, &x}), y, x, act);
 }
 
 void linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy, const TensorView& dx,
                      const TensorView& dw, bool accumulate_dw, bool accumulate_dx) {
-  OLMO2_CPU_ONLY(linear_backward, ({&x, &w, &dy, &dx, &dw}), x, w, dy, dx, dw, accumulate_dw, accumulate_dx);
+  OLMO2_DISPATCH(linear_backward, ({&x, &w, &dy, &dx, &dw}), x, w, dy, dx, dw, accumulate_dw, accumulate_dx);
 }
 void embedding_backward(const TensorView& ids, const TensorView& dout, const TensorView& dtable) {
-  OLMO2_CPU_ONLY(embedding_backward, ({&ids, &dout, &dtable}), ids, dout, dtable);
+  OLMO2_DISPATCH(embedding_backward, ({&ids, &dout, &dtable}), ids, dout, dtable);
 }
 void embedding_slice_backward(const TensorView& ids, const TensorView& dout, int64_t first_id,
                               const TensorView& dtable) {
-  OLMO2_CPU_ONLY(embedding_slice_backward, ({&ids, &dout, &dtable}), ids, dout, first_id, dtable);
+  OLMO2_DISPATCH(embedding_slice_backward, ({&ids, &dout, &dtable}), ids, dout, first_id, dtable);
 }
 void rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, const TensorView& dy, const TensorView& dx,
                       const TensorView& dw) {
-  OLMO2_CPU_ONLY(rmsnorm_backward, ({&x, &w, &dy, &dx, &dw}), x, w, eps, dy, dx, dw);
+  OLMO2_DISPATCH(rmsnorm_backward, ({&x, &w, &dy, &dx, &dw}), x, w, eps, dy, dx, dw);
 }
 void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const TensorView& dy,
                                const TensorView& sumsq, const TensorView& dot) {
-  OLMO2_CPU_ONLY(rmsnorm_backward_partials, ({&x, &w, &dy, &sumsq, &dot}), x, w, dy, sumsq, dot);
+  OLMO2_DISPATCH(rmsnorm_backward_partials, ({&x, &w, &dy, &sumsq, &dot}), x, w, dy, sumsq, dot);
 }
 void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
                              const TensorView& dy, const TensorView& sumsq, const TensorView& dot,
                              const TensorView& dx, const TensorView& dw) {
-  OLMO2_CPU_ONLY(rmsnorm_backward_finish, ({&x, &w, &dy, &sumsq, &dot, &dx, &dw}), x, w, eps, d_total, dy, sumsq,
+  OLMO2_DISPATCH(rmsnorm_backward_finish, ({&x, &w, &dy, &sumsq, &dot, &dx, &dw}), x, w, eps, d_total, dy, sumsq,
                  dot, dx, dw);
 }
 void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta) {
-  OLMO2_CPU_ONLY(rope_backward, ({&dy, &positions}), dy, positions, n_heads, head_dim, theta);
+  OLMO2_DISPATCH(rope_backward, ({&dy, &positions}), dy, positions, n_heads, head_dim, theta);
 }
 void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dout,
                                int n_heads, int n_kv_heads, const TensorView& dq, const TensorView& dk,
                                const TensorView& dv) {
-  OLMO2_CPU_ONLY(causal_attention_backward, ({&q, &k, &v, &dout, &dq, &dk, &dv}), q, k, v, dout, n_heads, n_kv_heads,
+  OLMO2_DISPATCH(causal_attention_backward, ({&q, &k, &v, &dout, &dq, &dk, &dv}), q, k, v, dout, n_heads, n_kv_heads,
                  dq, dk, dv);
 }
 void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout, const TensorView& dgate,
                      const TensorView& dup) {
-  OLMO2_CPU_ONLY(swiglu_backward, ({&gate, &up, &dout, &dgate, &dup}), gate, up, dout, dgate, dup);
+  OLMO2_DISPATCH(swiglu_backward, ({&gate, &up, &dout, &dgate, &dup}), gate, up, dout, dgate, dup);
 }
 CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef, float scale,
                                      const TensorView& dlogits) {
-  OLMO2_CPU_ONLY(cross_entropy_zloss, ({&logits, &targets, &dlogits}), logits, targets, z_coef, scale, dlogits);
+  OLMO2_DISPATCH(cross_entropy_zloss, ({&logits, &targets, &dlogits}), logits, targets, z_coef, scale, dlogits);
 }
 void check_targets(const TensorView& targets, int64_t vocab_size) {
-  OLMO2_CPU_ONLY(check_targets, ({&targets}), targets, vocab_size);
+  OLMO2_DISPATCH(check_targets, ({&targets}), targets, vocab_size);
 }
 void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max) {
-  OLMO2_CPU_ONLY(vocab_parallel_ce_row_max, ({&logits, &row_max}), logits, real_cols, row_max);
+  OLMO2_DISPATCH(vocab_parallel_ce_row_max, ({&logits, &row_max}), logits, real_cols, row_max);
 }
 void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int64_t vocab_begin,
                                 const TensorView& targets, const TensorView& row_max, const TensorView& stats,
                                 const TensorView& dlogits) {
-  OLMO2_CPU_ONLY(vocab_parallel_ce_partials, ({&logits, &targets, &row_max, &stats, &dlogits}), logits, real_cols,
+  OLMO2_DISPATCH(vocab_parallel_ce_partials, ({&logits, &targets, &row_max, &stats, &dlogits}), logits, real_cols,
                  vocab_begin, targets, row_max, stats, dlogits);
 }
 CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const TensorView& stats,
                                           const TensorView& targets, int64_t vocab_begin, int64_t real_cols,
                                           float z_coef, float scale, const TensorView& dlogits) {
-  OLMO2_CPU_ONLY(vocab_parallel_ce_finish, ({&row_max, &stats, &targets, &dlogits}), row_max, stats, targets,
+  OLMO2_DISPATCH(vocab_parallel_ce_finish, ({&row_max, &stats, &targets, &dlogits}), row_max, stats, targets,
                  vocab_begin, real_cols, z_coef, scale, dlogits);
 }
 
 void copy(const TensorView& src, const TensorView& dst) {
+  // The one op whose views may lie on two devices: a host <-> device transfer is the
+  // CUDA backend's (docs/architecture.md §2).
   if (src.device() == Device::CPU && dst.device() == Device::CPU) return cpu::copy(src, dst);
+#ifdef OLMO2_HAVE_CUDA
+  return cuda::copy(src, dst);
+#else
   no_backend("copy", src.device() == Device::CPU ? dst.device() : src.device());
+#endif
 }
-void fill(const TensorView& dst, double value) { OLMO2_CPU_ONLY(fill, ({&dst}), dst, value); }
+void fill(const TensorView& dst, double value) { OLMO2_DISPATCH(fill, ({&dst}), dst, value); }
 void gather_rows(const TensorView& src, const TensorView& index, const TensorView& dst) {
-  OLMO2_CPU_ONLY(gather_rows, ({&src, &index, &dst}), src, index, dst);
+  OLMO2_DISPATCH(gather_rows, ({&src, &index, &dst}), src, index, dst);
 }
 void scatter_rows(const TensorView& src, const TensorView& index, const TensorView& dst) {
-  OLMO2_CPU_ONLY(scatter_rows, ({&src, &index, &dst}), src, index, dst);
+  OLMO2_DISPATCH(scatter_rows, ({&src, &index, &dst}), src, index, dst);
 }
-void round_to(const TensorView& x, DType dtype) { OLMO2_CPU_ONLY(round_to, ({&x}), x, dtype); }
-void scale(const TensorView& x, float factor) { OLMO2_CPU_ONLY(scale, ({&x}), x, factor); }
-double sum_squares(const TensorView& x, double start) { OLMO2_CPU_ONLY(sum_squares, ({&x}), x, start); }
-double sum_row_norms(const TensorView& x) { OLMO2_CPU_ONLY(sum_row_norms, ({&x}), x); }
+void round_to(const TensorView& x, DType dtype) { OLMO2_DISPATCH(round_to, ({&x}), x, dtype); }
+void scale(const TensorView& x, float factor) { OLMO2_DISPATCH(scale, ({&x}), x, factor); }
+double sum_squares(const TensorView& x, double start) { OLMO2_DISPATCH(sum_squares, ({&x}), x, start); }
+double sum_row_norms(const TensorView& x) { OLMO2_DISPATCH(sum_row_norms, ({&x}), x); }
 void adamw_step(const TensorView& param, const TensorView& grad, const TensorView& exp_avg,
                 const TensorView& exp_avg_sq, const AdamWStep& step) {
-  OLMO2_CPU_ONLY(adamw_step, ({&param, &grad, &exp_avg, &exp_avg_sq}), param, grad, exp_avg, exp_avg_sq, step);
+  OLMO2_DISPATCH(adamw_step, ({&param, &grad, &exp_avg, &exp_avg_sq}), param, grad, exp_avg, exp_avg_sq, step);
 }
 
 }  // namespace olmo2::ops

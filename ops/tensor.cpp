@@ -7,6 +7,9 @@
 
 #ifdef OLMO2_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/runtime.h"
 #endif
 
 namespace olmo2 {
@@ -21,10 +24,15 @@ Buffer::Buffer(size_t bytes, Device device) : bytes_(bytes), device_(device) {
     std::memset(p, 0, rounded);
   } else {
 #ifdef OLMO2_HAVE_CUDA
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-      OLMO2_THROW(Error, "cudaMalloc of ", bytes, " bytes failed");
+    // The caching allocator (no cudaMalloc in a step loop); zero-filled on the compute
+    // stream, so every later op on that stream sees zeros.
+    p = ops::cuda::device_malloc(bytes);
+    try {
+      OLMO2_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ops::cuda::compute_stream()));
+    } catch (...) {
+      ops::cuda::device_free(p);
+      throw;
     }
-    cudaMemset(p, 0, bytes);
 #else
     OLMO2_THROW(Error, "this build has no CUDA backend");
 #endif
@@ -38,7 +46,7 @@ void Buffer::Free::operator()(void* p) const {
     std::free(p);
   } else {
 #ifdef OLMO2_HAVE_CUDA
-    cudaFree(p);
+    ops::cuda::device_free(p);
 #endif
   }
 }

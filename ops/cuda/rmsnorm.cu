@@ -2,7 +2,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/runtime.h"
 #include "ops/rmsnorm.h"
 
 namespace olmo2::ops {
@@ -47,11 +49,10 @@ template <typename T, typename W>
 void launch(const TensorView& x, const TensorView& w, float eps, const TensorView& y,
             int64_t rows, int64_t d) {
   if (rows == 0) return;
-  rmsnorm_kernel<T, W><<<static_cast<unsigned>(rows), 256>>>(
+  rmsnorm_kernel<T, W><<<static_cast<unsigned>(rows), 256, 0, cuda::compute_stream()>>>(
       static_cast<const T*>(x.data()), x.stride(0), static_cast<const W*>(w.data()), eps,
       static_cast<T*>(y.data()), y.stride(0), d);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) OLMO2_THROW(Error, "cuda::rmsnorm launch failed: ", cudaGetErrorString(err));
+  OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_kernel");
 }
 
 }  // namespace

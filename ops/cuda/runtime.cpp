@@ -1,0 +1,162 @@
+// The device runtime (ops/cuda/runtime.h): device choice, compute stream, cuBLASLt
+// handle, and the caching allocator.
+#include "ops/cuda/runtime.h"
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "ops/cuda/check.h"
+
+namespace olmo2::ops::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+struct DeviceState {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+};
+
+DeviceState& state() {
+  static DeviceState s;
+  return s;
+}
+
+/// Requests are rounded up to a multiple of 512 bytes (small) or 2 MiB (large), so a
+/// freed block serves every later request of the same rounded size.
+size_t round_size(size_t bytes) {
+  const size_t q = bytes < (size_t{1} << 20) ? 512 : (size_t{2} << 20);
+  return (bytes + q - 1) / q * q;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free_blocks;       // rounded size -> block
+  std::unordered_map<void*, size_t> live;         // block -> rounded size
+  AllocatorStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: device memory is freed by the driver at exit
+  return *c;
+}
+
+}  // namespace
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+    cudaGetLastError();  // clear the error so that later checks do not report it again
+    return 0;
+  }
+  if (n == 0 && why) *why = "cudaGetDeviceCount: 0 devices";
+  return n;
+}
+
+void use_device(int device) {
+  std::string why;
+  const int n = device_count(&why);
+  if (device < 0 || device >= n) {
+    OLMO2_THROW(InputError, "GPU ", device, " does not exist: this process sees ", n, " CUDA device(s)",
+                n == 0 ? " (" + why + ")" : std::string());
+  }
+  OLMO2_CUDA_CHECK(cudaSetDevice(device));
+}
+
+int current_device() {
+  int d = 0;
+  OLMO2_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+cudaStream_t compute_stream() {
+  DeviceState& s = state();
+  if (!s.stream) OLMO2_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  return s.stream;
+}
+
+void synchronize() { OLMO2_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+cublasLtHandle_t cublaslt_handle() {
+  DeviceState& s = state();
+  if (!s.lt) OLMO2_CUBLAS_CHECK(cublasLtCreate(&s.lt));
+  return s.lt;
+}
+
+void* cublaslt_workspace(size_t* bytes) {
+  DeviceState& s = state();
+  if (!s.workspace) s.workspace = device_malloc(kWorkspaceBytes);
+  *bytes = kWorkspaceBytes;
+  return s.workspace;
+}
+
+void* device_malloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const size_t size = round_size(bytes);
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.free_blocks.find(size);
+  if (it != c.free_blocks.end()) {
+    void* p = it->second;
+    c.free_blocks.erase(it);
+    c.live.emplace(p, size);
+    c.stats.cached_bytes -= size;
+    c.stats.in_use_bytes += size;
+    return p;
+  }
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation && !c.free_blocks.empty()) {
+    cudaGetLastError();
+    OLMO2_CUDA_CHECK(cudaDeviceSynchronize());
+    for (auto& [sz, q] : c.free_blocks) OLMO2_CUDA_CHECK(cudaFree(q));
+    c.free_blocks.clear();
+    c.stats.cached_bytes = 0;
+    err = cudaMalloc(&p, size);
+  }
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    OLMO2_THROW(Error, "out of GPU memory: cudaMalloc of ", size, " bytes failed (", cudaGetErrorString(err), "); ",
+                c.stats.in_use_bytes, " bytes in use, ", c.stats.cached_bytes, " cached",
+                error_label().empty() ? "" : " [" + error_label() + "]");
+  }
+  ++c.stats.cuda_malloc_calls;
+  c.live.emplace(p, size);
+  c.stats.in_use_bytes += size;
+  return p;
+}
+
+void device_free(void* p) {
+  if (!p) return;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.live.find(p);
+  OLMO2_CHECK(it != c.live.end(), "device_free of a pointer the caching allocator did not hand out");
+  c.free_blocks.emplace(it->second, p);
+  c.stats.in_use_bytes -= it->second;
+  c.stats.cached_bytes += it->second;
+  c.live.erase(it);
+}
+
+AllocatorStats allocator_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+void release_cached_memory() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.free_blocks.empty()) return;
+  OLMO2_CUDA_CHECK(cudaDeviceSynchronize());
+  for (auto& [sz, q] : c.free_blocks) OLMO2_CUDA_CHECK(cudaFree(q));
+  c.free_blocks.clear();
+  c.stats.cached_bytes = 0;
+}
+
+}  // namespace olmo2::ops::cuda

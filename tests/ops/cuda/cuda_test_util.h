@@ -1,0 +1,100 @@
+// Shared pieces of the GPU op tests (ctest label gpu; docs/architecture.md §10): skip with
+// the reason where no GPU is present, move contiguous tensors to and from the device with
+// the CUDA runtime directly (so a test does not depend on the ops::copy under test), and
+// compare a backend's result with the CPU op's.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/dtype.h"
+#include "ops/tensor.h"
+
+#ifdef OLMO2_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "ops/cuda/runtime.h"
+#endif
+
+namespace olmo2::ops::test {
+
+/// Skips the calling test, with the reason, when this build has no CUDA or the process
+/// sees no GPU. Use as the first statement of a GPU test.
+#ifdef OLMO2_HAVE_CUDA
+#define OLMO2_REQUIRE_GPU()                                                       \
+  do {                                                                            \
+    std::string why_;                                                             \
+    if (::olmo2::ops::cuda::device_count(&why_) == 0) GTEST_SKIP() << "no GPU: " << why_; \
+  } while (0)
+#else
+#define OLMO2_REQUIRE_GPU() GTEST_SKIP() << "built without CUDA (nvcc not found at configure time)"
+#endif
+
+#ifdef OLMO2_HAVE_CUDA
+/// A device copy of the contiguous host tensor `host` (same dtype and shape), made with
+/// cudaMemcpy after the compute stream is idle. Fails the test on a CUDA error.
+inline Tensor to_device(const TensorView& host) {
+  EXPECT_TRUE(host.is_contiguous());
+  std::vector<int64_t> shape = host.shape();
+  Tensor d = Tensor::zeros(shape, host.dtype(), Device::CUDA);
+  EXPECT_EQ(cudaStreamSynchronize(ops::cuda::compute_stream()), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(d.view().data(), host.data(), host.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
+/// A host copy of the contiguous device tensor `dev`, after the compute stream is idle
+/// (so the kernels that wrote it have run, and their errors surface here).
+inline Tensor to_host(const TensorView& dev) {
+  Tensor h = Tensor::zeros(dev.shape(), dev.dtype());
+  const cudaError_t sync = cudaStreamSynchronize(ops::cuda::compute_stream());
+  EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorName(sync) << ": " << cudaGetErrorString(sync);
+  EXPECT_EQ(cudaMemcpy(h.view().data(), dev.data(), dev.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+/// Fills a device tensor with 0xff bytes (NaN in f32 and bf16), so an output element a
+/// kernel forgot to write cannot pass a comparison.
+inline void poison(const TensorView& dev) {
+  EXPECT_EQ(cudaMemsetAsync(dev.data(), 0xff, dev.bytes(), ops::cuda::compute_stream()), cudaSuccess);
+}
+#endif
+
+/// The elements of a host f32 or bf16 tensor as f32.
+inline std::vector<float> as_f32(const TensorView& h) {
+  std::vector<float> v(static_cast<size_t>(h.numel()));
+  if (h.dtype() == DType::F32) {
+    std::memcpy(v.data(), h.data(), v.size() * sizeof(float));
+  } else {
+    convert_to_f32(h.data(), h.dtype(), v.data(), v.size());
+  }
+  return v;
+}
+
+/// Expects `got` (the backend's result, on the host) to equal `want` (the CPU op's)
+/// within `rel_tol` of the largest |want| element: max |got − want| ≤ rel_tol · max|want|
+/// (the harness's rule: 1e-5 for f32, the documented bf16 bound for bf16). NaN or a shape
+/// difference fails. `what` names the case in the failure.
+inline void expect_close(const TensorView& want, const TensorView& got, double rel_tol, const std::string& what) {
+  ASSERT_EQ(want.shape(), got.shape()) << what;
+  const std::vector<float> a = as_f32(want), b = as_f32(got);
+  double scale = 0.0, worst = 0.0;
+  size_t worst_i = 0;
+  for (float x : a) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (!(d <= worst) || std::isnan(b[i])) {
+      worst = std::isnan(b[i]) ? INFINITY : d;
+      worst_i = i;
+    }
+  }
+  EXPECT_LE(worst, rel_tol * std::max(scale, 1e-30))
+      << what << ": worst element " << worst_i << " cpu " << a[worst_i] << " gpu " << b[worst_i] << " (max |cpu| "
+      << scale << ")";
+}
+
+}  // namespace olmo2::ops::test
