@@ -92,7 +92,8 @@ __global__ void finish_kernel(FinishArgs a, const W* w) {
   const int64_t chunks = (a.rows + kChunkRows - 1) / kChunkRows;
   for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {
     float part = 0.0f;
-    for (int64_t t = c * kChunkRows; t < min(a.rows, (c + 1) * kChunkRows); ++t) {
+    const int64_t end = (c + 1) * kChunkRows < a.rows ? (c + 1) * kChunkRows : a.rows;
+    for (int64_t t = c * kChunkRows; t < end; ++t) {
       const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fmul_rn(a.sumsq[t * a.ss_stride], a.inv_d), a.eps)));
       const float cc = __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(r, r), r), a.dot[t * a.dot_stride]), a.inv_d);
       const float xi = a.x[t * a.ldx + i], gi = a.dy[t * a.lddy + i];  // read before dx (may alias) is written
