@@ -1,0 +1,209 @@
+// The CUDA products (linear, linear_batch_invariant, linear_backward) against ops::cpu::
+// (skipped, saying why, without a GPU). docs/architecture.md §2, §10.
+//
+// Tolerance: 1e-5 of the largest |cpu| element for every case, bf16 weights included.
+// Both backends form the same products — fp32 products of f32 values (TF32 is off), or
+// exact products of bf16(x) and a bf16 w — and add them in fp32; only the order of the
+// additions differs. For N(0, 1) data each fp32 sum carries a random-walk error of about
+// √K·2⁻²⁴·√K (partial sums ~√K), against max|y| ≈ 4·√K: ~2⁻²⁴·√K/4 ≈ 7e-7 relative at
+// K = 2050, well inside 1e-5; the bf16 rounding of x happens identically on both sides
+// (nearest even), so it adds nothing. Batch invariance is checked bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "ops/batch_invariant_gemm.h"
+#include "ops/backward.h"
+#include "ops/cpu/kernels.h"
+#include "ops/gemm.h"
+#include "tests/ops/cuda/cuda_test_util.h"
+
+namespace olmo2::ops {
+namespace {
+
+constexpr double kTol = 1e-5;
+
+// Seeded N(0, 1) host values of `dtype` (bf16: the rounded values).
+Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32) {
+  Tensor t = Tensor::zeros(std::move(shape), dtype);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = dist(rng);
+    if (dtype == DType::F32) t.f32()[i] = v;
+    else static_cast<uint16_t*>(t.view().data())[i] = f32_to_bf16(v);
+  }
+  return t;
+}
+
+struct Shape {
+  int64_t m, k, n;
+  std::string name(DType w, bool strided) const {
+    return "M " + std::to_string(m) + " K " + std::to_string(k) + " N " + std::to_string(n) + " w " + dtype_name(w) +
+           (strided ? " strided rows" : "");
+  }
+};
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  for (int64_t m : {1, 3, 17, 130})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 1000}, {1000, 37}, {2050, 130}, {64, 48}})
+      out.push_back({m, k, n});
+  return out;
+}
+
+#ifdef OLMO2_HAVE_CUDA
+
+// A host tensor and its device copy, viewed with `cols` columns of a wider allocation
+// when `pad` > 0 (rows strided: stride cols + pad).
+struct Pair {
+  Tensor host, dev;
+  int64_t cols;
+  TensorView h() const { return host.view().cols(0, cols); }
+  TensorView d() const { return dev.view().cols(0, cols); }
+};
+
+Pair pair(int64_t rows, int64_t cols, uint64_t seed, DType dtype = DType::F32, int64_t pad = 0) {
+  Pair p{randn({rows, cols + pad}, seed, dtype), Tensor(), cols};
+  p.dev = test::to_device(p.host.view());
+  return p;
+}
+
+using Product = void (*)(const TensorView&, const TensorView&, const TensorView&);
+
+void check_forward(Product cpu_op, Product op, const char* op_name) {
+  for (const Shape& s : shapes()) {
+    for (DType wt : {DType::F32, DType::BF16}) {
+      for (bool strided : {false, true}) {
+        const std::string what = std::string(op_name) + " " + s.name(wt, strided);
+        const Pair x = pair(s.m, s.k, 1, DType::F32, strided ? 5 : 0), w = pair(s.n, s.k, 2, wt, strided ? 3 : 0);
+        const Pair y = pair(s.m, s.n, 3, DType::F32, strided ? 7 : 0);
+        cpu_op(x.h(), w.h(), y.h());
+        // Unstrided: every element poisoned first. Strided: y starts as the CPU's did,
+        // so an unwritten element or a write into the padding shows as a difference.
+        if (!strided) test::poison(y.dev.view());
+        op(x.d(), w.d(), y.d());
+        test::expect_close(y.host.view(), test::to_host(y.dev.view()).view(), kTol, what);
+      }
+    }
+  }
+}
+
+TEST(CudaProducts, LinearMatchesCpu) {
+  OLMO2_REQUIRE_GPU();
+  check_forward(cpu::linear, linear, "linear");
+}
+
+TEST(CudaProducts, LinearBatchInvariantMatchesCpu) {
+  OLMO2_REQUIRE_GPU();
+  check_forward(cpu::linear_batch_invariant, linear_batch_invariant, "linear_batch_invariant");
+}
+
+TEST(CudaProducts, EmptyAndZeroDepth) {
+  OLMO2_REQUIRE_GPU();
+  for (DType wt : {DType::F32, DType::BF16}) {
+    // K = 0: y is all zeros (the empty sum).
+    const Pair x = pair(3, 0, 1), w = pair(5, 0, 2, wt), y = pair(3, 5, 3);
+    test::poison(y.dev.view());
+    linear(x.d(), w.d(), y.d());
+    const Tensor zeros = Tensor::zeros({3, 5});
+    test::expect_close(zeros.view(), test::to_host(y.d()).view(), 0.0, std::string("K = 0, w ") + dtype_name(wt));
+    // M = 0: nothing to do, no error.
+    const Pair x0 = pair(0, 4, 1), y0 = pair(0, 6, 3), w0 = pair(6, 4, 2, wt);
+    EXPECT_NO_THROW(linear(x0.d(), w0.d(), y0.d()));
+    EXPECT_NO_THROW(linear_batch_invariant(x0.d(), w0.d(), y0.d()));
+  }
+}
+
+TEST(CudaProducts, RefusesWhatTheCpuRefuses) {
+  OLMO2_REQUIRE_GPU();
+  const Pair xb = pair(3, 8, 1, DType::BF16), w = pair(4, 8, 2), y = pair(3, 4, 3), x = pair(3, 8, 1);
+  EXPECT_THROW(linear(xb.d(), w.d(), y.d()), ShapeError);  // x must be f32
+  const Pair wrong = pair(4, 7, 2);
+  EXPECT_THROW(linear(x.d(), wrong.d(), y.d()), ShapeError);
+  const TensorView x_strided_last(x.dev.view().data(), DType::F32, {3, 4}, {8, 2}, Device::CUDA);
+  const Pair w4 = pair(4, 4, 2);
+  EXPECT_THROW(linear_batch_invariant(x_strided_last, w4.d(), y.d()), ShapeError);
+}
+
+// Row r of a batch equals the same row computed alone (M = 1), bit for bit, wherever
+// it sits, and equals it inside other batch sizes.
+TEST(CudaProducts, BatchInvariantBitForBit) {
+  OLMO2_REQUIRE_GPU();
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 1000}, {1000, 37}, {2050, 130}, {4096, 512}}) {
+    for (DType wt : {DType::F32, DType::BF16}) {
+      const std::string what = "K " + std::to_string(k) + " N " + std::to_string(n) + " w " + dtype_name(wt);
+      const Pair x = pair(64, k, 11), w = pair(n, k, 12, wt), y = pair(64, n, 13);
+      linear_batch_invariant(x.d(), w.d(), y.d());
+      const Tensor all = test::to_host(y.d());
+      for (int64_t r : {0, 1, 17, 63}) {
+        // Alone: a copy of the row in its own contiguous tensor, and the row as a view.
+        Tensor row = Tensor::zeros({1, k});
+        std::memcpy(row.f32(), x.host.f32() + r * k, sizeof(float) * k);
+        const Tensor row_dev = test::to_device(row.view());
+        const Pair y1 = pair(1, n, 14), y2 = pair(1, n, 15);
+        linear_batch_invariant(row_dev.view(), w.d(), y1.d());
+        linear_batch_invariant(x.d().rows(r, r + 1), w.d(), y2.d());
+        const Tensor a = test::to_host(y1.d()), b = test::to_host(y2.d());
+        EXPECT_EQ(0, std::memcmp(a.f32(), all.f32() + r * n, sizeof(float) * n)) << what << " row " << r << " alone";
+        EXPECT_EQ(0, std::memcmp(b.f32(), all.f32() + r * n, sizeof(float) * n)) << what << " row " << r << " view";
+      }
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{5, 8}, {20, 37}, {0, 64}}) {  // M = 3, 17 and a re-run
+        const Pair ys = pair(r1 - r0, n, 16);
+        linear_batch_invariant(x.d().rows(r0, r1), w.d(), ys.d());
+        const Tensor got = test::to_host(ys.d());
+        EXPECT_EQ(0, std::memcmp(got.f32(), all.f32() + r0 * n, sizeof(float) * n * (r1 - r0)))
+            << what << " rows " << r0 << ".." << r1;
+      }
+    }
+  }
+}
+
+TEST(CudaProducts, LinearBackwardMatchesCpu) {
+  OLMO2_REQUIRE_GPU();
+  std::vector<Shape> all = shapes();
+  all.push_back({0, 37, 20});  // no rows: dw zeroed or kept
+  for (const Shape& s : all) {
+    for (DType wt : {DType::F32, DType::BF16}) {
+      for (auto [acc_dw, acc_dx] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+        const bool strided = s.m == 17;
+        const std::string what = "linear_backward " + s.name(wt, strided) + " accumulate dw " +
+                                 std::to_string(acc_dw) + " dx " + std::to_string(acc_dx);
+        const int64_t pad = strided ? 3 : 0;
+        const Pair x = pair(s.m, s.k, 21, DType::F32, pad), w = pair(s.n, s.k, 22, wt, pad);
+        const Pair dy = pair(s.m, s.n, 23, DType::F32, pad);
+        const Pair dx = pair(s.m, s.k, 24, DType::F32, pad), dw = pair(s.n, s.k, 25, DType::F32, pad);
+        cpu::linear_backward(x.h(), w.h(), dy.h(), dx.h(), dw.h(), acc_dw, acc_dx);
+        linear_backward(x.d(), w.d(), dy.d(), dx.d(), dw.d(), acc_dw, acc_dx);
+        const Tensor dx_back = test::to_host(dx.dev.view()), dw_back = test::to_host(dw.dev.view());
+        test::expect_close(dx.host.view(), dx_back.view(), kTol, what + ": dx");
+        test::expect_close(dw.host.view(), dw_back.view(), kTol, what + ": dw");
+      }
+    }
+  }
+}
+
+TEST(CudaProducts, LinearBackwardSkipsEmptyOutputs) {
+  OLMO2_REQUIRE_GPU();
+  const Pair x = pair(3, 37, 1), w = pair(20, 37, 2, DType::BF16), dy = pair(3, 20, 3);
+  const Pair dx = pair(3, 37, 4), dw = pair(20, 37, 5);
+  linear_backward(x.d(), w.d(), dy.d(), TensorView{}, dw.d(), false, false);
+  cpu::linear_backward(x.h(), w.h(), dy.h(), TensorView{}, dw.h(), false, false);
+  test::expect_close(dw.h(), test::to_host(dw.d()).view(), kTol, "dw only");
+  linear_backward(x.d(), w.d(), dy.d(), dx.d(), TensorView{}, true, false);
+  cpu::linear_backward(x.h(), w.h(), dy.h(), dx.h(), TensorView{}, true, false);
+  test::expect_close(dx.h(), test::to_host(dx.d()).view(), kTol, "dx only");
+}
+
+#else
+
+TEST(CudaProducts, LinearMatchesCpu) { OLMO2_REQUIRE_GPU(); }
+
+#endif
+
+}  // namespace
+}  // namespace olmo2::ops
