@@ -51,6 +51,10 @@ class MpiCommunicator final : public Communicator {
 
   /// The MPI datatype a view of `dtype` travels as (MPI_UINT16_T for bf16 and f16).
   static MPI_Datatype mpi_datatype(DType dtype);
+  /// Counts one collective of this group carried by another transport (the NCCL
+  /// communicator's device collectives) and returns its number, so that a group's
+  /// collectives share one sequence whatever carries them (docs/architecture.md §6).
+  uint64_t count_collective() { return ++sequence_; }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

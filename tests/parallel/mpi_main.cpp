@@ -1,7 +1,8 @@
 // main() of the multi-rank test binaries: runs GoogleTest on every rank of
 // MPI_COMM_WORLD (or alone, as an MPI singleton). Rank 0 prints the usual report; the
 // other ranks print only their failures, prefixed with their rank. The exit status is
-// the same on every rank: failure if any rank failed.
+// the same on every rank: failure if any rank failed. When every test skipped on every
+// rank (no GPU, a world too small) rank 0 says so in one line, which ctest can match.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -44,6 +45,13 @@ int main(int argc, char** argv) {
     listeners.Append(new FailurePrinter(rank));
   }
   const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  // Whether every test that ran skipped, on every rank (ctest's SKIP_REGULAR_EXPRESSION
+  // of the GPU binaries matches the line printed then).
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  const int skipped_here =
+      unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count() ? 1 : 0;
+  int skipped_everywhere = 0;
+  MPI_Allreduce(&skipped_here, &skipped_everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 
   std::vector<int> all(size, 0);
   MPI_Allgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
@@ -52,7 +60,9 @@ int main(int argc, char** argv) {
     if (all[r]) failing += (failing.empty() ? "" : ", ") + std::to_string(r);
   }
   if (rank == 0) {
-    if (failing.empty()) {
+    if (failing.empty() && skipped_everywhere) {
+      std::printf("[mpi] every test skipped on all %d rank(s)\n", size);
+    } else if (failing.empty()) {
       std::printf("[mpi] all %d rank(s) passed\n", size);
     } else {
       std::printf("[mpi] FAILED on rank(s) %s of %d\n", failing.c_str(), size);

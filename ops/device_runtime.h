@@ -1,0 +1,28 @@
+// The public face of the device runtime for the layers above ops/ (docs/architecture.md
+// §2, the device seam): which GPUs there are, which one this process uses, and the
+// stream work on a device is ordered on by default. No CUDA types: a Stream carries the
+// cudaStream_t as an opaque handle. Every build has these; without CUDA they report no
+// GPU.
+#pragma once
+
+#include <string>
+
+#include "ops/device.h"
+
+namespace olmo2::ops {
+
+/// The stream ops and collectives on `device` are ordered on by default: on the CPU the
+/// implicit one (Stream{}); on CUDA the process's compute stream (created on first use
+/// on the current GPU, docs/architecture.md §2). Throws Error for Device::CUDA in a
+/// build without CUDA, or when CUDA fails to create the stream.
+Stream default_stream(Device device);
+
+/// The number of GPUs this process sees: 0, not an error, in a build without CUDA, with
+/// no driver or no device, with the reason in `*why` when given.
+int gpu_count(std::string* why = nullptr);
+
+/// The CUDA device ordinal this process uses (cudaGetDevice). Throws Error in a build
+/// without CUDA or when CUDA fails.
+int current_gpu();
+
+}  // namespace olmo2::ops

@@ -1,0 +1,50 @@
+// The choice of a group's device communicator (parallel/device_communicator.h).
+#include "parallel/device_communicator.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "parallel/node_ranks.h"
+
+#ifdef OLMO2_HAVE_CUDA
+#include "parallel/host_staged_communicator.h"
+#include "parallel/nccl_communicator.h"
+#endif
+
+namespace olmo2::parallel {
+
+GpuPlacement gpu_placement(Communicator& group, int gpu) {
+  const uint64_t mine[2] = {fnv1a64(host_name()), static_cast<uint64_t>(gpu)};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(group.size()));
+  group.all_gather(std::span<const uint64_t>(mine, 2), all);
+  GpuPlacement p;
+  for (int r = 0; r < group.size() && p.distinct; ++r) {
+    int sharing = 1;
+    for (int q = r + 1; q < group.size(); ++q) {
+      if (all[2 * q] == all[2 * r] && all[2 * q + 1] == all[2 * r + 1]) ++sharing;
+    }
+    if (sharing > 1) {
+      p.distinct = false;
+      p.description = detail::concat("host-staged MPI (", sharing, " ranks share GPU ", all[2 * r + 1], ")");
+    }
+  }
+  if (p.distinct) p.description = "NCCL";
+  return p;
+}
+
+std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<MpiCommunicator> group,
+                                                       bool distinct_gpus) {
+  if (!group) OLMO2_THROW(Error, "make_device_communicator: null MPI group communicator");
+#ifdef OLMO2_HAVE_CUDA
+  if (distinct_gpus) return std::make_unique<NcclCommunicator>(std::move(group));
+  return std::make_unique<HostStagedCommunicator>(std::move(group));
+#else
+  (void)distinct_gpus;
+  OLMO2_THROW(Error, "no device communicator for group ", group->name(),
+              ": this build has no CUDA backend (nvcc was not found)");
+#endif
+}
+
+}  // namespace olmo2::parallel

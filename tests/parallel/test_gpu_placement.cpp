@@ -1,0 +1,44 @@
+// gpu_placement and make_device_communicator's refusals: no GPU needed (the GPU ordinals
+// are given), so these run in every build under mpirun.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "parallel/device_communicator.h"
+#include "tests/parallel/mpi_test_util.h"
+
+namespace olmo2::parallel {
+namespace {
+
+std::unique_ptr<MpiCommunicator> world_copy() {
+  MPI_Comm c = MPI_COMM_NULL;
+  EXPECT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &c), MPI_SUCCESS);
+  return std::make_unique<MpiCommunicator>(c, "world", 30.0);
+}
+
+TEST(GpuPlacement, RanksOnOneGpuAreNotDistinct) {
+  auto world = world_copy();  // every rank of these tests runs on one host
+  const int n = world->size();
+  const GpuPlacement same = gpu_placement(*world, 0);
+  EXPECT_EQ(same.distinct, n == 1);
+  EXPECT_EQ(same.description,
+            n == 1 ? "NCCL" : "host-staged MPI (" + std::to_string(n) + " ranks share GPU 0)");
+  const GpuPlacement own = gpu_placement(*world, world->rank());
+  EXPECT_TRUE(own.distinct);
+  EXPECT_EQ(own.description, "NCCL");
+  if (n >= 3) {  // ranks 0 and 1 on GPU 5, the others on GPUs of their own
+    const GpuPlacement two = gpu_placement(*world, world->rank() < 2 ? 5 : 10 + world->rank());
+    EXPECT_FALSE(two.distinct);
+    EXPECT_EQ(two.description, "host-staged MPI (2 ranks share GPU 5)");
+  }
+  EXPECT_EQ(world->sequence(), n >= 3 ? 3u : 2u) << "one all-gather per call";
+}
+
+TEST(GpuPlacement, MakeDeviceCommunicatorRefusesNoGroup) {
+  EXPECT_THROW(make_device_communicator(nullptr, true), Error);
+}
+
+}  // namespace
+}  // namespace olmo2::parallel
