@@ -41,11 +41,11 @@ void check_row_pair(const char* op, const TensorView& a, const TensorView& b) {
 void check_index(const char* op, const TensorView& index, int64_t n, int64_t bound) {
   OLMO2_CHECK(index.dim() == 1 && index.dtype() == DType::I32 && index.size(0) == n && index.stride(0) == 1, op,
               ": index ", index.shape_str(), " ", dtype_name(index.dtype()), " for ", n, " rows");
-  std::vector<int32_t> ix(static_cast<size_t>(n));
-  if (n > 0) copy(index, TensorView(ix.data(), DType::I32, {n}, Device::CPU));
-  for (int64_t i = 0; i < n; ++i) {
-    OLMO2_CHECK(ix[static_cast<size_t>(i)] >= 0 && ix[static_cast<size_t>(i)] < bound, op, ": index ",
-                ix[static_cast<size_t>(i)], " at ", i, " is outside [0, ", bound, ")");
+  std::vector<int32_t> host(static_cast<size_t>(n));
+  if (n > 0) copy(index, TensorView(host.data(), DType::I32, {n}, Device::CPU));
+  const int32_t* ix = host.data();
+  for (int64_t i = 0; i < n; ++i) {  // the CPU's condition and text, word for word
+    OLMO2_CHECK(ix[i] >= 0 && ix[i] < bound, op, ": index ", ix[i], " at ", i, " is outside [0, ", bound, ")");
   }
 }
 
