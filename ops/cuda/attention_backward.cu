@@ -9,6 +9,8 @@
 //     tile of 32 query rows that can see the keys, in that fixed order, it recomputes P
 //     and dS (the same fp32 operations as kernel 1) and accumulates dv = Σ_t P·dO_t and
 //     dk = Σ_t dS·q_t. Each output element is written once by one thread.
+// Both kernels sum every dot product over d in increasing order with fmaf, so kernel 2
+// recomputes kernel 1's probabilities bit for bit.
 // Same math as ops::cpu::causal_attention_backward (D there is rowsum(P ⊙ dP)).
 #include <cuda_runtime.h>
 
@@ -53,13 +55,6 @@ struct BackwardArgs {
   float scale;
 };
 
-// dot(a, b) over n floats, d increasing: the one order both kernels use.
-__device__ inline float dot_seq(const float* a, const float* b, int n) {
-  float acc = 0.0f;
-  for (int d = 0; d < n; ++d) acc = fmaf(a[d], b[d], acc);
-  return acc;
-}
-
 // Loads rows [r0, r0+n) (up to `count`, zeros beyond n) of `count` rows × hd columns
 // starting at column c0 of src into dst with row stride ld_dst.
 __device__ inline void load_rows(float* dst, int ld_dst, const float* src, int64_t ld_src, int64_t r0, int64_t n,
@@ -103,14 +98,23 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
       load_rows(vs, kp, a.v, a.v_ld, k0, nk, 32, static_cast<int64_t>(kvh) * hd, hd);
       __syncthreads();
       const int64_t key = k0 + lane;
+      float sd[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int d = 0; d < hd; ++d) {
+        const float kd = ks[lane * kp + d], vd = vs[lane * kp + d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sd[i] = fmaf(qs[(wr0 + i) * hd + d], kd, sd[i]);
+          pd[i] = fmaf(dos[(wr0 + i) * hd + d], vd, pd[i]);
+        }
+      }
       float ds[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         ds[i] = 0.0f;
         if (i >= wrows) continue;
-        const float s = dot_seq(qs + (wr0 + i) * hd, ks + lane * kp, hd) * a.scale;
+        const float s = sd[i] * a.scale;
         const float x = key <= a.past + row0 + wr0 + i ? s : -INFINITY;
-        const float dp = dot_seq(dos + (wr0 + i) * hd, vs + lane * kp, hd);
+        const float dp = pd[i];
         if (pass == 0) {
           const float mn = fmaxf(m[i], warp_max(x));
           const float corr = expf(m[i] - mn), e = expf(x - mn);
@@ -206,14 +210,22 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_keys_kernel(Backwar
       }
       __syncthreads();
       const int64_t t = t0 + lane;
+      float sd[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int d = 0; d < hd; ++d) {
+        const float qd = qs[lane * qp + d], od = dos[lane * qp + d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sd[i] = fmaf(qd, ks[(kw0 + i) * hd + d], sd[i]);
+          pd[i] = fmaf(od, vs[(kw0 + i) * hd + d], pd[i]);
+        }
+      }
       float p[4], ds[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         p[i] = ds[i] = 0.0f;
         if (i >= wkeys) continue;
         const int64_t key = k0 + kw0 + i;
-        const float s = dot_seq(qs + lane * qp, ks + (kw0 + i) * hd, hd) * a.scale;
-        const float dp = dot_seq(dos + lane * qp, vs + (kw0 + i) * hd, hd);
+        const float s = sd[i] * a.scale, dp = pd[i];
         if (t < a.t_len && key <= a.past + t) {
           p[i] = expf(s - row_m[lane]) * row_il[lane];
           ds[i] = p[i] * (dp - row_d[lane]) * a.scale;

@@ -147,19 +147,22 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
 
       // This lane's key, scored against each of the warp's rows (−∞ where not visible).
       const int64_t key = k0 + lane;
+      // The warp's 4 dots side by side (4 independent chains; each still sums d in
+      // increasing order, so a row's dot does not depend on the other rows).
+      float dot[kRowsPerWarp] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const float* kr = ks + lane * (hd + 1);
+      const float* q0 = qs + wr0 * hd;
+      for (int d = 0; d < hd; ++d) {
+        const float kd = kr[d];
+#pragma unroll
+        for (int i = 0; i < kRowsPerWarp; ++i) dot[i] = fmaf(q0[i * hd + d], kd, dot[i]);
+      }
       float x[kRowsPerWarp];
 #pragma unroll
       for (int i = 0; i < kRowsPerWarp; ++i) {
-        x[i] = -INFINITY;
-        if (i < wrows) {
-          const float* qr = qs + (wr0 + i) * hd;
-          const float* kr = ks + lane * (hd + 1);
-          float dot = 0.0f;
-          for (int d = 0; d < hd; ++d) dot = fmaf(qr[d], kr[d], dot);
-          // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
-          const float s = M == Mode::kTwoPass ? round_bf16(round_bf16(dot) * a.scale) : dot * a.scale;
-          if (key <= tile.pos0 + wr0 + i) x[i] = s;
-        }
+        // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
+        const float s = M == Mode::kTwoPass ? round_bf16(round_bf16(dot[i]) * a.scale) : dot[i] * a.scale;
+        x[i] = i < wrows && key <= tile.pos0 + wr0 + i ? s : -INFINITY;
       }
       if constexpr (M == Mode::kMaxLogit) {
 #pragma unroll
