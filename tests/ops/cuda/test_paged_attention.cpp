@@ -1,0 +1,146 @@
+// CUDA paged attention against ops::cpu::paged_attention, and against itself: the same
+// bits for a sequence alone or in a batch, for a prompt in one chunk or several, and as
+// cuda::causal_attention over the same keys (docs/architecture.md §2, §8). Skipped,
+// saying why, without a GPU. Tolerances as in test_attention.cpp (the bf16 cases use
+// inputs on a 1/16 grid so that every score is exact in fp32).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/cpu/kernels.h"
+#include "ops/paged_attention.h"
+#include "tests/ops/cuda/cuda_test_util.h"
+
+namespace olmo2::ops {
+namespace {
+
+#ifdef OLMO2_HAVE_CUDA
+
+constexpr int64_t kBlock = 16;
+
+Tensor values(std::vector<int64_t> shape, uint64_t seed) {
+  Tensor t = Tensor::zeros(std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> grid(-32, 32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = grid(rng) / 16.0f;
+  return t;
+}
+
+// A pool of `blocks` blocks filled with values everywhere (positions not yet written by
+// a test still hold finite numbers), the block ids handed out in a shuffled order.
+struct Pool {
+  int h, kv;
+  int64_t hd, blocks;
+  Tensor q, k, v;  // host: q [rows, H·hd]; k, v [blocks·16, KV·hd]
+  Tensor gq, gk, gv;
+  std::vector<int32_t> free_ids;
+  Pool(int h_, int kv_, int64_t hd_, int64_t rows, int64_t blocks_) : h(h_), kv(kv_), hd(hd_), blocks(blocks_) {
+    q = values({rows, h * hd}, 1), k = values({blocks * kBlock, kv * hd}, 2), v = values({blocks * kBlock, kv * hd}, 3);
+    gq = test::to_device(q.view()), gk = test::to_device(k.view()), gv = test::to_device(v.view());
+    free_ids.resize(static_cast<size_t>(blocks));
+    std::iota(free_ids.begin(), free_ids.end(), 0);
+    std::shuffle(free_ids.begin(), free_ids.end(), std::mt19937_64(4));
+  }
+  std::vector<int32_t> take(int64_t n) {
+    std::vector<int32_t> t(free_ids.end() - n, free_ids.end());
+    free_ids.resize(free_ids.size() - static_cast<size_t>(n));
+    return t;
+  }
+  // The GPU result for `seqs`, all q rows poisoned first (only the sequences' rows are
+  // compared by the callers).
+  Tensor run_gpu(const std::vector<PagedSequence>& seqs, DType act) const {
+    Tensor out = Tensor::zeros(q.shape(), DType::F32, Device::CUDA);
+    test::poison(out.view());
+    paged_attention(gq.view(), gk.view(), gv.view(), kBlock, seqs, h, kv, out.view(), act);
+    return test::to_host(out.view());
+  }
+};
+
+bool same_rows(const Tensor& a, const Tensor& b, int64_t r0, int64_t r1, int64_t ra = -1) {
+  const int64_t w = a.shape()[1];
+  if (ra < 0) ra = r0;
+  return std::memcmp(a.f32() + ra * w, b.f32() + r0 * w, sizeof(float) * static_cast<size_t>((r1 - r0) * w)) == 0;
+}
+
+TEST(CudaPagedAttention, MatchesCpu) {
+  OLMO2_REQUIRE_GPU();
+  for (auto [h, kv, hd] : {std::tuple{4, 4, 64}, std::tuple{8, 2, 128}, std::tuple{6, 1, 24}}) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      // (start, rows): a first chunk, chunked prefill, decodes, a block boundary.
+      const std::vector<std::pair<int64_t, int64_t>> shape = {{0, 37}, {20, 13}, {50, 1}, {15, 1}, {31, 2}, {64, 17}};
+      int64_t rows = 0;
+      for (auto [s, r] : shape) rows += r;
+      Pool pool(h, kv, hd, rows, 40);
+      std::vector<std::vector<int32_t>> tables;
+      std::vector<PagedSequence> seqs;
+      int64_t row = 0;
+      for (auto [s, r] : shape) tables.push_back(pool.take((s + r + kBlock - 1) / kBlock + 1));  // one spare
+      for (size_t i = 0; i < shape.size(); ++i) {
+        seqs.push_back({row, shape[i].second, shape[i].first, tables[i]});
+        row += shape[i].second;
+      }
+      Tensor want = Tensor::zeros(pool.q.shape());
+      cpu::paged_attention(pool.q.view(), pool.k.view(), pool.v.view(), kBlock, seqs, h, kv, want.view(), act);
+      const std::string what = "H/KV " + std::to_string(h) + "/" + std::to_string(kv) + " hd " + std::to_string(hd) +
+                               " act " + dtype_name(act);
+      test::expect_close(want.view(), pool.run_gpu(seqs, act).view(), act == DType::F32 ? 1e-5 : 1.0 / 64, what);
+    }
+  }
+}
+
+TEST(CudaPagedAttention, BatchAndChunkInvariant) {
+  OLMO2_REQUIRE_GPU();
+  const int h = 8, kv = 2;
+  const int64_t hd = 64, len = 40;
+  for (DType act : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(act));
+    Pool pool(h, kv, hd, 64, 32);
+    const std::vector<int32_t> t_a = pool.take(3), t_b = pool.take(4), t_c = pool.take(2);
+    // Sequence a: a 40-token prompt at rows 0…39. b: one decode at position 55, row 40.
+    // c: a decode at position 20, row 41.
+    const PagedSequence a{0, len, 0, t_a}, b{40, 1, 55, t_b}, c{41, 1, 20, t_c};
+    const Tensor all = pool.run_gpu({a, b, c}, act);
+    EXPECT_TRUE(same_rows(all, pool.run_gpu({a}, act), 0, len)) << "a alone";
+    EXPECT_TRUE(same_rows(all, pool.run_gpu({b}, act), 40, 41)) << "b alone (one-warp blocks)";
+    EXPECT_TRUE(same_rows(all, pool.run_gpu({c, b}, act), 40, 42)) << "b, c reordered";
+    // a's prompt in chunks of 16, 1 and 23 rows (its keys are already in the pool).
+    const Tensor chunked = pool.run_gpu({{0, 16, 0, t_a}, {16, 1, 16, t_a}, {17, 23, 17, t_a}, c}, act);
+    EXPECT_TRUE(same_rows(all, chunked, 0, len)) << "a chunked";
+    EXPECT_TRUE(same_rows(all, chunked, 41, 42)) << "c beside chunks";
+    // a as contiguous causal attention: the same keys, the same order, the same bits.
+    Tensor k = Tensor::zeros({len, kv * hd}), v = Tensor::zeros({len, kv * hd});
+    for (int64_t p = 0; p < len; ++p) {
+      const int64_t src = int64_t{t_a[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock;
+      std::memcpy(k.f32() + p * kv * hd, pool.k.f32() + src * kv * hd, sizeof(float) * kv * hd);
+      std::memcpy(v.f32() + p * kv * hd, pool.v.f32() + src * kv * hd, sizeof(float) * kv * hd);
+    }
+    Tensor gk = test::to_device(k.view()), gv = test::to_device(v.view());
+    Tensor gout = Tensor::zeros({len, h * hd}, DType::F32, Device::CUDA);
+    causal_attention(pool.gq.view().rows(0, len), gk.view(), gv.view(), h, kv, gout.view(), act);
+    EXPECT_TRUE(same_rows(all, test::to_host(gout.view()), 0, len)) << "a as causal_attention";
+  }
+}
+
+TEST(CudaPagedAttention, ValidatesTablesLikeCpu) {
+  OLMO2_REQUIRE_GPU();
+  Pool pool(2, 1, 32, 4, 4);
+  Tensor out = Tensor::zeros(pool.q.shape(), DType::F32, Device::CUDA);
+  const std::vector<int32_t> outside = {0, 9}, short_table = {1};
+  auto call = [&](std::span<const int32_t> table, int64_t start) {
+    paged_attention(pool.gq.view(), pool.gk.view(), pool.gv.view(), kBlock, {{0, 4, start, table}}, 2, 1, out.view());
+  };
+  EXPECT_THROW(call(outside, 20), InputError);      // block 9 of a 4-block pool
+  EXPECT_THROW(call(short_table, 20), ShapeError);  // 24 positions need 2 blocks
+  EXPECT_NO_THROW(call(outside, 8));                // 12 positions: only block 0 is read
+  test::to_host(out.view());
+}
+
+#endif
+
+}  // namespace
+}  // namespace olmo2::ops
