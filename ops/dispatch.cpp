@@ -23,10 +23,11 @@ namespace olmo2::ops {
 namespace {
 
 /// The device every non-empty view of an op is on; ShapeError naming the op when they
-/// differ. Empty views (skipped outputs) do not count.
+/// differ. Empty views (skipped outputs) do not count; when every view is empty, the
+/// first view's device (an op on empty GPU tensors runs the GPU op, which does nothing).
 Device device_of(const char* op, std::initializer_list<const TensorView*> views) {
   bool seen = false;
-  Device d = Device::CPU;
+  Device d = views.size() > 0 ? (*views.begin())->device() : Device::CPU;
   for (const TensorView* v : views) {
     if (v->empty()) continue;
     if (seen && v->device() != d) {

@@ -44,6 +44,9 @@ inline Tensor to_device(const TensorView& host) {
   Tensor d = Tensor::zeros(shape, host.dtype(), Device::CUDA);
   EXPECT_EQ(cudaStreamSynchronize(ops::cuda::compute_stream()), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(d.view().data(), host.data(), host.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+  // cudaMemcpy from pageable memory may return before the DMA lands, and the compute
+  // stream is non-blocking (it does not wait for the legacy default stream).
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return d;
 }
 
