@@ -134,8 +134,12 @@ void rows_backward(const char* op, const TensorView& ids, const TensorView& dout
   packed.insert(packed.end(), start.begin(), start.end());
   packed.insert(packed.end(), row.begin(), row.end());
   const detail::DeviceTemp dev(packed.size() * sizeof(int32_t));
-  OLMO2_CUDA_CHECK(cudaMemcpyAsync(dev.get(), packed.data(), packed.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                   compute_stream()));
+  // Through ops::cuda::copy: `packed` is pageable and dies on return, and a
+  // cudaMemcpyAsync from pageable memory may return before it has been read. copy()
+  // stages it in pinned memory (or waits for the stream when it is large).
+  const int64_t count = static_cast<int64_t>(packed.size());
+  copy(TensorView(packed.data(), DType::I32, {count}, Device::CPU),
+       TensorView(dev.get(), DType::I32, {count}, Device::CUDA));
   const int32_t* d_order = dev.as<int32_t>();
   const int32_t* d_start = d_order + order.size();
   const int32_t* d_row = d_start + groups + 1;
