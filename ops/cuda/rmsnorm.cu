@@ -39,7 +39,8 @@ __global__ void rmsnorm_kernel(const T* x, int64_t x_stride, const W* w, float e
     if (threadIdx.x == 0) partial[0] = ss;
   }
   __syncthreads();
-  const float inv = rsqrtf(partial[0] / static_cast<float>(d) + eps);
+  // 1/sqrt correctly rounded, as the CPU and rmsnorm_apply (rsqrtf is up to 2 ulp off).
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(partial[0], static_cast<float>(d)), eps)));
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     yr[i] = from_f32<T>(to_f32(w[i]) * (to_f32(xr[i]) * inv));
   }
