@@ -49,10 +49,15 @@ void rmsnorm_on_gpu_matches_cpu(DType xt, DType wt) {
   cpu::rmsnorm(x.view(), w.view(), 1e-6f, y.view());
   Tensor gx = Tensor::zeros({rows, d}, xt, Device::CUDA), gw = Tensor::zeros({d}, wt, Device::CUDA),
          gy = Tensor::zeros({rows, d}, xt, Device::CUDA);
+  // The tensors are zero-filled on the non-blocking compute stream, which the legacy
+  // default stream below (cudaMemcpy, cudaMemset) neither waits for nor orders after:
+  // wait at each switch of stream, or the zeros (or the poison) may land last.
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_CUDA_OK(cudaMemcpy(gx.view().data(), x.view().data(), x.view().bytes(), cudaMemcpyHostToDevice));
   ASSERT_CUDA_OK(cudaMemcpy(gw.view().data(), w.view().data(), w.view().bytes(), cudaMemcpyHostToDevice));
   // A NaN where the kernel wrote nothing: an output left unwritten cannot pass.
   ASSERT_CUDA_OK(cudaMemset(gy.view().data(), 0xff, gy.view().bytes()));
+  ASSERT_CUDA_OK(cudaDeviceSynchronize());  // the copies and the poison land before the kernel runs
   rmsnorm(gx.view(), gw.view(), 1e-6f, gy.view());
   ASSERT_CUDA_OK(cudaGetLastError());        // the launch
   ASSERT_CUDA_OK(cudaDeviceSynchronize());   // the kernel's run
