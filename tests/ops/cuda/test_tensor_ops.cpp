@@ -171,6 +171,9 @@ TEST(CudaRuntime, CachingAllocatorReusesAFreedBlock) {
   OLMO2_REQUIRE_GPU();
 #ifdef OLMO2_HAVE_CUDA
   const size_t bytes = (size_t{3} << 20) + 17;  // rounded up to a 2 MiB multiple
+  // Earlier tests may have left 4 MiB blocks in the cache, and a request takes the
+  // oldest of equal size, not necessarily `a`: start from an empty cache.
+  cuda::release_cached_memory();
   void* a = cuda::device_malloc(bytes);
   cuda::device_free(a);
   const cuda::AllocatorStats before = cuda::allocator_stats();
