@@ -25,6 +25,13 @@ DeviceState& state() {
   return s;
 }
 
+/// Guards the lazy creation of the stream, the handle and the workspace: the first ops
+/// may come from two threads at once (the server's HTTP threads and its engine).
+std::mutex& state_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 /// Requests are rounded up to a multiple of 512 bytes (small) or 2 MiB (large), so a
 /// freed block serves every later request of the same rounded size.
 size_t round_size(size_t bytes) {
@@ -76,6 +83,7 @@ int current_device() {
 
 cudaStream_t compute_stream() {
   DeviceState& s = state();
+  std::lock_guard<std::mutex> lock(state_mutex());
   if (!s.stream) OLMO2_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   return s.stream;
 }
@@ -84,12 +92,14 @@ void synchronize() { OLMO2_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); 
 
 cublasLtHandle_t cublaslt_handle() {
   DeviceState& s = state();
+  std::lock_guard<std::mutex> lock(state_mutex());
   if (!s.lt) OLMO2_CUBLAS_CHECK(cublasLtCreate(&s.lt));
   return s.lt;
 }
 
 void* cublaslt_workspace(size_t* bytes) {
   DeviceState& s = state();
+  std::lock_guard<std::mutex> lock(state_mutex());
   if (!s.workspace) s.workspace = device_malloc(kWorkspaceBytes);
   *bytes = kWorkspaceBytes;
   return s.workspace;
