@@ -2,10 +2,12 @@
 // every code path this CPU has (ops/bf16_gemm.h), against OpenBLAS sgemm and this
 // machine's memory bandwidth, all in one run: GFLOP/s of a large product per path (the
 // peak of each path), sgemm GFLOP/s, and GB/s of bf16 weights streamed by decode-shaped
-// products (M = 1 and 8 rows, the 1B model's shapes) next to memcpy's GB/s. Not a test;
-// bench/README.md, "bf16 products".
+// products (M = 1 and 8 rows, the 1B model's shapes) next to memcpy's GB/s; then the
+// training products (ops::linear and ops::linear_backward with a bf16 w, the 1B model's
+// shapes, M = 512..2048 rows) on the batch-invariant path against the onednn path. Not a
+// test; bench/README.md, "bf16 products".
 //
-//   build/bench/olmo2_bf16_gemm_bench [--threads N]   (default: all cores)
+//   build/bench/olmo2_bf16_gemm_bench [--threads N] [--training-only]   (default: all cores)
 #include <cblas.h>
 #include <omp.h>
 
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/backward.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
 #include "ops/gemm.h"
@@ -130,8 +133,65 @@ Rate decode_gbs(const Tensor& pool, int64_t max_bytes, int64_t m, int64_t n, int
   return {bytes / times.front() * 1e-9, bytes / times[times.size() / 2] * 1e-9};
 }
 
+// GFLOP/s of a large product on the onednn path (ops::linear; it never computes
+// linear_batch_invariant).
+double onednn_large_gflops(int64_t s) {
+  const Tensor x = random_f32(s, s, 1), w = random_bf16(s, s);
+  Tensor y = Tensor::zeros({s, s});
+  ops::set_bf16_gemm_path(Bf16GemmPath::OneDnn);
+  const double t = best_seconds([&] { ops::linear(x.view(), w.view(), y.view()); }, 2, 1.0);
+  ops::reset_bf16_gemm_path();
+  return ops::linear_flops(s, s, s) / t * 1e-9;
+}
+
+// GFLOP/s of the training products on `path`: forward y = bf16(x)·wᵀ, dx = dy·w, dw += dyᵀ·x.
+struct Training {
+  double forward, dx, dw;
+};
+Training training_gflops(Bf16GemmPath path, int64_t m, int64_t n, int64_t k) {
+  const Tensor x = random_f32(m, k, 3), dy = random_f32(m, n, 4), w = random_bf16(n, k);
+  Tensor y = Tensor::zeros({m, n}), dx = Tensor::zeros({m, k}), dw = Tensor::zeros({n, k});
+  ops::set_bf16_gemm_path(path);
+  const double flops = ops::linear_flops(m, n, k) * 1e-9;
+  const double f = best_seconds([&] { ops::linear(x.view(), w.view(), y.view()); }, 2, 0.5);
+  const double d = best_seconds([&] { ops::linear_backward(x.view(), w.view(), dy.view(), dx.view(), {}); }, 2, 0.5);
+  const double g = best_seconds([&] { ops::linear_backward(x.view(), w.view(), dy.view(), {}, dw.view()); }, 2, 0.5);
+  ops::reset_bf16_gemm_path();
+  return {flops / f, flops / d, flops / g};
+}
+
+void training_table() {
+  const Bf16GemmPath ours = ops::bf16_gemm_path();
+  std::printf("\ntraining products (ops::linear / linear_backward, bf16 w), GFLOP/s; %s = the batch-invariant\n"
+              "path's forward + f32 sgemm backward (OpenBLAS %s), onednn = oneDNN %s; default training path: %s\n",
+              ops::bf16_gemm_path_name(ours), openblas_get_corename(), ops::onednn_cpu_isa_name(),
+              ops::bf16_training_gemm_path_description().c_str());
+  std::printf("%-5s %-6s %-6s | %-22s | %-22s | %-22s\n", "M", "N", "K", "forward ours / onednn",
+              "dx ours / onednn", "dw ours / onednn");
+  const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};  // N, K
+  for (int64_t m : {512, 1024, 2048})
+    for (const auto& [n, k] : shapes) {
+      const Training a = training_gflops(ours, m, n, k), b = training_gflops(Bf16GemmPath::OneDnn, m, n, k);
+      std::printf("%-5lld %-6lld %-6lld | %8.1f / %8.1f    | %8.1f / %8.1f    | %8.1f / %8.1f\n", (long long)m,
+                  (long long)n, (long long)k, a.forward, b.forward, a.dx, b.dx, a.dw, b.dw);
+      std::fflush(stdout);
+    }
+}
+
 int run(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--threads") olmo2::set_num_threads(std::atoi(argv[2]));
+  bool training_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) olmo2::set_num_threads(std::atoi(argv[++i]));
+    else if (a == "--training-only") training_only = true;
+  }
+  if (training_only) {
+    std::printf("load average: %s; %d threads\n", load_average().c_str(), olmo2::num_threads());
+    std::printf("onednn 2048x2048x2048 (ops::linear): %.1f GFLOP/s\n", onednn_large_gflops(2048));
+    training_table();
+    std::printf("load average at the end: %s\n", load_average().c_str());
+    return 0;
+  }
   const char* env = std::getenv("OLMO2_BF16_GEMM");
   std::printf("load average: %s\n", load_average().c_str());
   std::printf("bf16 products: default path %s (OLMO2_BF16_GEMM %s), %d threads; paths on this CPU:",
@@ -154,6 +214,8 @@ int run(int argc, char** argv) {
     const std::string shape = std::to_string(s) + "x" + std::to_string(s) + "x" + std::to_string(s);
     std::printf("%-11s %-15s %8.1f\n", ops::bf16_gemm_path_name(p), shape.c_str(), large_gflops(s));
   }
+  std::printf("%-11s %-15s %8.1f   (ops::linear only: not batch-invariant)\n", "onednn", "2048x2048x2048",
+              onednn_large_gflops(2048));
 
   const Tensor pool = random_bf16(kPoolBytes / 2 / 2048, 2048);
   const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {16384, 2048}, {2048, 8192}};  // N, K
@@ -178,6 +240,7 @@ int run(int argc, char** argv) {
     }
   }
   ops::reset_bf16_gemm_path();
+  training_table();
   std::printf("load average at the end: %s\n", load_average().c_str());
   return 0;
 }

@@ -196,8 +196,10 @@ int main(int argc, char** argv) {
     const olmo2::ModelConfig config = olmo2::ModelConfig::load(o.model);
     const olmo2::Precision precision =
         o.precision.empty() ? olmo2::default_precision(config.dtype) : olmo2::parse_precision(o.precision, "--precision");
-    const std::string path = precision == olmo2::Precision::BF16 ? std::string(olmo2::ops::bf16_gemm_path_name())
-                                                                  : std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")";
+    // Batch-invariant runs take linear_batch_invariant, the others ops::linear (ops/bf16_gemm.h).
+    const std::string path = precision != olmo2::Precision::BF16 ? std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")"
+                             : o.batch_invariant ? std::string(olmo2::ops::bf16_gemm_path_name())
+                                                 : olmo2::ops::bf16_training_gemm_path_description();
     std::printf("olmo2_inference_bench: %s, precision %s, threads %d, load average %s\n", o.model.c_str(),
                 olmo2::precision_name(precision), threads, load_average().c_str());
     std::printf("  products: %s%s\n", path.c_str(), o.batch_invariant ? " [batch-invariant: ops::linear_batch_invariant]" : "");

@@ -177,7 +177,7 @@ int run_one_process(const Options& o) {
                 openblas_get_corename(), o.precision.c_str(), load_average().c_str());
     if (o.precision == "bf16") {
       std::printf("  bf16: f32 master weights and AdamW moments, forward/backward on a bf16 copy (products: %s)\n",
-                  olmo2::ops::bf16_gemm_path_name());
+                  olmo2::ops::bf16_training_gemm_path_description().c_str());
     }
     std::printf("  seq_len %lld, batch %lld sequences (%lld micro-batches of %lld), 1 warm-up + %lld timed steps\n",
                 static_cast<long long>(o.seq_len), static_cast<long long>(o.batch),
@@ -212,7 +212,7 @@ int run_one_process(const Options& o) {
           {"bench", "olmo2_train_bench"},
           {"size", r.size},
           {"precision", o.precision},
-          {"product_path", o.precision == "bf16" ? std::string(olmo2::ops::bf16_gemm_path_name())
+          {"product_path", o.precision == "bf16" ? olmo2::ops::bf16_training_gemm_path_description()
                                                 : std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")"},
           {"params", r.params},
           {"matmul_params", r.matmul_n},

@@ -150,7 +150,7 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
   line << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
             << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
             << " x " << o.seq_len << " tokens" << layout << ", " << o.precision
-            << (o.precision == "bf16" ? std::string(" (f32 master weights, ") + ops::bf16_gemm_path_name() +
+            << (o.precision == "bf16" ? " (f32 master weights, " + ops::bf16_training_gemm_path_description() +
                                             " bf16 products)"
                                       : std::string())
             << "; OpenBLAS " << blas_core_name() << " kernels\n";

@@ -27,9 +27,13 @@ namespace olmo2::ops {
 /// Either output may be an empty view (TensorView{}) to skip it (e.g. no dx for the first
 /// layer's input). x, dy, dx, dw are f32; w is f32 or bf16 (a bf16 w is widened to f32
 /// exactly, in panels; dy is not rounded; dw stays f32, it does not read w). Uses
-/// cblas_sgemm, fp32 accumulation: |dx − exact| ≤ N·2⁻²⁴·Σ_n|dy·w|. dx must not alias
+/// cblas_sgemm, fp32 accumulation: |dx − exact| ≤ N·2⁻²⁴·Σ_n|dy·w|. Exception: with a
+/// bf16 w on the onednn path (ops/bf16_gemm.h, bf16_training_gemm_path) both products
+/// are oneDNN bf16 matmuls, dx = bf16(dy)·w and dw (+)= bf16(dy)ᵀ·bf16(x), f32
+/// accumulation (PyTorch's bf16 backward), not batch-invariant. dx must not alias
 /// dy, x or w; dw must not alias anything. Throws ShapeError on mismatched shapes, another
-/// dtype or a non-contiguous last dimension.
+/// dtype or a non-contiguous last dimension; with a bf16 w, InputError when
+/// OLMO2_BF16_GEMM names no path.
 /// Source: d(x wᵀ) — the standard `torch.nn.Linear` gradient.
 void linear_backward(const TensorView& x, const TensorView& w, const TensorView& dy,
                      const TensorView& dx, const TensorView& dw, bool accumulate_dw = true,

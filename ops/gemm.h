@@ -12,10 +12,12 @@ namespace olmo2::ops {
 ///  - f32 w: OpenBLAS sgemm (its summation order may change with M).
 ///  - bf16 w: y = bf16(x)·wᵀ with fp32 accumulation, as PyTorch's bf16 linear with a
 ///    bf16 input: x is rounded to bf16 (nearest even) first, a no-op for bf16-valued
-///    activations. Computed as `linear_batch_invariant` with a bf16 w (the same
-///    operations, so also batch-invariant); |y − exact| ≤ (K'/16 + 5)·2⁻²⁴·Σ_k|x̂_k·w_k|
-///    with x̂ = bf16(x), K' = K rounded up to 32, up to flushes below 2⁻¹²⁶. The code
-///    path (VDPBF16PS, AVX2 or portable, the same bits) is ops/bf16_gemm.h's choice;
+///    activations. On bf16_training_gemm_path() (ops/bf16_gemm.h): by default computed
+///    as `linear_batch_invariant` with a bf16 w (VDPBF16PS, AVX2 or portable: the same
+///    operations and bits, so also batch-invariant); on the onednn path (AMX machines,
+///    or OLMO2_BF16_GEMM=onednn) by a oneDNN bf16 matmul, NOT batch-invariant. Either
+///    way |y − exact| ≤ (K'/16 + 5)·2⁻²⁴·Σ_k|x̂_k·w_k| with x̂ = bf16(x), K' = K rounded
+///    up to 32, up to flushes below 2⁻¹²⁶ (tested; oneDNN documents no summation order).
 ///    InputError when OLMO2_BF16_GEMM names no path or one this CPU lacks.
 /// Throws ShapeError on mismatched shapes, another dtype or a strided last dimension.
 void linear(const TensorView& x, const TensorView& w, const TensorView& y);

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake g++ make pkg-config
-  openmpi-bin libopenmpi-dev libopenblas-openmp-dev
+  openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev zlib1g-dev python3 python3-pip python3-numpy fortunes prometheus procps)

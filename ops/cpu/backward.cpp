@@ -56,6 +56,8 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
   OLMO2_CHECK(w.size(1) == k && dy.size(0) == m && dy.size(1) == n, "linear_backward: x ",
               x.shape_str(), " w ", w.shape_str(), " dy ", dy.shape_str());
+  // A bf16 w takes the training products' path (ops/bf16_gemm.h): onednn, or f32 sgemm.
+  const bool onednn = w_bf16 && bf16_training_gemm_path() == Bf16GemmPath::OneDnn;
   if (is_set(dx)) {
     check_same(x, dx, "linear_backward", "dx");
     if (m > 0 && k > 0) {
@@ -63,6 +65,8 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
         if (!accumulate_dx)
           for (int64_t i = 0; i < m; ++i)
             std::memset(dx.f32() + i * dx.stride(0), 0, sizeof(float) * k);
+      } else if (onednn) {
+        detail::linear_dx_onednn(dy, w, dx, accumulate_dx);
       } else if (w_bf16) {
         detail::linear_dx_bf16(dy, w, dx, accumulate_dx);
       } else {
@@ -81,6 +85,8 @@ void cpu::linear_backward(const TensorView& x, const TensorView& w, const Tensor
         if (!accumulate_dw)
           for (int64_t i = 0; i < n; ++i)
             std::memset(dw.f32() + i * dw.stride(0), 0, sizeof(float) * k);
+      } else if (onednn) {
+        detail::linear_dw_onednn(x, dy, dw, accumulate_dw);
       } else {
         // dw[N, K] (+)= dy[M, N]ᵀ · x[M, K]
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bi(n), bi(k), bi(m), 1.0f, dy.f32(),

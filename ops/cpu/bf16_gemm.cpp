@@ -160,6 +160,14 @@ void linear_bf16(const TensorView& x, const TensorView& w, const TensorView& y) 
   linear_bf16(x, w, y, bf16_gemm_path());
 }
 
+void linear_bf16_training(const TensorView& x, const TensorView& w, const TensorView& y) {
+  const Bf16GemmPath path = bf16_training_gemm_path();
+  if (path != Bf16GemmPath::OneDnn) return linear_bf16(x, w, y, path);
+  check_shapes(x, w, y);
+  OLMO2_CHECK(w.device() == Device::CPU, "linear (bf16 w): w is not on the CPU");
+  linear_onednn(x, w, y);
+}
+
 void linear_bf16(const TensorView& x, const TensorView& w, const TensorView& y, Bf16GemmPath path) {
   const Dims d = check_shapes(x, w, y);
   const Bf16Kernel& kernel = bf16_kernel(path);

@@ -60,6 +60,25 @@ void linear_bf16(const TensorView& x, const TensorView& w, const TensorView& y, 
 void linear_dx_bf16(const TensorView& dy, const TensorView& w, const TensorView& dx,
                     bool accumulate);
 
+/// The onednn path (ops/cpu/bf16_onednn.cpp): one oneDNN bf16 matmul each, bf16 inputs
+/// (f32 operands rounded to nearest even), f32 accumulation and output; not
+/// batch-invariant. Views on the CPU, contiguous last dimension, shapes checked by the
+/// caller; dnnl::error on a oneDNN failure.
+///   linear_onednn:    y [M, N] = bf16(x [M, K]) · w [N, K]ᵀ
+///   linear_dx_onednn: dx [M, K] (=, or += when accumulate) bf16(dy [M, N]) · w [N, K]
+///   linear_dw_onednn: dw [N, K] (=, or += when accumulate) bf16(dy [M, N])ᵀ · bf16(x [M, K])
+void linear_onednn(const TensorView& x, const TensorView& w, const TensorView& y);
+void linear_dx_onednn(const TensorView& dy, const TensorView& w, const TensorView& dx, bool accumulate);
+void linear_dw_onednn(const TensorView& x, const TensorView& dy, const TensorView& dw, bool accumulate);
+
+/// Whether oneDNN can make a bf16 matmul on this CPU (probed once: oneDNN 2.6 needs
+/// avx512_core or newer; ONEDNN_MAX_CPU_ISA may lower it).
+bool onednn_bf16_matmul_available();
+
+/// y = bf16(x)·wᵀ for ops::linear with a bf16 w: on bf16_training_gemm_path() (onednn, or
+/// the batch-invariant product's path). The checks of linear_bf16.
+void linear_bf16_training(const TensorView& x, const TensorView& w, const TensorView& y);
+
 /// bf16 bits with a subnormal read as a zero of its sign (DAZ).
 inline uint16_t bf16_daz(uint16_t b) {
   return (b & 0x7f80u) == 0 ? static_cast<uint16_t>(b & 0x8000u) : b;

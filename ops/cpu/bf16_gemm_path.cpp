@@ -10,11 +10,13 @@
 namespace olmo2::ops {
 namespace {
 
-constexpr std::array<Bf16GemmPath, 3> kPaths = {Bf16GemmPath::Avx512Bf16, Bf16GemmPath::Avx2,
-                                                Bf16GemmPath::Portable};
+// Fastest first; OneDnn last, so that the fastest available path is never it (it is
+// the training products' default only where oneDNN uses AMX: bf16_training_gemm_path).
+constexpr std::array<Bf16GemmPath, 4> kPaths = {Bf16GemmPath::Avx512Bf16, Bf16GemmPath::Avx2,
+                                                Bf16GemmPath::Portable, Bf16GemmPath::OneDnn};
 
-detail::CodePathChoice<Bf16GemmPath, 3>& choice() {
-  static detail::CodePathChoice<Bf16GemmPath, 3> c("OLMO2_BF16_GEMM", kPaths, &bf16_gemm_path_name,
+detail::CodePathChoice<Bf16GemmPath, 4>& choice() {
+  static detail::CodePathChoice<Bf16GemmPath, 4> c("OLMO2_BF16_GEMM", kPaths, &bf16_gemm_path_name,
                                                    &bf16_gemm_path_available);
   return c;
 }
@@ -29,6 +31,8 @@ const char* bf16_gemm_path_name(Bf16GemmPath path) {
       return "avx2";
     case Bf16GemmPath::Portable:
       return "portable";
+    case Bf16GemmPath::OneDnn:
+      return "onednn";
   }
   return "?";
 }
@@ -43,13 +47,32 @@ bool bf16_gemm_path_available(Bf16GemmPath path) {
       return avx2;
     case Bf16GemmPath::Portable:
       return true;
+    case Bf16GemmPath::OneDnn:
+      return detail::onednn_bf16_matmul_available();
   }
   return false;
 }
 
-Bf16GemmPath bf16_gemm_path() { return choice().current(); }
+Bf16GemmPath bf16_gemm_path() {
+  const Bf16GemmPath p = choice().current();
+  if (p != Bf16GemmPath::OneDnn) return p;
+  static const Bf16GemmPath fastest = detail::choose_bf16_gemm_path(nullptr, &bf16_gemm_path_available);
+  return fastest;
+}
 
 const char* bf16_gemm_path_name() { return bf16_gemm_path_name(bf16_gemm_path()); }
+
+Bf16GemmPath bf16_training_gemm_path() {
+  const Bf16GemmPath p = choice().current();
+  if (choice().named() || !onednn_uses_amx()) return p;
+  return Bf16GemmPath::OneDnn;
+}
+
+std::string bf16_training_gemm_path_description() {
+  const Bf16GemmPath p = bf16_training_gemm_path();
+  if (p != Bf16GemmPath::OneDnn) return bf16_gemm_path_name(p);
+  return std::string("onednn (") + onednn_cpu_isa_name() + ")";
+}
 
 void set_bf16_gemm_path(Bf16GemmPath path) { choice().force(path, "set_bf16_gemm_path"); }
 
@@ -70,6 +93,8 @@ const Bf16Kernel& bf16_kernel(Bf16GemmPath path) {
       return bf16_kernel_avx2();
     case Bf16GemmPath::Portable:
       break;
+    case Bf16GemmPath::OneDnn:
+      OLMO2_THROW(ShapeError, "bf16 product: onednn has no register tiles (detail::linear_onednn)");
   }
   return bf16_kernel_portable();
 }

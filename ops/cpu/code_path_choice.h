@@ -67,6 +67,15 @@ class CodePathChoice {
     return d.path;
   }
 
+  /// Whether current() is a path somebody named (force, or the environment variable set
+  /// and valid) rather than the fastest available one. Throws as current() does.
+  bool named() const {
+    if (forced_.load(std::memory_order_relaxed) >= 0) return true;
+    const Default& d = resolved();
+    if (!d.error.empty()) OLMO2_THROW(InputError, d.error);
+    return d.named;
+  }
+
   /// Forces `path` process-wide; ShapeError (naming `who`) when this CPU lacks it.
   void force(Path path, const char* who) {
     OLMO2_CHECK(available_(path), who, ": this CPU lacks the ", name_(path), " path");
@@ -79,12 +88,15 @@ class CodePathChoice {
  private:
   struct Default {
     Path path{};
+    bool named = false;
     std::string error;
   };
   const Default& resolved() const {
     std::call_once(once_, [this] {
       try {
-        default_.path = choose_code_path(var_, std::getenv(var_), paths_, name_, available_);
+        const char* env = std::getenv(var_);
+        default_.path = choose_code_path(var_, env, paths_, name_, available_);
+        default_.named = env != nullptr && *env != '\0';
       } catch (const InputError& e) {
         default_.error = e.what();
       }

@@ -12,7 +12,7 @@
 namespace olmo2::ops {
 
 void cpu::linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  if (w.dtype() == DType::BF16) return detail::linear_bf16(x, w, y);
+  if (w.dtype() == DType::BF16) return detail::linear_bf16_training(x, w, y);
   OLMO2_CHECK(x.dim() == 2 && w.dim() == 2 && y.dim() == 2, "linear wants 2-d views, got x ",
               x.shape_str(), " w ", w.shape_str(), " y ", y.shape_str());
   const int64_t m = x.size(0), k = x.size(1), n = w.size(0);

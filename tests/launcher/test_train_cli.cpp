@@ -132,7 +132,7 @@ TEST(TrainCli, Bf16TrainsResumesExactlyAndSavesF32MasterWeights) {
   // when OpenBLAS falls back to generic ones, as this test process shows it would).
   const std::string want = blas_core_upgrade();
   EXPECT_THAT(full.err, HasSubstr("; OpenBLAS " + (want.empty() ? blas_core_name() : want) + " kernels"));
-  EXPECT_THAT(full.err, ::testing::ContainsRegex("bf16 \\(f32 master weights, (avx512bf16|avx2|portable) bf16 products\\)"));
+  EXPECT_THAT(full.err, ::testing::ContainsRegex("bf16 \\(f32 master weights, (avx512bf16|avx2|portable|onednn \\([a-z0-9_]+\\)) bf16 products\\)"));
   const std::vector<json> f = json_lines(full.out), g = json_lines(fp32.out);
   ASSERT_EQ(f.size(), 6u);
   EXPECT_LT(f[5]["loss"].get<double>(), f[0]["loss"].get<double>() - 0.5);

@@ -32,6 +32,14 @@ inline bool same_bits(const float* a, const float* b, int64_t n) {
   return std::memcmp(a, b, static_cast<size_t>(n) * sizeof(float)) == 0;
 }
 
+/// The error bound of the bf16 products' lane sequence: each lane adds ⌈K/32⌉·2 terms
+/// by fmas, then 4 additions, so the error is within (K'/16 + 5)·2⁻²⁴·Σ|x·w| (K' = K
+/// rounded up to 32). Every path is held to it, onednn included.
+inline double lane_bound(int64_t k, double abs_sum) {
+  const double kp = double((k + 31) / 32 * 32);
+  return (kp / 16 + 5) * 0x1p-24 * abs_sum + 1e-30;
+}
+
 /// Σ_k bf16(x[m, k])·w[n, k] in double for contiguous x [M, K] f32 and widened w [N, K],
 /// with Σ_k |…| beside it (the scale of the error bounds).
 struct Reference {

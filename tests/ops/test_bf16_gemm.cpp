@@ -27,6 +27,7 @@ void PrintTo(Bf16GemmPath path, std::ostream* os) { *os << bf16_gemm_path_name(p
 
 namespace {
 
+using test::lane_bound;
 using test::random_bf16;
 using test::random_tensor;
 using test::same_bits;
@@ -54,13 +55,6 @@ INSTANTIATE_TEST_SUITE_P(Paths, Bf16Product,
                          [](const auto& info) {
                            return std::string(bf16_gemm_path_name(info.param));
                          });
-
-// The bound of the lane sequence: each lane adds ⌈K/32⌉·2 terms by fmas, then 4
-// additions, so the error is within (K'/16 + 5)·2⁻²⁴·Σ|x·w| (K' = K rounded up to 32).
-double lane_bound(int64_t k, double abs_sum) {
-  const double kp = double((k + 31) / 32 * 32);
-  return (kp / 16 + 5) * 0x1p-24 * abs_sum + 1e-30;
-}
 
 using Product = void (*)(const TensorView&, const TensorView&, const TensorView&);
 

@@ -17,12 +17,12 @@ namespace {
 using detail::choose_bf16_gemm_path;
 
 constexpr Bf16GemmPath kAll[] = {Bf16GemmPath::Avx512Bf16, Bf16GemmPath::Avx2,
-                                 Bf16GemmPath::Portable};
+                                 Bf16GemmPath::Portable, Bf16GemmPath::OneDnn};
 
 // Pretend CPUs for choose_bf16_gemm_path.
 bool every_path(Bf16GemmPath) { return true; }
 bool avx2_cpu(Bf16GemmPath p) { return p != Bf16GemmPath::Avx512Bf16; }
-bool plain_cpu(Bf16GemmPath p) { return p == Bf16GemmPath::Portable; }
+bool plain_cpu(Bf16GemmPath p) { return p == Bf16GemmPath::Portable || p == Bf16GemmPath::OneDnn; }
 
 // The InputError message of choose_bf16_gemm_path(env, available); "" when none.
 std::string choice_error(const char* env, bool (*available)(Bf16GemmPath)) {
@@ -38,7 +38,9 @@ TEST(Bf16GemmPath, NamesAsTheVariableSpellsThem) {
   EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::Avx512Bf16), "avx512bf16");
   EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::Avx2), "avx2");
   EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::Portable), "portable");
+  EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::OneDnn), "onednn");
   EXPECT_TRUE(bf16_gemm_path_available(Bf16GemmPath::Portable));
+  EXPECT_TRUE(bf16_gemm_path_available(Bf16GemmPath::OneDnn));
 }
 
 TEST(Bf16GemmPath, UnsetOrEmptyTakesTheFastestPathTheCpuHas) {
@@ -59,13 +61,15 @@ TEST(Bf16GemmPath, TheVariableNamesAPath) {
     EXPECT_EQ(choose_bf16_gemm_path(bf16_gemm_path_name(p), every_path), p);
   EXPECT_EQ(choose_bf16_gemm_path("portable", plain_cpu), Bf16GemmPath::Portable);
   EXPECT_EQ(choose_bf16_gemm_path("avx2", avx2_cpu), Bf16GemmPath::Avx2);
+  // onednn runs on any CPU (oneDNN picks its own ISA); it is never the fastest-path default.
+  EXPECT_EQ(choose_bf16_gemm_path("onednn", plain_cpu), Bf16GemmPath::OneDnn);
 }
 
 TEST(Bf16GemmPath, ABadValueIsAnInputErrorNamingIt) {
-  for (const char* bad : {"avx512_bf16", "AVX2", "amx", "avx2 "}) {
+  for (const char* bad : {"avx512_bf16", "AVX2", "amx", "avx2 ", "oneDNN", "dnnl"}) {
     const std::string msg = choice_error(bad, every_path);
     EXPECT_NE(msg.find(std::string("OLMO2_BF16_GEMM=") + bad + ":"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("expected avx512bf16, avx2 or portable"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("expected avx512bf16, avx2, portable or onednn"), std::string::npos) << msg;
   }
 }
 

@@ -228,7 +228,11 @@ TEST(DistributedTraining, EveryLayoutReproducesOneProcessGQA) { expect_layouts_m
 // to (tests/golden/bf16_train_fixture.h, docs/architecture.md §10). What holds against
 // one process's bf16 run: pipeline-only layouts reproduce it bit for bit, as in fp32 —
 // a stage passes bf16-valued activations and f32 gradients unchanged and every sum runs
-// in one process's order. Under TP and DP the sums run in another order, as in fp32, but
+// in one process's order. That holds on the onednn path too (OLMO2_BF16_GEMM=onednn, or
+// by default on AMX; ops/bf16_gemm.h), whose bits may change with M or the thread count:
+// a stage runs every product on the same shapes and thread count as one process, and
+// oneDNN's CPU matmul is run-to-run deterministic in a fixed environment (checked here
+// at np 2 and 4 with that variable set, OMP_NUM_THREADS 1 and 2). Under TP and DP the sums run in another order, as in fp32, but
 // bf16 turns a last-bit difference into a flipped bf16 rounding (up to 2^-9 relative) and
 // AdamW's m/√v turns those into whole ±lr updates of near-zero gradient elements: those
 // runs differ from one process's as two bf16 runs of PyTorch do, by the reference's own
