@@ -19,4 +19,10 @@ struct Stream {
   void* handle = nullptr;
 };
 
+/// The stream ops on `device` are enqueued on: the implicit one on the CPU, the compute
+/// stream on CUDA (ops/cuda/runtime.h; created on first use on the current GPU) — what
+/// collectives over that device's views are ordered on when the caller names no stream.
+/// Throws Error for CUDA in a build without CUDA.
+Stream default_stream(Device device);
+
 }  // namespace olmo2
