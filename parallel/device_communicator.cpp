@@ -34,6 +34,17 @@ GpuPlacement gpu_placement(Communicator& group, int gpu) {
   return p;
 }
 
+std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> group, bool distinct_gpus) {
+  if (!group) OLMO2_THROW(Error, "make_device_communicator: null group communicator");
+  auto* mpi = dynamic_cast<MpiCommunicator*>(group.get());
+  if (!mpi) {
+    OLMO2_THROW(Error, "make_device_communicator: group ", group->name(),
+                " is not an MPI communicator (a device communicator bootstraps over MPI)");
+  }
+  group.release();
+  return make_device_communicator(std::unique_ptr<MpiCommunicator>(mpi), distinct_gpus);
+}
+
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<MpiCommunicator> group,
                                                        bool distinct_gpus) {
   if (!group) OLMO2_THROW(Error, "make_device_communicator: null MPI group communicator");

@@ -35,4 +35,9 @@ GpuPlacement gpu_placement(Communicator& group, int gpu);
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<MpiCommunicator> group,
                                                        bool distinct_gpus);
 
+/// The same for a communicator of ProcessGroups (what wrap_communicators hands its
+/// factory): `group` must be an MpiCommunicator (make_process_groups makes them so);
+/// Error naming the group otherwise.
+std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> group, bool distinct_gpus);
+
 }  // namespace olmo2::parallel

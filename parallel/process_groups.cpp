@@ -59,4 +59,11 @@ ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
   return g;
 }
 
+void wrap_communicators(ProcessGroups& g, const CommunicatorFactory& make) {
+  for (std::unique_ptr<Communicator>* c : {&g.world, &g.tp, &g.dp, &g.pp}) {
+    *c = make(std::move(*c));
+    OLMO2_CHECK(*c, "wrap_communicators: the factory returned no communicator");
+  }
+}
+
 }  // namespace olmo2::parallel

@@ -1,6 +1,7 @@
 // ProcessGroups: the world, TP, DP and PP communicators of this rank, made once at start.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "parallel/communicator.h"
@@ -32,5 +33,14 @@ struct ProcessGroups {
 /// topology.world() ≠ the MPI world size or timeout_s < 0 (naming them), Error when MPI
 /// fails.
 ProcessGroups make_process_groups(const Topology& topology, double timeout_s);
+
+/// Makes a communicator of a process group from the one make_process_groups made.
+using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)>;
+
+/// The hook that chooses the communicator type of a device backend: replaces world, tp,
+/// dp and pp (in that order, the same on every rank) by `make(old)` — e.g. a
+/// HostStagedCommunicator around the MPI one for device views, or a NCCL communicator
+/// bootstrapped over it. A factory that is collective must be so on every rank.
+void wrap_communicators(ProcessGroups& groups, const CommunicatorFactory& make);
 
 }  // namespace olmo2::parallel

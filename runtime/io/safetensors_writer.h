@@ -11,7 +11,8 @@ namespace olmo2 {
 /// The bytes of a safetensors file before its data: the 8-byte little-endian header
 /// length, then the JSON header (tensors in name order with their dtype, shape and
 /// data offsets, `{"format": "pt"}` metadata as `transformers` writes it) padded with
-/// spaces to a multiple of 8 bytes. Throws Error when a view is not contiguous.
+/// spaces to a multiple of 8 bytes. Reads only the views' dtypes and shapes, so they may
+/// lie on any device. Throws Error when a view is not contiguous.
 std::string safetensors_header(const std::map<std::string, TensorView>& tensors);
 
 /// Writes `tensors` (contiguous CPU views, any dtype) to `path` in the safetensors

@@ -10,8 +10,11 @@
 
 namespace olmo2 {
 namespace {
-TensorView sized(Tensor& t, int64_t rows, int64_t cols) {
-  if (t.shape() != std::vector<int64_t>{rows, cols}) t = Tensor::zeros({rows, cols});
+/// `t` as a [rows, cols] f32 tensor on `device`: reused when it fits, else allocated.
+TensorView sized(Tensor& t, int64_t rows, int64_t cols, Device device) {
+  if (t.shape() != std::vector<int64_t>{rows, cols} || t.device() != device) {
+    t = Tensor::zeros({rows, cols}, DType::F32, device);
+  }
   return t.view();
 }
 }  // namespace
@@ -29,12 +32,14 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   OLMO2_CHECK(dx.shape() == std::vector<int64_t>({n, h}) && a.x.shape() == std::vector<int64_t>({n, h}),
               "layer backward: dx ", dx.shape_str(), " for ", n, " tokens (activations kept for ",
               shape_to_string(a.x.shape()), ")");
-  const TensorView dh = sized(ws.dh, n, h), ds = sized(ws.ds, n, inter), dgate = sized(ws.dgate, n, inter),
-                   dup = sized(ws.dup, n, inter), sw = sized(ws.sw, n, inter), dattn = sized(ws.dattn, n, qw),
-                   dq = sized(ws.dq, n, qw), dk = sized(ws.dk, n, kvw), dv = sized(ws.dv, n, kvw);
+  const Device dev = dx.device();  // scratch beside the gradients it holds
+  const TensorView dh = sized(ws.dh, n, h, dev), ds = sized(ws.ds, n, inter, dev),
+                   dgate = sized(ws.dgate, n, inter, dev), dup = sized(ws.dup, n, inter, dev),
+                   sw = sized(ws.sw, n, inter, dev), dattn = sized(ws.dattn, n, qw, dev), dq = sized(ws.dq, n, qw, dev),
+                   dk = sized(ws.dk, n, kvw, dev), dv = sized(ws.dv, n, kvw, dev);
   // Under TP the column-parallel products give each rank a partial input gradient: summed
   // over the group, then added to the residual stream's gradient.
-  const TensorView din = tp ? sized(ws.dxp, n, h) : dx;
+  const TensorView din = tp ? sized(ws.dxp, n, h, dev) : dx;
   auto finish_input_gradient = [&] {
     if (!tp) return;
     parallel::all_reduce_sum(*tp, din);

@@ -23,26 +23,29 @@ int64_t Parameter::global_index(int64_t i) const {
   return global;
 }
 
-ModelWeights zero_weights(const ModelConfig& c, const ShardSpec& sh) {
+ModelWeights zero_weights(const ModelConfig& c, const ShardSpec& sh, Device device) {
+  auto z = [device](std::vector<int64_t> shape) { return Tensor::zeros(std::move(shape), DType::F32, device); };
   const int64_t h = c.hidden_size, hd = c.head_dim, qw = sh.q_heads.size() * hd,
                 kvw = sh.kv_heads.size() * hd, inter = sh.mlp_rows.size(), vocab = sh.vocab_rows.size();
   ModelWeights w;
-  if (sh.embedding || (sh.final_norm && c.tie_word_embeddings)) w.embed_tokens = Tensor::zeros({vocab, h});
+  if (sh.embedding || (sh.final_norm && c.tie_word_embeddings)) w.embed_tokens = z({vocab, h});
   for (int64_t l = sh.layers.begin; l < sh.layers.end; ++l) {
-    w.layers.push_back(LayerWeights{Tensor::zeros({qw, h}), Tensor::zeros({kvw, h}), Tensor::zeros({kvw, h}),
-                                    Tensor::zeros({h, qw}), Tensor::zeros({qw}), Tensor::zeros({kvw}),
-                                    Tensor::zeros({inter, h}), Tensor::zeros({inter, h}),
-                                    Tensor::zeros({h, inter}), Tensor::zeros({h}), Tensor::zeros({h})});
+    w.layers.push_back(LayerWeights{z({qw, h}), z({kvw, h}), z({kvw, h}),
+                                    z({h, qw}), z({qw}), z({kvw}),
+                                    z({inter, h}), z({inter, h}),
+                                    z({h, inter}), z({h}), z({h})});
   }
   if (sh.final_norm) {
-    w.norm = Tensor::zeros({h});
-    if (!c.tie_word_embeddings) w.lm_head = Tensor::zeros({vocab, h});
+    w.norm = z({h});
+    if (!c.tie_word_embeddings) w.lm_head = z({vocab, h});
   }
   return w;
 }
 
 ModelWeights zeros_like_weights(const ModelWeights& w) {
-  auto z = [](const Tensor& t) { return !t.shape().empty() && t.numel() > 0 ? Tensor::zeros(t.shape()) : Tensor(); };
+  auto z = [](const Tensor& t) {
+    return !t.shape().empty() && t.numel() > 0 ? Tensor::zeros(t.shape(), DType::F32, t.device()) : Tensor();
+  };
   ModelWeights g;
   g.embed_tokens = z(w.embed_tokens);
   for (const LayerWeights& l : w.layers) {

@@ -63,14 +63,15 @@ std::vector<Parameter> list_parameters(ModelWeights& weights, ModelWeights& grad
 /// f32 zeros in the shapes `shard` of the model `config` holds (what a rank
 /// initialises or loads into): q/k/v/gate/up rows and o/down columns of its heads and
 /// MLP rows, its layers, the (padded) vocab rows when it has the embedding or the
-/// final norm + lm_head (lm_head omitted when tied).
-ModelWeights zero_weights(const ModelConfig& config, const ShardSpec& shard);
+/// final norm + lm_head (lm_head omitted when tied); on `device`.
+ModelWeights zero_weights(const ModelConfig& config, const ShardSpec& shard, Device device = Device::CPU);
 
 /// The whole model's tensors by HF name in state-dict order (list_parameters' order),
 /// as views of `weights` (a whole, unsharded model) — what CheckpointContents takes.
 std::vector<std::pair<std::string, TensorView>> hf_named_tensors(ModelWeights& weights, const ModelConfig& config);
 
-/// A ModelWeights of f32 zeros with the shapes of `w` (empty where `w` is empty).
+/// A ModelWeights of f32 zeros with the shapes of `w`, each on its tensor's device (empty
+/// where `w` is empty).
 ModelWeights zeros_like_weights(const ModelWeights& w);
 
 }  // namespace olmo2

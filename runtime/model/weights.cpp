@@ -36,6 +36,17 @@ ModelWeights weights_in(const ModelWeights& w, DType dtype) {
   return out;
 }
 
+ModelWeights weights_on(const ModelWeights& w, Device device) {
+  ModelWeights out;
+  out.layers.resize(w.layers.size());
+  for_each_pair(w, out, [&](const Tensor& src, Tensor& dst) {
+    if (src.empty() || src.numel() == 0) return;
+    dst = Tensor::zeros(src.shape(), src.dtype(), device);
+    ops::copy(src.view(), dst.view());
+  });
+  return out;
+}
+
 void copy_weights(const ModelWeights& src, ModelWeights& dst) {
   for_each_pair(src, dst, [&](const Tensor& s, Tensor& d) {
     // A tensor this rank does not hold (a pipeline stage's embedding or lm_head, a tied

@@ -30,6 +30,11 @@ struct ModelWeights {
 /// copy of f32 master weights.
 ModelWeights weights_in(const ModelWeights& w, DType dtype);
 
+/// Every tensor of `w` (empty ones stay empty) copied to `device`, dtypes unchanged — how
+/// weights loaded or initialised on the host reach the device that computes (training on
+/// a GPU: docs/architecture.md §2). Copies even when `w` is already there.
+ModelWeights weights_on(const ModelWeights& w, Device device);
+
 /// Copies every tensor of `src` into the tensor of the same place in `dst` (same
 /// shapes; dtypes f32/bf16, converting; tensors empty in both are skipped) — e.g. master
 /// weights into their compute copy after an optimizer step. ShapeError when the

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/tensor_ops.h"
 
 namespace olmo2 {
 
@@ -108,11 +109,23 @@ void fsync_dir(const std::string& dir) {
 
 // The safetensors layout of runtime/io/safetensors_writer.h, written through FileWriter so
 // that it is fsynced and every OS error is reported.
+// A device view is copied to the host one tensor at a time (ops::copy into one reused
+// host buffer), so a save never holds more than the largest tensor in host memory.
 void write_safetensors(const std::string& path, const std::map<std::string, TensorView>& tensors) {
   const std::string header = safetensors_header(tensors);
   FileWriter out(path);
   out.write(header);
-  for (const auto& [name, view] : tensors) out.write(view.data(), view.bytes());
+  Buffer staging;
+  for (const auto& [name, view] : tensors) {
+    if (view.device() == Device::CPU || view.numel() == 0) {
+      out.write(view.data(), view.bytes());
+      continue;
+    }
+    if (staging.bytes() < view.bytes()) staging = Buffer(view.bytes());
+    const TensorView host(staging.data(), view.dtype(), view.shape());
+    ops::copy(view, host);
+    out.write(host.data(), host.bytes());
+  }
   out.close();
 }
 
@@ -160,9 +173,8 @@ void validate(int64_t step, const CheckpointContents& c, int64_t max_shard_bytes
                   "; checkpoints store the model in f32 or bf16, every tensor alike (the first is ",
                   dtype_name(first), ")");
     }
-    if (view.device() != Device::CPU || !view.is_contiguous()) {
-      OLMO2_THROW(InputError, "model tensor ", name, " ", view.shape_str(),
-                  " must be a contiguous CPU tensor to be saved");
+    if (!view.is_contiguous()) {
+      OLMO2_THROW(InputError, "model tensor ", name, " ", view.shape_str(), " must be a contiguous tensor to be saved");
     }
   }
   for (const auto& [name, view] : c.state_tensors) {
@@ -170,9 +182,8 @@ void validate(int64_t step, const CheckpointContents& c, int64_t max_shard_bytes
       OLMO2_THROW(InputError, "invalid state tensor name \"", name, "\"");
     }
     if (view.data() == nullptr) OLMO2_THROW(InputError, "state tensor ", name, " has no data");
-    if (view.device() != Device::CPU || !view.is_contiguous()) {
-      OLMO2_THROW(InputError, "state tensor ", name, " ", view.shape_str(),
-                  " must be a contiguous CPU tensor to be saved");
+    if (!view.is_contiguous()) {
+      OLMO2_THROW(InputError, "state tensor ", name, " ", view.shape_str(), " must be a contiguous tensor to be saved");
     }
   }
   if (!c.tokenizer_file.empty()) {

@@ -42,10 +42,12 @@ struct CheckpointContents {
   /// Written as config.json (its dtype is written as float32: the model tensors are).
   ModelConfig config;
   /// The model, in state-dict order, by HF name ("model.layers.0.mlp.up_proj.weight"):
-  /// full unsharded, unpadded f32 CPU tensors, contiguous. The order decides the shards.
+  /// full unsharded, unpadded f32 tensors, contiguous, on any device (a device tensor is
+  /// copied to the host as its bytes are written, one tensor at a time). The order
+  /// decides the shards.
   std::vector<std::pair<std::string, TensorView>> model_tensors;
-  /// Optimizer moments and any other tensors of the training state: contiguous CPU
-  /// views of any dtype, written to training_state.safetensors.
+  /// Optimizer moments and any other tensors of the training state: contiguous views of
+  /// any dtype on any device, written to training_state.safetensors.
   std::map<std::string, TensorView> state_tensors;
   /// Caller-defined state (step, scheduler, data cursor, RNG, …), any JSON value.
   nlohmann::json state = nlohmann::json::object();
@@ -69,8 +71,8 @@ std::string checkpoint_dir_name(int64_t step);
 ///
 /// Throws InputError before touching the disk for invalid contents (step outside
 /// [0, 99999999], an empty model, an empty or repeated tensor name, a model tensor
-/// that is not a contiguous f32 CPU tensor, a state tensor that is not a contiguous
-/// CPU tensor, an unreadable tokenizer file, max_shard_bytes ≤ 0), InputError when
+/// that is not a contiguous f32 tensor, a state tensor that is not contiguous, an
+/// unreadable tokenizer file, max_shard_bytes ≤ 0), InputError when
 /// `save_dir` cannot be created, and Error naming the file and the OS reason when a
 /// write, fsync or rename fails (e.g. disk full). On any error the temporary directory
 /// is removed and the previous checkpoints are left as they were.

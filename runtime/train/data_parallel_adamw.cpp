@@ -16,6 +16,7 @@ TensorView flat(const TensorView& t, int64_t begin, int64_t count) {
 DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOptions options,
                                      parallel::Communicator* dp, bool zero1)
     : params_(params), dp_(dp), zero1_(zero1 && dp && dp->size() > 1) {
+  device_ = params_.empty() ? Device::CPU : params_.front().value->device();
   if (!zero1_) {
     adam_ = std::make_unique<AdamW>(params_, options);
     return;
@@ -33,8 +34,8 @@ DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOption
   }
   seg_values_.reserve(segments_.size()), seg_grads_.reserve(segments_.size());
   for (const Segment& s : segments_) {
-    seg_values_.push_back(Tensor::zeros({s.count}));
-    seg_grads_.push_back(Tensor::zeros({s.count}));
+    seg_values_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
+    seg_grads_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
   }
   for (size_t k = 0; k < segments_.size(); ++k) {
     const Parameter& p = params_[segments_[k].param];
@@ -74,13 +75,13 @@ void DataParallelAdamW::step(double lr) {
 }
 
 Tensor DataParallelAdamW::gather_chunks(const std::function<TensorView(size_t)>& segment) const {
-  const Tensor mine = Tensor::zeros({chunk_});
+  const Tensor mine = Tensor::zeros({chunk_}, DType::F32, device_);
   int64_t at = 0;
   for (size_t k = 0; k < segments_.size(); ++k) {
     ops::copy(segment(k), mine.view().rows(at, at + segments_[k].count));
     at += segments_[k].count;
   }
-  Tensor all = Tensor::zeros({chunk_ * dp_->size()});
+  Tensor all = Tensor::zeros({chunk_ * dp_->size()}, DType::F32, device_);
   parallel::all_gather(*dp_, mine.view(), all.view());
   return all;
 }
@@ -100,7 +101,7 @@ std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
     const Tensor all = gather_chunks([&](size_t k) { return views.at(kind + seg_params_[k].name); });
     int64_t at = 0;
     for (const Parameter& p : params_) {
-      Tensor t = Tensor::zeros(p.value->shape());
+      Tensor t = Tensor::zeros(p.value->shape(), DType::F32, device_);
       ops::copy(all.view().rows(at, at + p.numel()), t.view().reshape({p.numel()}));
       at += p.numel();
       out.emplace(kind + p.name, std::move(t));
@@ -137,7 +138,7 @@ void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, c
         it = whole.emplace(s.param, load(kind + p.name, p)).first;
         check(it->second, kind + p.name, p);
       }
-      Tensor piece = Tensor::zeros({s.count});
+      Tensor piece = Tensor::zeros({s.count}, DType::F32, device_);
       ops::copy(flat(it->second.view(), s.begin, s.count), piece.view());
       keep.push_back(std::move(piece));
       views.emplace(kind + seg_params_[k].name, keep.back().view());

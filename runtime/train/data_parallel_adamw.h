@@ -62,6 +62,7 @@ class DataParallelAdamW {
   parallel::Communicator* dp_ = nullptr;
   bool zero1_ = false;
   int64_t total_ = 0, chunk_ = 0;  ///< N and ceil(N / dp)
+  Device device_ = Device::CPU;    ///< the parameters' device: the chunks and moments live there
   std::vector<Segment> segments_;  ///< this rank's chunk, as pieces of parameters
   std::vector<Tensor> seg_values_, seg_grads_;
   std::vector<Parameter> seg_params_;  ///< the chunk's pieces as 1-D parameters

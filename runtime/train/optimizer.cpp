@@ -31,8 +31,9 @@ AdamW::AdamW(const std::vector<Parameter>& params, AdamWOptions options) : optio
     if (!seen.insert(p.name).second) OLMO2_THROW(InputError, "AdamW: parameter ", p.name, " listed twice");
     OLMO2_CHECK(p.value != nullptr && p.grad != nullptr, "parameter ", p.name, " has no value or grad");
     names_.push_back(p.name);
-    exp_avg_.push_back(Tensor::zeros(p.value->shape()));
-    exp_avg_sq_.push_back(Tensor::zeros(p.value->shape()));
+    // The moments live beside the parameter (on its device).
+    exp_avg_.push_back(Tensor::zeros(p.value->shape(), DType::F32, p.value->device()));
+    exp_avg_sq_.push_back(Tensor::zeros(p.value->shape(), DType::F32, p.value->device()));
   }
 }
 

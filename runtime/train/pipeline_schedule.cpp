@@ -45,7 +45,10 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   const int64_t warmup = std::min<int64_t>(P - s - 1, M);
   std::deque<StageActivationsPtr> live;  // forwarded, not yet backwarded (FIFO)
   int64_t next_fwd = 0, next_bwd = 0;
-  auto buffer = [&](int64_t mb) { return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]), h}); };
+  const Device dev = weights_device(model);  // activations and gradients cross stages as device views
+  auto buffer = [&](int64_t mb) {
+    return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]), h}, DType::F32, dev);
+  };
   auto recv_forward = [&]() {
     if (first) return Tensor();
     Tensor in = buffer(next_fwd);

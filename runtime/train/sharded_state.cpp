@@ -74,6 +74,17 @@ void copy_to_full(const Parameter& p, const TensorView& local, const TensorView&
   ops::copy(mine, whole);
 }
 
+namespace {
+/// `v` itself on the host, else a host copy of it held in `keep` (a device slice is
+/// staged one tensor at a time, never the whole state at once).
+TensorView on_host(const TensorView& v, Tensor& keep) {
+  if (v.device() == Device::CPU) return v;
+  keep = Tensor::zeros(v.shape(), v.dtype());
+  ops::copy(v, keep.view());
+  return keep.view();
+}
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vector<SliceToGather>& slices,
                                                                  bool contribute, parallel::Communicator& world,
                                                                  int root) {
@@ -108,12 +119,16 @@ std::vector<std::pair<std::string, Tensor>> gather_whole_tensors(const std::vect
     world.send(std::span<const uint64_t>(&size, 1), root, kHeaderTag);
     world.send(std::as_bytes(std::span<const char>(text.data(), text.size())), root, kHeaderTag);
     for (const SliceToGather& s : slices) {
-      parallel::send(world, s.data, root, kDataTag);
+      Tensor staged;
+      parallel::send(world, on_host(s.data, staged), root, kDataTag);
     }
     return out;
   }
   if (contribute) {
-    for (const SliceToGather& s : slices) place(s.name, *s.param, s.data);
+    for (const SliceToGather& s : slices) {
+      Tensor staged;
+      place(s.name, *s.param, on_host(s.data, staged));
+    }
   }
   for (int r = 0; r < world.size(); ++r) {
     if (r == root || who[static_cast<size_t>(r)] == 0) continue;

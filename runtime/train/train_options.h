@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/device.h"
+
 namespace olmo2 {
 
 /// Everything `olmo2 train` is told (command line or INI file). Defaults are the
@@ -68,6 +70,10 @@ struct TrainOptions {
   bool metrics_per_node = false;          ///< --metrics-per-node: an endpoint on each node's first rank
   int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics
   double peak_tflops = 0;                 ///< --peak-tflops per node for MFU (0: measure sgemm at start)
+
+  /// --device: where parameters, gradients, optimizer state and activations live
+  /// (docs/architecture.md §2, §7); the data loader and checkpoint files stay on the host.
+  Device device = Device::CPU;
 };
 
 /// Checks `o` on its own (no files read). Throws InputError naming the option and

@@ -21,7 +21,17 @@ struct Batch {
   Tensor targets;  ///< [T] i32
 };
 
-Batch pack(const std::vector<Sample>& samples, const ModelConfig& c) {
+/// A copy of `t` on `device` (the tensor itself when it is there already).
+Tensor on_device(Tensor t, Device device) {
+  if (t.device() == device) return t;
+  Tensor d = Tensor::zeros(t.shape(), t.dtype(), device);
+  ops::copy(t.view(), d.view());
+  return d;
+}
+
+/// Packs and checks on the host, then copies the i32 ids, positions and targets to
+/// `device` (the data loader stays on the host: docs/architecture.md §2).
+Batch pack(const std::vector<Sample>& samples, const ModelConfig& c, Device device) {
   TokenBatch tb;
   std::vector<int32_t> targets;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -46,8 +56,10 @@ Batch pack(const std::vector<Sample>& samples, const ModelConfig& c) {
   }
   Batch b;
   b.packed = pack_tokens(tb, c);
-  b.targets = Tensor::zeros({b.packed.rows()}, DType::I32);
+  b.targets = Tensor::zeros({b.packed.rows()}, DType::I32, device);
   ops::copy(TensorView(targets.data(), DType::I32, {b.packed.rows()}), b.targets.view());
+  b.packed.ids = on_device(std::move(b.packed.ids), device);
+  b.packed.positions = on_device(std::move(b.packed.positions), device);
   return b;
 }
 
@@ -87,22 +99,23 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   const ModelWeights& w = model.weights();
   const ShardSpec& sh = model.shard();
   parallel::Communicator* tp = ctx.tensor_parallel();
+  const Device dev = weights_device(model);  // every tensor of the step lives beside the weights
   StageActivationsPtr saved(new StageActivations);
-  saved->b = pack(samples, c);
+  saved->b = pack(samples, c, dev);
   const Batch& b = saved->b;
   const int64_t n = b.packed.rows(), h = c.hidden_size;
 
   // ---- this stage's input: the embedding (stage 0) or the previous stage's output ----
   Tensor x;
   if (sh.embedding) {
-    x = Tensor::zeros({n, h});
+    x = Tensor::zeros({n, h}, DType::F32, dev);
     parallel::vocab_parallel_embedding(b.packed.ids.view(), w.embed_tokens.view(), sh.vocab_rows.begin, x.view(), tp);
   } else {
     if (input.shape() != std::vector<int64_t>{n, h}) {
       OLMO2_THROW(ShapeError, "stage input has shape ", shape_to_string(input.shape()), ", expected [", n, ", ", h,
                   "] for this micro-batch");
     }
-    x = Tensor::zeros({n, h});
+    x = Tensor::zeros({n, h}, DType::F32, dev);
     ops::copy(input.view(), x.view());
   }
   // ---- the stage's layers (training computes in f32), keeping activations ----
@@ -131,14 +144,14 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
 
   // ---- last stage: final norm, lm_head + loss (+ their backward) in row chunks ----
   const float eps = static_cast<float>(c.rms_norm_eps);
-  Tensor xn = Tensor::zeros({n, h});
+  Tensor xn = Tensor::zeros({n, h}, DType::F32, dev);
   ops::rmsnorm(x.view(), w.norm.view(), eps, xn.view());
   if (act != DType::F32) ops::round_to(xn.view(), act);  // the final norm's output, as the reference stores it
   const bool tied = c.tie_word_embeddings;
   const TensorView head = tied ? w.embed_tokens.view() : w.lm_head.view();
   const TensorView dhead = !grads ? TensorView{} : tied ? grads->embed_tokens.view() : grads->lm_head.view();
-  Tensor dxn = grads ? Tensor::zeros({n, h}) : Tensor();
-  Tensor logits = Tensor::zeros({std::min(chunk, n), sh.vocab_rows.size()});
+  Tensor dxn = grads ? Tensor::zeros({n, h}, DType::F32, dev) : Tensor();
+  Tensor logits = Tensor::zeros({std::min(chunk, n), sh.vocab_rows.size()}, DType::F32, dev);
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t r1 = std::min(n, r0 + chunk);
     const TensorView lg = logits.view().rows(0, r1 - r0);
@@ -154,7 +167,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   }
   if (!grads) return out;
   if (tp) parallel::all_reduce_sum(*tp, dxn.view());  // vocab-parallel lm_head: each rank's share
-  saved->dx_top = Tensor::zeros({n, h});
+  saved->dx_top = Tensor::zeros({n, h}, DType::F32, dev);
   ops::rmsnorm_backward(x.view(), w.norm.view(), eps, dxn.view(), saved->dx_top.view(), grads->norm.view());
   out.saved = std::move(saved);
   return out;
@@ -174,7 +187,7 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations
       OLMO2_THROW(ShapeError, "stage output gradient has shape ", shape_to_string(grad_output.shape()),
                   ", expected [", n, ", ", h, "]");
     }
-    dx = Tensor::zeros({n, h});
+    dx = Tensor::zeros({n, h}, DType::F32, weights_device(model));
     ops::copy(grad_output.view(), dx.view());
   }
   const LayerContext lc = model.layer_context(ctx);
@@ -186,6 +199,14 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations
   parallel::vocab_parallel_embedding_backward(b.packed.ids.view(), dx.view(), sh.vocab_rows.begin,
                                               g.embed_tokens.view(), ctx.tensor_parallel());
   return Tensor();
+}
+
+Device weights_device(const Olmo2Model& model) {
+  const ModelWeights& w = model.weights();
+  for (const Tensor* t : {&w.embed_tokens, &w.norm, &w.lm_head}) {
+    if (!t->empty()) return t->device();
+  }
+  return w.layers.empty() ? Device::CPU : w.layers.front().q_proj.device();
 }
 
 int64_t count_targets(const std::vector<Sample>& samples) {

@@ -25,6 +25,10 @@ struct LossSums {
   }
 };
 
+/// The device of the model's weights (the first tensor this rank holds): where a step
+/// puts its token ids, activations, gradients at stage boundaries and scratch.
+Device weights_device(const Olmo2Model& model);
+
 /// Number of targets of `samples` that are not kIgnoreIndex.
 int64_t count_targets(const std::vector<Sample>& samples);
 

@@ -175,8 +175,16 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
   const Precision precision = parse_precision(opt.precision, "--precision");
   // The parameters the optimizer updates are f32: the model's own weights in fp32, the
   // master weights beside a bf16 compute copy in bf16 (docs/architecture.md §3.2).
+  // Everything the step touches lives on --device (docs/architecture.md §2): a checkpoint
+  // is read on the host and copied there; initial values are computed on the host and
+  // copied by init_parameters.
+  const Device device = opt.device;
   model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
-                                                      : Olmo2Model::from_weights(config, shard, zero_weights(config, shard)));
+                                                      : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
+  if (!from.empty() && device != Device::CPU) {
+    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(model_->config(), model_->shard(),
+                                                                   weights_on(model_->weights(), device)));
+  }
   if (precision == Precision::BF16) master_ = std::move(model_->mutable_weights());
   ModelWeights& values = precision == Precision::BF16 ? master_ : model_->mutable_weights();
   grads_ = zeros_like_weights(values);
@@ -235,7 +243,8 @@ void Trainer::resume_from(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     OLMO2_THROW(InputError, "--resume ", dir, ": training_state.json: ", e.what());
   }
-  // Moments are saved whole (HF names); each rank takes its slice.
+  // Moments are saved whole (HF names); each rank takes its slice on the host, and the
+  // optimizer copies it to the parameters' device.
   optimizer_->restore(
       [&](const std::string& name, const Parameter& p) {
         const Tensor whole = st.load_f32(name, p.full_shape);

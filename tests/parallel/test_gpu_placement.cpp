@@ -37,7 +37,8 @@ TEST(GpuPlacement, RanksOnOneGpuAreNotDistinct) {
 }
 
 TEST(GpuPlacement, MakeDeviceCommunicatorRefusesNoGroup) {
-  EXPECT_THROW(make_device_communicator(nullptr, true), Error);
+  EXPECT_THROW(make_device_communicator(std::unique_ptr<MpiCommunicator>(), true), Error);
+  EXPECT_THROW(make_device_communicator(std::unique_ptr<Communicator>(), true), Error);
 }
 
 }  // namespace
