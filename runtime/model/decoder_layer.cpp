@@ -33,9 +33,12 @@ KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
 
 namespace {
 
-/// `t` as a [rows, cols] f32 tensor: reused when it has that shape, else allocated.
-TensorView sized(Tensor& t, int64_t rows, int64_t cols) {
-  if (t.shape() != std::vector<int64_t>{rows, cols}) t = Tensor::zeros({rows, cols});
+/// `t` as a [rows, cols] f32 tensor on `device`: reused when it has that shape there,
+/// else allocated.
+TensorView sized(Tensor& t, int64_t rows, int64_t cols, Device device) {
+  if (t.shape() != std::vector<int64_t>{rows, cols} || t.device() != device) {
+    t = Tensor::zeros({rows, cols}, DType::F32, device);
+  }
   return t.view();
 }
 
@@ -98,6 +101,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
   const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
   const DType act = options.activations;
+  const Device dev = x.device();  // activations and scratch live where the residual stream does
   const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
   auto round = [&](const TensorView& t) {
     if (act != DType::F32) ops::round_to(t, act);
@@ -107,8 +111,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   };
   // A tensor the backward keeps, or a reused scratch one.
   auto buffer = [&](Tensor LayerActivations::*member, Tensor& scratch, int64_t cols) {
-    if (!saved) return sized(scratch, n, cols);
-    saved->*member = Tensor::zeros({n, cols});
+    if (!saved) return sized(scratch, n, cols, dev);
+    saved->*member = Tensor::zeros({n, cols}, DType::F32, dev);
     return (saved->*member).view();
   };
   if (saved) saved->x = copy_of(x), saved->act = act;
@@ -123,8 +127,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   // QK-norm over the whole projections; kept apart from q0/k0 only for a backward.
   TensorView q = q0, k = k0;
   if (saved) {
-    saved->qr = ctx.tp ? copy_of(q0) : Tensor::zeros({n, qw});
-    saved->kr = ctx.tp ? copy_of(k0) : Tensor::zeros({n, kvw});
+    saved->qr = ctx.tp ? copy_of(q0) : Tensor::zeros({n, qw}, DType::F32, dev);
+    saved->kr = ctx.tp ? copy_of(k0) : Tensor::zeros({n, kvw}, DType::F32, dev);
     q = saved->qr.view(), k = saved->kr.view();
   }
   if (ctx.tp) {  // one [T, 2] all-reduce of the sums of squares
@@ -144,7 +148,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   linear(attn, w.o_proj.view(), p);  // row-parallel: partial sums
   reduce(p);
   round(p);
-  const TensorView normed = saved ? sized(ws.proj, n, h) : p;  // p itself is kept for the backward
+  const TensorView normed = saved ? sized(ws.proj, n, h, dev) : p;  // p itself is kept for the backward
   ops::rmsnorm(p, w.post_attention_layernorm.view(), eps, normed);
   round(normed);
   if (stats) stats->attention_norm_sum += ops::sum_row_norms(normed);
@@ -157,13 +161,13 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   linear(x, w.gate_proj.view(), gate);
   linear(x, w.up_proj.view(), up);
   round(gate), round(up);
-  const TensorView mixed = sized(ws.act, n, inter);
+  const TensorView mixed = sized(ws.act, n, inter, dev);
   ops::swiglu(gate, up, mixed, act);
-  const TensorView m = saved ? buffer(&LayerActivations::m, ws.proj, h) : sized(ws.proj, n, h);
+  const TensorView m = saved ? buffer(&LayerActivations::m, ws.proj, h) : sized(ws.proj, n, h, dev);
   linear(mixed, w.down_proj.view(), m);  // row-parallel
   reduce(m);
   round(m);
-  const TensorView normed2 = saved ? sized(ws.proj, n, h) : m;
+  const TensorView normed2 = saved ? sized(ws.proj, n, h, dev) : m;
   ops::rmsnorm(m, w.post_feedforward_layernorm.view(), eps, normed2);
   round(normed2);
   ops::add_inplace(x, normed2, act);

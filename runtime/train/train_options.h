@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/device.h"
+
 namespace olmo2 {
 
 /// Everything `olmo2 train` is told (command line or INI file). Defaults are the
@@ -68,13 +70,18 @@ struct TrainOptions {
   bool metrics_per_node = false;          ///< --metrics-per-node: an endpoint on each node's first rank
   int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics
   double peak_tflops = 0;                 ///< --peak-tflops per node for MFU (0: measure sgemm at start)
+
+  /// --device: where parameters, gradients, optimizer state and activations live
+  /// (docs/architecture.md §2, §7); the data loader and checkpoint files stay on the host.
+  Device device = Device::CPU;
 };
 
 /// Checks `o` on its own (no files read). Throws InputError naming the option and
 /// value: neither or both of model_dir/model_config, no data, non-positive sizes or
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
 /// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir,
-/// a zero stage other than 0 or 1, a bucket size < 1.
+/// a zero stage other than 0 or 1, a bucket size < 1, device CUDA in a build without
+/// CUDA.
 void validate(const TrainOptions& o);
 
 }  // namespace olmo2

@@ -1,0 +1,137 @@
+#include "launcher/device_options.h"
+
+#include <cstdio>
+
+#include "launcher/options.h"
+#include "parallel/agreement.h"
+
+#ifdef OLMO2_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/runtime.h"
+#endif
+
+namespace olmo2 {
+
+namespace po = boost::program_options;
+
+namespace {
+#ifdef OLMO2_HAVE_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+
+/// GPUs this process sees (0 without CUDA), with the reason when none.
+int visible_gpus(std::string* why) {
+#ifdef OLMO2_HAVE_CUDA
+  return ops::cuda::device_count(why);
+#else
+  *why = "this build has no CUDA backend";
+  return 0;
+#endif
+}
+
+/// "NVIDIA H200, 139 GiB" for GPU `gpu` (the current one).
+std::string describe_gpu([[maybe_unused]] int gpu) {
+#ifdef OLMO2_HAVE_CUDA
+  cudaDeviceProp p{};
+  OLMO2_CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
+  const double gib = static_cast<double>(p.totalGlobalMem) / double(1ull << 30);
+  char memory[32];
+  std::snprintf(memory, sizeof memory, gib >= 10 ? "%.0f GiB" : "%.1f GiB", gib);
+  return std::string(p.name) + ", " + memory;
+#else
+  return "";
+#endif
+}
+}  // namespace
+
+void add_device_options(po::options_description& d) {
+  d.add_options()("device", po::value<std::string>(),
+                  "cpu (default) or cuda: each rank on the GPU of its node-local rank")(
+      "share-gpu", po::bool_switch(),
+      "for testing and small experiments: allow more ranks on a node than GPUs (rank i on GPU i % n, "
+      "collectives host-staged through MPI)");
+}
+
+DeviceOptions read_device_options(const po::variables_map& vm) {
+  DeviceOptions o;
+  if (vm.count("device")) {
+    const std::string d = vm["device"].as<std::string>();
+    if (d == "cuda") o.device = Device::CUDA;
+    else if (d != "cpu") OLMO2_THROW(UsageError, "--device must be cpu or cuda, got \"", d, "\"");
+  }
+  o.share_gpu = vm.count("share-gpu") && vm["share-gpu"].as<bool>();
+  if (o.share_gpu && o.device != Device::CUDA) OLMO2_THROW(UsageError, "--share-gpu needs --device cuda");
+  return o;
+}
+
+std::string device_refusal(Device device, bool built_with_cuda, int gpus, const std::string& why) {
+  if (device == Device::CPU) return "";
+  if (!built_with_cuda) {
+    return "--device cuda: this build has no CUDA backend (nvcc was not found when it was configured)";
+  }
+  if (gpus < 1) return "--device cuda: no GPU is available to this process (" + why + ")";
+  return "";
+}
+
+void check_device_available(Device device) {
+  if (device == Device::CPU) return;
+  std::string why;
+  const int gpus = visible_gpus(&why);
+  const std::string refusal = device_refusal(device, kBuiltWithCuda, gpus, why);
+  if (!refusal.empty()) OLMO2_THROW(UsageError, refusal);
+}
+
+int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu) {
+  if (gpus < 1) OLMO2_THROW(InputError, "no GPU to choose from");
+  if (local_rank < 0 || local_rank >= local_size) {
+    OLMO2_THROW(InputError, "node-local rank ", local_rank, " is not in [0, ", local_size, ")");
+  }
+  if (local_size > gpus && !share_gpu) {
+    OLMO2_THROW(InputError, local_size, " ranks run on this node but it has ", gpus,
+                " GPU(s): start at most one rank per GPU (or give --share-gpu, for testing)");
+  }
+  return local_rank % gpus;
+}
+
+DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int local_rank, [[maybe_unused]] int local_size,
+                                [[maybe_unused]] const std::string& label) {
+  DeviceChoice c;
+  c.device = o.device;
+  if (o.device == Device::CPU) {
+    c.description = "device cpu";
+    return c;
+  }
+  check_device_available(o.device);
+#ifdef OLMO2_HAVE_CUDA
+  c.gpus = ops::cuda::device_count();
+  c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus, o.share_gpu);
+  ops::cuda::use_device(c.gpu);  // before any other CUDA work of this process
+  ops::cuda::set_error_label(label + " on GPU " + std::to_string(c.gpu));
+  c.shared = local_size > c.gpus;
+  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) + " (" +
+                  describe_gpu(c.gpu) + ")";
+  if (c.shared) {
+    c.description += "; " + std::to_string(local_size) + " ranks share " + std::to_string(c.gpus) +
+                     " GPU(s), collectives host-staged through MPI (--share-gpu)";
+  }
+#endif
+  return c;
+}
+
+DeviceChoice use_device_of_rank(const DeviceOptions& o, const parallel::ProcessGroups* groups) {
+  // Every rank has the same options: on the CPU there is nothing to agree on.
+  if (!groups || o.device == Device::CPU) return use_device_of_rank(o, 0, 1, "rank 0 (tp 0, pp 0, dp 0)");
+  const parallel::Coords c = groups->coords();
+  const std::string label = "rank " + std::to_string(groups->world->rank()) + " (tp " + std::to_string(c.tp) +
+                            ", pp " + std::to_string(c.pp) + ", dp " + std::to_string(c.dp) + ")";
+  DeviceChoice choice;
+  parallel::agree(groups->world.get(),
+                  [&] { choice = use_device_of_rank(o, groups->local_rank, groups->local_size, label); });
+  return choice;
+}
+
+}  // namespace olmo2
