@@ -52,26 +52,31 @@ void add_device_options(po::options_description& d) {
   d.add_options()("device", po::value<std::string>(),
                   "cpu (default) or cuda: each rank on the GPU of its node-local rank")(
       "share-gpu", po::bool_switch(),
-      "for testing and small experiments: allow more ranks on a node than GPUs (rank i on GPU i % n, "
-      "collectives host-staged through MPI)");
+      "for testing and small experiments: allow more ranks on a node than GPUs "
+      "(rank i on GPU i % n, collectives host-staged through MPI)");
 }
 
 DeviceOptions read_device_options(const po::variables_map& vm) {
   DeviceOptions o;
   if (vm.count("device")) {
     const std::string d = vm["device"].as<std::string>();
-    if (d == "cuda") o.device = Device::CUDA;
-    else if (d != "cpu") OLMO2_THROW(UsageError, "--device must be cpu or cuda, got \"", d, "\"");
+    if (d != "cpu" && d != "cuda") {
+      OLMO2_THROW(UsageError, "--device must be cpu or cuda, got \"", d, "\"");
+    }
+    o.device = d == "cuda" ? Device::CUDA : Device::CPU;
   }
   o.share_gpu = vm.count("share-gpu") && vm["share-gpu"].as<bool>();
-  if (o.share_gpu && o.device != Device::CUDA) OLMO2_THROW(UsageError, "--share-gpu needs --device cuda");
+  if (o.share_gpu && o.device != Device::CUDA) {
+    OLMO2_THROW(UsageError, "--share-gpu needs --device cuda");
+  }
   return o;
 }
 
 std::string device_refusal(Device device, bool built_with_cuda, int gpus, const std::string& why) {
   if (device == Device::CPU) return "";
   if (!built_with_cuda) {
-    return "--device cuda: this build has no CUDA backend (nvcc was not found when it was configured)";
+    return "--device cuda: this build has no CUDA backend "
+           "(nvcc was not found when it was configured)";
   }
   if (gpus < 1) return "--device cuda: no GPU is available to this process (" + why + ")";
   return "";
@@ -97,7 +102,8 @@ int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu)
   return local_rank % gpus;
 }
 
-DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int local_rank, [[maybe_unused]] int local_size,
+DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int local_rank,
+                                [[maybe_unused]] int local_size,
                                 [[maybe_unused]] const std::string& label) {
   DeviceChoice c;
   c.device = o.device;
@@ -112,8 +118,8 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int loc
   ops::cuda::use_device(c.gpu);  // before any other CUDA work of this process
   ops::cuda::set_error_label(label + " on GPU " + std::to_string(c.gpu));
   c.shared = local_size > c.gpus;
-  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) + " (" +
-                  describe_gpu(c.gpu) + ")";
+  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) +
+                  " (" + describe_gpu(c.gpu) + ")";
   if (c.shared) {
     c.description += "; " + std::to_string(local_size) + " ranks share " + std::to_string(c.gpus) +
                      " GPU(s), collectives host-staged through MPI (--share-gpu)";
@@ -124,13 +130,17 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int loc
 
 DeviceChoice use_device_of_rank(const DeviceOptions& o, const parallel::ProcessGroups* groups) {
   // Every rank has the same options: on the CPU there is nothing to agree on.
-  if (!groups || o.device == Device::CPU) return use_device_of_rank(o, 0, 1, "rank 0 (tp 0, pp 0, dp 0)");
+  if (!groups || o.device == Device::CPU) {
+    return use_device_of_rank(o, 0, 1, "rank 0 (tp 0, pp 0, dp 0)");
+  }
   const parallel::Coords c = groups->coords();
-  const std::string label = "rank " + std::to_string(groups->world->rank()) + " (tp " + std::to_string(c.tp) +
-                            ", pp " + std::to_string(c.pp) + ", dp " + std::to_string(c.dp) + ")";
+  const std::string label = "rank " + std::to_string(groups->world->rank()) + " (tp " +
+                            std::to_string(c.tp) + ", pp " + std::to_string(c.pp) + ", dp " +
+                            std::to_string(c.dp) + ")";
   DeviceChoice choice;
-  parallel::agree(groups->world.get(),
-                  [&] { choice = use_device_of_rank(o, groups->local_rank, groups->local_size, label); });
+  parallel::agree(groups->world.get(), [&] {
+    choice = use_device_of_rank(o, groups->local_rank, groups->local_size, label);
+  });
   return choice;
 }
 

@@ -3,9 +3,8 @@
 // rank (docs/architecture.md §2 the device seam, §4 rank layout, §12 command line).
 #pragma once
 
-#include <string>
-
 #include <boost/program_options.hpp>
+#include <string>
 
 #include "ops/device.h"
 #include "parallel/process_groups.h"
@@ -62,7 +61,8 @@ struct DeviceChoice {
 /// pp 0, dp 1)") and describes it from cudaGetDeviceProperties — with "; k ranks share n
 /// GPUs, collectives host-staged through MPI (--share-gpu)" when local_size > n. Throws
 /// InputError as gpu_for_local_rank, UsageError where check_device_available would.
-DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int local_size, const std::string& label);
+DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int local_size,
+                                const std::string& label);
 
 /// use_device_of_rank for this process: with `groups` null one process ("rank 0 (tp 0,
 /// pp 0, dp 0)", local rank 0 of 1); else its node-local rank from the groups

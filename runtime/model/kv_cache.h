@@ -16,9 +16,10 @@
 namespace olmo2 {
 
 /// What one rank stores for its layers and kv heads: per local layer, keys and values
-/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). Position p of a sequence lives in row
-/// table[p / block_size]·block_size + p % block_size. Block ids are the same on every
-/// rank of a job (the scheduler's), so every pool has the same block count.
+/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). Position p of a
+/// sequence lives in row table[p / block_size]·block_size + p % block_size. Block ids
+/// are the same on every rank of a job (the scheduler's), so every pool has the same
+/// block count; the block tables stay on the host.
 class KVCache {
  public:
   /// The pools on `device` (zero-filled). Throws InputError for num_blocks < 1 or

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "ops/tensor_ops.h"
@@ -31,11 +30,14 @@ struct Fixture {
 // The bounds of test_golden.cpp: fp32 1e-4 absolute; bf16 0.05 absolute (the reference
 // rounds to bf16, 8 significant bits, after every op; a last-bit flip of one bf16 value,
 // 2^-8 relative, can propagate — ~1% of logits up to ~4).
-const Fixture kFixtures[] = {{"mha-f32", Precision::FP32, 1e-4},     {"gqa-f32", Precision::FP32, 1e-4},
-                             {"sharded-f32", Precision::FP32, 1e-4}, {"odd-f32", Precision::FP32, 1e-4},
-                             {"gqa-bf16", Precision::BF16, 5e-2},    {"deep-gqa-f32", Precision::FP32, 1e-4}};
+const Fixture kFixtures[] = {
+    {"mha-f32", Precision::FP32, 1e-4},     {"gqa-f32", Precision::FP32, 1e-4},
+    {"sharded-f32", Precision::FP32, 1e-4}, {"odd-f32", Precision::FP32, 1e-4},
+    {"gqa-bf16", Precision::BF16, 5e-2},    {"deep-gqa-f32", Precision::FP32, 1e-4}};
 
-std::string fixture_dir(const std::string& name) { return test::source_path("tests/golden/fixtures/" + name); }
+std::string fixture_dir(const std::string& name) {
+  return test::source_path("tests/golden/fixtures/" + name);
+}
 
 /// A host copy of a device tensor, through ops::copy (what the runtime uses).
 Tensor host_copy(const Tensor& t) {
@@ -69,7 +71,8 @@ std::vector<int32_t> ref_ids(const SafetensorsFile& ref, int b) {
 
 Olmo2Model load_on_gpu(const Fixture& fx) {
   const std::string dir = fixture_dir(fx.name);
-  return Olmo2Model::load(dir, ShardSpec::whole(ModelConfig::load(dir)), fx.precision, Device::CUDA);
+  return Olmo2Model::load(dir, ShardSpec::whole(ModelConfig::load(dir)), fx.precision,
+                          Device::CUDA);
 }
 
 void PrintTo(const Fixture& f, std::ostream* os) { *os << f.name; }
@@ -84,8 +87,9 @@ TEST_P(GoldenCudaTest, WeightsLiveOnTheGpuOnly) {
   EXPECT_EQ(w.embed_tokens.device(), Device::CUDA);
   EXPECT_EQ(w.embed_tokens.dtype(), weight_dtype(GetParam().precision));
   for (const LayerWeights& l : w.layers) {
-    for (const Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.gate_proj,
-                            &l.up_proj, &l.down_proj, &l.post_attention_layernorm, &l.post_feedforward_layernorm}) {
+    for (const Tensor* t :
+         {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.gate_proj,
+          &l.up_proj, &l.down_proj, &l.post_attention_layernorm, &l.post_feedforward_layernorm}) {
       EXPECT_EQ(t->device(), Device::CUDA);
     }
   }
@@ -109,7 +113,8 @@ TEST_P(GoldenCudaTest, LogitsAndHiddenStatesMatchTransformers) {
     EXPECT_LE(d, fx.tolerance) << fx.name << " logits of sequence " << b;
     for (size_t l = 0; l < out.hidden.size(); ++l) {
       const std::string key = "hidden." + std::to_string(l) + "." + std::to_string(b);
-      EXPECT_LE(max_abs_diff(host_copy(out.hidden[l][b]), ref, key), fx.tolerance * 4) << fx.name << " " << key;
+      EXPECT_LE(max_abs_diff(host_copy(out.hidden[l][b]), ref, key), fx.tolerance * 4)
+          << fx.name << " " << key;
     }
     RecordProperty("max_logit_diff_" + std::to_string(b), std::to_string(d));
   }
@@ -125,7 +130,8 @@ TEST_P(GoldenCudaTest, GreedyContinuationMatchesTransformers) {
   const auto expected = ref["greedy_ids"].get<std::vector<int32_t>>();
   const GenerateResult r = generate_greedy(model, prompt, static_cast<int64_t>(expected.size()));
   ASSERT_LE(r.output_ids.size(), expected.size());
-  EXPECT_EQ(r.output_ids, std::vector<int32_t>(expected.begin(), expected.begin() + r.output_ids.size()));
+  EXPECT_EQ(r.output_ids,
+            std::vector<int32_t>(expected.begin(), expected.begin() + r.output_ids.size()));
 }
 
 // The command line: `olmo2 generate --device cuda` prints what transformers' greedy
@@ -139,9 +145,10 @@ TEST_P(GoldenCudaTest, GenerateCommandOnTheGpuMatchesTransformers) {
   const auto expected = ref["greedy_ids"].get<std::vector<int32_t>>();
   std::string ids;
   for (size_t i = 0; i < prompt.size(); ++i) ids += (i ? "," : "") + std::to_string(prompt[i]);
-  const auto r = test::run_olmo2("generate --model " + fixture_dir(fx.name) + " --prompt-ids " + ids +
-                                 " --max-tokens " + std::to_string(expected.size()) + " --format json --device cuda" +
-                                 " --precision " + precision_name(fx.precision));
+  const auto r = test::run_olmo2("generate --model " + fixture_dir(fx.name) + " --prompt-ids " +
+                                 ids + " --max-tokens " + std::to_string(expected.size()) +
+                                 " --format json --device cuda" + " --precision " +
+                                 precision_name(fx.precision));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::StartsWith("device cuda: GPU 0 of "));
   const auto out = nlohmann::json::parse(r.out)["output_ids"].get<std::vector<int32_t>>();
@@ -149,11 +156,13 @@ TEST_P(GoldenCudaTest, GenerateCommandOnTheGpuMatchesTransformers) {
   EXPECT_EQ(out, std::vector<int32_t>(expected.begin(), expected.begin() + out.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCudaTest, ::testing::ValuesIn(kFixtures), [](const auto& info) {
-  std::string n = info.param.name;
-  for (char& ch : n) if (ch == '-') ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCudaTest, ::testing::ValuesIn(kFixtures),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace olmo2

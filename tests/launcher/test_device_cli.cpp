@@ -51,14 +51,26 @@ int gpus(std::string* why) {
 }
 
 TEST(DeviceOptions, DefaultIsTheCpuAndCudaIsParsedForEveryComputingSubcommand) {
-  EXPECT_EQ(parse({"generate", "--model", kModel, "--prompt-ids", "1"}).device_options.device, Device::CPU);
+  EXPECT_EQ(parse({"generate", "--model", kModel, "--prompt-ids", "1"}).device_options.device,
+            Device::CPU);
   EXPECT_EQ(parse({"serve", "--model", kModel}).device_options.device, Device::CPU);
-  const CliConfig g = parse({"generate", "--model", kModel, "--prompt-ids", "1", "--device", "cuda", "--share-gpu"});
+  const CliConfig g = parse(
+      {"generate", "--model", kModel, "--prompt-ids", "1", "--device", "cuda", "--share-gpu"});
   EXPECT_EQ(g.device_options.device, Device::CUDA);
   EXPECT_TRUE(g.device_options.share_gpu);
-  EXPECT_EQ(parse({"serve", "--model", kModel, "--device", "cuda"}).device_options.device, Device::CUDA);
-  const std::vector<std::string> train = {"train", "--model-config", kModel + "/config.json", "--data", "x.npy",
-                                          "--seq-len", "8", "--global-batch", "2", "--steps", "1"};
+  EXPECT_EQ(parse({"serve", "--model", kModel, "--device", "cuda"}).device_options.device,
+            Device::CUDA);
+  const std::vector<std::string> train = {"train",
+                                          "--model-config",
+                                          kModel + "/config.json",
+                                          "--data",
+                                          "x.npy",
+                                          "--seq-len",
+                                          "8",
+                                          "--global-batch",
+                                          "2",
+                                          "--steps",
+                                          "1"};
   EXPECT_EQ(parse(train).train.device, Device::CPU);
 #ifdef OLMO2_HAVE_CUDA
   std::vector<std::string> on_gpu = train;
@@ -76,15 +88,19 @@ TEST(DeviceOptions, DefaultIsTheCpuAndCudaIsParsedForEveryComputingSubcommand) {
 TEST(DeviceOptions, BadValuesAreUsageErrors) {
   EXPECT_THAT(usage_error({"generate", "--model", kModel, "--prompt-ids", "1", "--device", "tpu"}),
               HasSubstr("--device must be cpu or cuda, got \"tpu\""));
-  EXPECT_THAT(usage_error({"serve", "--model", kModel, "--share-gpu"}), HasSubstr("--share-gpu needs --device cuda"));
-  EXPECT_THAT(usage_error({"info", "--model", kModel, "--device", "cuda"}), HasSubstr("device"));  // not an info option
+  EXPECT_THAT(usage_error({"serve", "--model", kModel, "--share-gpu"}),
+              HasSubstr("--share-gpu needs --device cuda"));
+  EXPECT_THAT(usage_error({"info", "--model", kModel, "--device", "cuda"}),
+              HasSubstr("device"));  // not an info option
 }
 
 TEST(DeviceRefusal, NamesTheMissingBackendOrTheReasonThereIsNoGpu) {
   EXPECT_EQ(device_refusal(Device::CPU, false, 0, ""), "");
   EXPECT_EQ(device_refusal(Device::CUDA, true, 2, ""), "");
-  EXPECT_THAT(device_refusal(Device::CUDA, false, 0, ""), HasSubstr("--device cuda: this build has no CUDA backend"));
-  const std::string why = "cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device is detected";
+  EXPECT_THAT(device_refusal(Device::CUDA, false, 0, ""),
+              HasSubstr("--device cuda: this build has no CUDA backend"));
+  const std::string why =
+      "cudaGetDeviceCount: cudaErrorNoDevice: no CUDA-capable device is detected";
   EXPECT_EQ(device_refusal(Device::CUDA, true, 0, why),
             "--device cuda: no GPU is available to this process (" + why + ")");
 }
@@ -97,12 +113,15 @@ TEST(GpuForLocalRank, OneRankPerGpuOrSharedOnlyWhenAsked) {
   EXPECT_THAT(refused, HasSubstr("--share-gpu"));
   for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu_for_local_rank(r, 5, 2, true), r % 2);
   EXPECT_THAT(test::input_error([] { gpu_for_local_rank(0, 1, 0, true); }), HasSubstr("no GPU"));
-  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(2, 2, 4, false); }), HasSubstr("not in [0, 2)"));
+  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(2, 2, 4, false); }),
+              HasSubstr("not in [0, 2)"));
 }
 
 TEST(DeviceCli, CpuIsTheDefaultAndChangesNothing) {
-  const auto r = test::run_olmo2("generate --model " + kModel + " --prompt-ids 1,2 --max-tokens 2 --format json");
-  const auto d = test::run_olmo2("generate --model " + kModel + " --prompt-ids 1,2 --max-tokens 2 --format json --device cpu");
+  const auto r = test::run_olmo2("generate --model " + kModel +
+                                 " --prompt-ids 1,2 --max-tokens 2 --format json");
+  const auto d = test::run_olmo2("generate --model " + kModel +
+                                 " --prompt-ids 1,2 --max-tokens 2 --format json --device cpu");
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_EQ(d.status, 0) << d.err;
   EXPECT_EQ(r.out, d.out);
@@ -117,8 +136,9 @@ TEST(DeviceCli, CudaWithoutAGpuIsRefusedWithOneLineAndTheUsageStatus) {
   const std::vector<std::string> runs = {
       "generate --model " + kModel + " --prompt-ids 1,2 --device cuda",
       "serve --model " + kModel + " --device cuda --port 1",
-      "train --model-config " + kModel + "/config.json --data none.npy --seq-len 8 --global-batch 1 --steps 1 "
-      "--device cuda"};
+      "train --model-config " + kModel +
+          "/config.json --data none.npy --seq-len 8 --global-batch 1 --steps 1 "
+          "--device cuda"};
   for (const std::string& args : runs) {
     const auto r = test::run_olmo2(args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
@@ -126,7 +146,9 @@ TEST(DeviceCli, CudaWithoutAGpuIsRefusedWithOneLineAndTheUsageStatus) {
     EXPECT_EQ(r.err.rfind("olmo2: error: ", 0), 0u) << r.err;
     EXPECT_EQ(r.out, "");
 #ifdef OLMO2_HAVE_CUDA
-    EXPECT_THAT(r.err, HasSubstr("--device cuda: no GPU is available to this process (" + why + ")")) << args;
+    EXPECT_THAT(r.err,
+                HasSubstr("--device cuda: no GPU is available to this process (" + why + ")"))
+        << args;
 #else
     EXPECT_THAT(r.err, HasSubstr("--device cuda: this build has no CUDA backend")) << args;
 #endif

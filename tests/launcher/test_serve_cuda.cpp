@@ -16,8 +16,8 @@ namespace olmo2 {
 namespace {
 
 using json = nlohmann::json;
-using ::testing::HasSubstr;
 using test::Server;
+using ::testing::HasSubstr;
 
 const test::ServeModel& model() {
   static const test::ServeModel m;
@@ -33,7 +33,8 @@ std::vector<std::string> greedy_bodies(int max_tokens) {
     json ids = json::array();
     const int n = 3 + static_cast<int>(rng() % 58);
     for (int t = 0; t < n; ++t) ids.push_back(1000 + static_cast<int>(rng() % 40000));
-    bodies.push_back(R"({"prompt":)" + ids.dump() + R"(,"max_tokens":)" + std::to_string(max_tokens) +
+    bodies.push_back(R"({"prompt":)" + ids.dump() + R"(,"max_tokens":)" +
+                     std::to_string(max_tokens) +
                      R"(,"temperature":0,"ignore_eos":true,"logprobs":0})");
   }
   bodies.push_back(R"({"prompt":"Once upon a time","max_tokens":)" + std::to_string(max_tokens) +
@@ -63,7 +64,9 @@ std::vector<json> together(const Server& server, const std::vector<std::string>&
   return out;
 }
 
-const json& logprobs_of(const json& answer) { return answer["choices"][0]["logprobs"]["token_logprobs"]; }
+const json& logprobs_of(const json& answer) {
+  return answer["choices"][0]["logprobs"]["token_logprobs"];
+}
 
 // fp32: the tokens equal the CPU server's; the log-probabilities agree within 1e-3
 // (a log-softmax is a logit minus a log-sum-exp, each held to the project's fp32 bound of
@@ -81,7 +84,8 @@ TEST(ServeCuda, GreedyAnswersEqualTheCpuServers) {
   const std::vector<json> batched = together(gpu, bodies);  // chunked prefills, pre-emption
   for (size_t i = 0; i < bodies.size(); ++i) {
     EXPECT_EQ(got[i]["choices"][0]["text"], want[i]["choices"][0]["text"]) << "request " << i;
-    EXPECT_EQ(batched[i]["choices"][0]["text"], got[i]["choices"][0]["text"]) << "request " << i << " batched";
+    EXPECT_EQ(batched[i]["choices"][0]["text"], got[i]["choices"][0]["text"])
+        << "request " << i << " batched";
     ASSERT_EQ(logprobs_of(got[i]).size(), logprobs_of(want[i]).size()) << got[i];
     for (size_t t = 0; t < logprobs_of(got[i]).size(); ++t) {
       EXPECT_NEAR(logprobs_of(got[i])[t].get<double>(), logprobs_of(want[i])[t].get<double>(), 1e-3)
@@ -107,7 +111,8 @@ TEST(ServeCuda, Bf16FirstTokensAgreeWithTheCpuServerWithinTheBf16Bound) {
     EXPECT_EQ(got[i]["choices"][0]["text"], want[i]["choices"][0]["text"]) << "request " << i;
     ASSERT_EQ(logprobs_of(got[i]).size(), 1u) << got[i];
     ASSERT_EQ(logprobs_of(want[i]).size(), 1u) << want[i];
-    EXPECT_NEAR(logprobs_of(got[i])[0].get<double>(), logprobs_of(want[i])[0].get<double>(), 0.1) << "request " << i;
+    EXPECT_NEAR(logprobs_of(got[i])[0].get<double>(), logprobs_of(want[i])[0].get<double>(), 0.1)
+        << "request " << i;
   }
 }
 
