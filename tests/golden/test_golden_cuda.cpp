@@ -94,7 +94,9 @@ TEST_P(GoldenCudaTest, WeightsLiveOnTheGpuOnly) {
     }
   }
   EXPECT_EQ(w.norm.device(), Device::CUDA);
-  if (!w.lm_head.empty()) EXPECT_EQ(w.lm_head.device(), Device::CUDA);
+  if (!w.lm_head.empty()) {
+    EXPECT_EQ(w.lm_head.device(), Device::CUDA);
+  }
 }
 
 TEST_P(GoldenCudaTest, LogitsAndHiddenStatesMatchTransformers) {
@@ -144,7 +146,10 @@ TEST_P(GoldenCudaTest, GenerateCommandOnTheGpuMatchesTransformers) {
   const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
   const auto expected = ref["greedy_ids"].get<std::vector<int32_t>>();
   std::string ids;
-  for (size_t i = 0; i < prompt.size(); ++i) ids += (i ? "," : "") + std::to_string(prompt[i]);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (i) ids += ',';
+    ids += std::to_string(prompt[i]);
+  }
   const auto r = test::run_olmo2("generate --model " + fixture_dir(fx.name) + " --prompt-ids " +
                                  ids + " --max-tokens " + std::to_string(expected.size()) +
                                  " --format json --device cuda" + " --precision " +
