@@ -1,16 +1,8 @@
 #include "launcher/device_options.h"
 
-#include <cstdio>
-
 #include "launcher/options.h"
+#include "ops/gpu_setup.h"
 #include "parallel/agreement.h"
-
-#ifdef OLMO2_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "ops/cuda/check.h"
-#include "ops/cuda/runtime.h"
-#endif
 
 namespace olmo2 {
 
@@ -22,30 +14,6 @@ constexpr bool kBuiltWithCuda = true;
 #else
 constexpr bool kBuiltWithCuda = false;
 #endif
-
-/// GPUs this process sees (0 without CUDA), with the reason when none.
-int visible_gpus(std::string* why) {
-#ifdef OLMO2_HAVE_CUDA
-  return ops::cuda::device_count(why);
-#else
-  *why = "this build has no CUDA backend";
-  return 0;
-#endif
-}
-
-/// "NVIDIA H200, 139 GiB" for GPU `gpu` (the current one).
-std::string describe_gpu([[maybe_unused]] int gpu) {
-#ifdef OLMO2_HAVE_CUDA
-  cudaDeviceProp p{};
-  OLMO2_CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
-  const double gib = static_cast<double>(p.totalGlobalMem) / double(1ull << 30);
-  char memory[32];
-  std::snprintf(memory, sizeof memory, gib >= 10 ? "%.0f GiB" : "%.1f GiB", gib);
-  return std::string(p.name) + ", " + memory;
-#else
-  return "";
-#endif
-}
 }  // namespace
 
 void add_device_options(po::options_description& d) {
@@ -85,7 +53,7 @@ std::string device_refusal(Device device, bool built_with_cuda, int gpus, const 
 void check_device_available(Device device) {
   if (device == Device::CPU) return;
   std::string why;
-  const int gpus = visible_gpus(&why);
+  const int gpus = ops::visible_gpu_count(&why);
   const std::string refusal = device_refusal(device, kBuiltWithCuda, gpus, why);
   if (!refusal.empty()) OLMO2_THROW(UsageError, refusal);
 }
@@ -102,9 +70,8 @@ int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu)
   return local_rank % gpus;
 }
 
-DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int local_rank,
-                                [[maybe_unused]] int local_size,
-                                [[maybe_unused]] const std::string& label) {
+DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int local_size,
+                                const std::string& label) {
   DeviceChoice c;
   c.device = o.device;
   if (o.device == Device::CPU) {
@@ -112,19 +79,16 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, [[maybe_unused]] int loc
     return c;
   }
   check_device_available(o.device);
-#ifdef OLMO2_HAVE_CUDA
-  c.gpus = ops::cuda::device_count();
+  c.gpus = ops::visible_gpu_count();
   c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus, o.share_gpu);
-  ops::cuda::use_device(c.gpu);  // before any other CUDA work of this process
-  ops::cuda::set_error_label(label + " on GPU " + std::to_string(c.gpu));
+  ops::use_gpu(c.gpu, label + " on GPU " + std::to_string(c.gpu));  // before any other CUDA work
   c.shared = local_size > c.gpus;
   c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) +
-                  " (" + describe_gpu(c.gpu) + ")";
+                  " (" + ops::gpu_description(c.gpu) + ")";
   if (c.shared) {
     c.description += "; " + std::to_string(local_size) + " ranks share " + std::to_string(c.gpus) +
                      " GPU(s), collectives host-staged through MPI (--share-gpu)";
   }
-#endif
   return c;
 }
 

@@ -10,11 +10,9 @@
 
 #include "launcher/device_options.h"
 #include "launcher/options.h"
+#include "ops/gpu_setup.h"
 #include "tests/test_util.h"
 
-#ifdef OLMO2_HAVE_CUDA
-#include "ops/cuda/runtime.h"
-#endif
 
 namespace olmo2 {
 namespace {
@@ -38,16 +36,6 @@ std::string usage_error(std::vector<std::string> args) {
   }
   ADD_FAILURE() << "expected a UsageError";
   return "";
-}
-
-/// GPUs this process sees, and why none (0 in a build without CUDA).
-int gpus(std::string* why) {
-#ifdef OLMO2_HAVE_CUDA
-  return ops::cuda::device_count(why);
-#else
-  *why = "built without CUDA";
-  return 0;
-#endif
 }
 
 TEST(DeviceOptions, DefaultIsTheCpuAndCudaIsParsedForEveryComputingSubcommand) {
@@ -132,7 +120,7 @@ TEST(DeviceCli, CpuIsTheDefaultAndChangesNothing) {
 /// `--device cuda` stops train, generate and serve at once: one line, status 2.
 TEST(DeviceCli, CudaWithoutAGpuIsRefusedWithOneLineAndTheUsageStatus) {
   std::string why;
-  if (gpus(&why) > 0) GTEST_SKIP() << "this machine has a GPU: nothing to refuse";
+  if (ops::visible_gpu_count(&why) > 0) GTEST_SKIP() << "this machine has a GPU: nothing to refuse";
   const std::vector<std::string> runs = {
       "generate --model " + kModel + " --prompt-ids 1,2 --device cuda",
       "serve --model " + kModel + " --device cuda --port 1",
