@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launcher/device_options.h"
 #include "launcher/rank_errors.h"
 #include "ops/bf16_gemm.h"
 #include "ops/blas_core.h"
@@ -76,7 +77,10 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   }
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::whole(ModelConfig::load(cfg.model)), cfg.precision);
+    const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
+    if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
+    const Olmo2Model model =
+        Olmo2Model::load(cfg.model, ShardSpec::whole(ModelConfig::load(cfg.model)), cfg.precision, dev.device);
     print_result(cfg, generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling), out);
     return;
   }
@@ -94,7 +98,9 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   // 2. Anything later may fail on some ranks only: report it and end the whole job.
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision);
+    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
+    if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
+    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
                                       ParallelContext{groups.tp.get(), groups.pp.get()});
     if (rank == 0) print_result(cfg, r, out);
@@ -143,7 +149,7 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 }  // namespace
 
 namespace {
-void print_banner(const Trainer& trainer, const TrainOptions& o, const std::string& layout) {
+void print_banner(const Trainer& trainer, const TrainOptions& o, const std::string& layout, const DeviceChoice& dev) {
   const ModelConfig& c = trainer.model().config();
   // The whole line is made first: a failing query must not leave half of it printed.
   std::ostringstream line;
@@ -153,7 +159,7 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
             << (o.precision == "bf16" ? " (f32 master weights, " + ops::bf16_training_gemm_path_description() +
                                             " bf16 products)"
                                       : std::string())
-            << "; OpenBLAS " << blas_core_name() << " kernels\n";
+            << "; OpenBLAS " << blas_core_name() << " kernels; " << dev.description << "\n";
   std::cerr << line.str();
 }
 }  // namespace
@@ -166,8 +172,9 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
   const bool layout = o.tp > 1 || o.pp > 1 || o.dp > 1 || !o.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
+    const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     Trainer trainer(o);
-    print_banner(trainer, o, "");
+    print_banner(trainer, o, "", dev);
     trainer.run([] { return g_stop_signal != 0; });
     return;
   }
@@ -177,12 +184,14 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   checks_alike_on_every_rank(mpi, [&] { topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp); });
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
+    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     Trainer trainer(o, &groups);
     const parallel::Layout l = topology.layout();
     if (rank == 0) {
       print_banner(trainer, o, " on " + std::to_string(mpi.world_size()) + " ranks (tp " + std::to_string(l.tp) +
                                    ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
-                                   (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")");
+                                   (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")",
+                   dev);
     }
     try {
       trainer.run([] { return g_stop_signal != 0; });

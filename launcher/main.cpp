@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
         if (rank_from_launcher() == 0) std::cerr << "olmo2: error: " << e.what() << "\n";
         return 1;
       }
+      // --device cuda in a build without CUDA or where this process sees no GPU: a
+      // UsageError (one line from rank 0, status 2) before MPI starts or a file is read.
+      check_device_available(cfg.device_options.device);
     }
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());

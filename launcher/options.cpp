@@ -33,6 +33,7 @@ const char* kUsage =
     "  serve     --model DIR [--port 8000 --host 127.0.0.1 --kv-cache-memory 1GiB --api-key KEY]\n"
     "            [--tp N --pp N]  (under mpirun: sharded)\n"
     "                                                OpenAI-style HTTP completions server\n"
+    "            (train, generate, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
@@ -44,6 +45,7 @@ po::options_description describe(const std::string& command) {
       "threads", po::value<int>(), "CPU threads (default: all cores)");
   if (command == "train") {
     add_train_options(d);
+    add_device_options(d);
     return d;
   }
   if (command == "tokenize") {
@@ -59,6 +61,7 @@ po::options_description describe(const std::string& command) {
       "dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)")(
       "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
   if (command == "serve") add_serve_options(d);
+  if (command == "serve" || command == "generate") add_device_options(d);
   if (command == "generate") {
     d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
         "tokenizer", po::value<std::string>(), "tokenizer.json for --prompt (default: the model's)")(
@@ -149,8 +152,11 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.threads = vm["threads"].as<int>();
     if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
   }
+  if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "serve") {
+    cfg.device_options = read_device_options(vm);
+  }
   if (cfg.command == "train") {
-    cfg.train = read_train_options(vm);
+    cfg.train = read_train_options(vm);  // train.device too
     return cfg;
   }
   if (cfg.command == "tokenize") {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "launcher/device_options.h"
 #include "launcher/serve_options.h"
 #include "runtime/generation/sampling.h"
 #include "runtime/model/precision.h"
@@ -46,6 +47,8 @@ struct CliConfig {
   std::vector<int64_t> pp_layers;   ///< --pp-layers 8,8,7,7 (empty: balanced stages)
   bool dp_given = false;            ///< --dp was given (generate: else world / (tp·pp))
   double collective_timeout = 300;  ///< --collective-timeout seconds (0: wait forever)
+  /// train, generate, serve: --device, --share-gpu (train: device also in train.device)
+  DeviceOptions device_options;
 };
 
 /// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given

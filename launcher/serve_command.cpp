@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "launcher/commands.h"
+#include "launcher/device_options.h"
 #include "launcher/rank_errors.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
@@ -49,8 +50,10 @@ int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
   return n;
 }
 
-/// Loads and starts this rank's part; `groups` null for one process.
-void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, const parallel::PartitionPlan* plan) {
+/// Loads and starts this rank's part on the device `dev` (chosen already); `groups` null
+/// for one process.
+void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, const parallel::PartitionPlan* plan,
+           const DeviceChoice& dev) {
   const ServeOptions& o = cfg.serve;
   const int rank = groups ? groups->world->rank() : 0;
   const ModelConfig config = ModelConfig::load(o.model);
@@ -84,10 +87,12 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
-  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision));
+  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision, dev.device));
   // The products' code path, named before the engine and the HTTP server start, so that a
   // bad OLMO2_BF16_GEMM or OLMO2_BATCH_INVARIANT_GEMM stops serve here with its InputError.
-  const std::string product_path = s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
+  // On a GPU the products are the CUDA backend's.
+  const std::string product_path = dev.device != Device::CPU ? std::string(device_name(dev.device))
+                                   : s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
                                                                             : ops::batch_invariant_path_name();
   s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);
   if (rank == 0) {
@@ -104,8 +109,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products"
-              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << ")"
-              << std::endl;
+              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
+              << dev.description << ")" << std::endl;
   }
 }
 
@@ -151,7 +156,7 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
     ServeRank s;
-    build(s, cfg, nullptr, nullptr);
+    build(s, cfg, nullptr, nullptr, use_device_of_rank(cfg.device_options, nullptr));
     serve(s, true);
     return;
   }
@@ -171,7 +176,8 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.serve.collective_timeout);
     ServeRank s;
-    parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan); });
+    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
+    parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan, dev); });
     serve(s, rank == 0);
     groups.world->barrier();
   });

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "launcher/device_options.h"
 #include "launcher/options.h"
 
 namespace olmo2 {
@@ -125,6 +126,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
     o.debug_scale_step = step, o.debug_scale_factor = factor;
   }
   if (vm.count("save-dir") && o.save_dir.empty()) OLMO2_THROW(UsageError, "--save-dir is empty");
+  o.device = read_device_options(vm).device;
   try {
     validate(o);
   } catch (const InputError& e) {  // an inconsistent command line: exit 2 like any usage error

@@ -25,4 +25,14 @@ int gpu_count(std::string* why = nullptr);
 /// without CUDA or when CUDA fails.
 int current_gpu();
 
+/// Makes GPU `gpu` this process's device (ops::cuda::use_device) — call it before any
+/// other CUDA work — and ends every later CUDA error message with `error_label` (e.g.
+/// "rank 3 (tp 1, pp 0, dp 1) on GPU 1"). Throws InputError when `gpu` is not in [0,
+/// gpu_count()), Error in a build without CUDA.
+void use_gpu(int gpu, const std::string& error_label);
+
+/// "NVIDIA H200, 139 GiB": GPU `gpu`'s name and memory (cudaGetDeviceProperties; GiB
+/// rounded, one decimal below 10). Throws Error on a CUDA failure or without CUDA.
+std::string gpu_description(int gpu);
+
 }  // namespace olmo2::ops

@@ -40,7 +40,7 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
   check_generate_request(c, prompt, max_tokens);
   validate(sampling);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_tokens;
-  const KVCache cache = KVCache::contiguous(c, model.shard(), capacity);
+  const KVCache cache = KVCache::contiguous(c, model.shard(), capacity, 16, model.device());
   const std::vector<int32_t> table = KVCache::consecutive_blocks(capacity, cache.block_size());
   parallel::Communicator* pp = ctx.pipeline();
   GenerateResult r;

@@ -108,8 +108,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   auto reduce = [&](const TensorView& t) {  // the partial sums of a row-parallel product
     if (ctx.tp) parallel::all_reduce_sum(*ctx.tp, t);
   };
-  // A tensor the backward keeps, or a reused scratch one.
-  // Activations and scratch live on the device of the residual stream.
+  // A tensor the backward keeps, or a reused scratch one; activations and scratch live
+  // on the device of the residual stream.
   const Device dev = x.device();
   auto buffer = [&](Tensor LayerActivations::*member, Tensor& scratch, int64_t cols) {
     if (!saved) return sized(scratch, n, cols, dev);

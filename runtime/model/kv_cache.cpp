@@ -7,19 +7,20 @@
 
 namespace olmo2 {
 
-KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {
+KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size, Device device)
+    : num_blocks_(num_blocks), block_size_(block_size), device_(device) {
   if (num_blocks < 1) OLMO2_THROW(InputError, "the KV cache needs at least one block, got ", num_blocks);
   if (block_size < 1) OLMO2_THROW(InputError, "KV block size must be ≥ 1, got ", block_size);
   const int64_t width = shard.kv_heads.size() * c.head_dim;
   for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
-    k_.push_back(Tensor::zeros({num_blocks * block_size, width}));
-    v_.push_back(Tensor::zeros({num_blocks * block_size, width}));
+    k_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
+    v_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
   }
 }
 
-KVCache KVCache::contiguous(const ModelConfig& c, const ShardSpec& shard, int64_t capacity, int64_t block_size) {
-  return KVCache(c, shard, std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size);
+KVCache KVCache::contiguous(const ModelConfig& c, const ShardSpec& shard, int64_t capacity, int64_t block_size,
+                            Device device) {
+  return KVCache(c, shard, std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size, device);
 }
 
 std::vector<int32_t> KVCache::consecutive_blocks(int64_t positions, int64_t block_size) {
@@ -47,7 +48,10 @@ Tensor KVCache::rows_of(std::span<const int32_t> table, int64_t start, int64_t n
     }
     r[t] = static_cast<int32_t>(block * block_size_ + p % block_size_);
   }
-  return rows;
+  if (device_ == Device::CPU) return rows;
+  Tensor on_device = Tensor::zeros({n}, DType::I32, device_);
+  ops::copy(rows.view(), on_device.view());
+  return on_device;
 }
 
 int64_t KVCache::contiguous_rows(std::span<const int32_t> table, int64_t n) const {

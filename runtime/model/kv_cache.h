@@ -16,18 +16,21 @@
 namespace olmo2 {
 
 /// What one rank stores for its layers and kv heads: per local layer, keys and values
-/// [num_blocks·block_size, KV_local·hd] f32. Position p of a sequence lives in row
-/// table[p / block_size]·block_size + p % block_size. Block ids are the same on every
-/// rank of a job (the scheduler's), so every pool has the same block count.
+/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). Position p of a
+/// sequence lives in row table[p / block_size]·block_size + p % block_size. Block ids
+/// are the same on every rank of a job (the scheduler's), so every pool has the same
+/// block count; the block tables stay on the host.
 class KVCache {
  public:
-  /// Throws InputError for num_blocks < 1 or block_size < 1.
-  KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size);
+  /// The pools on `device` (zero-filled). Throws InputError for num_blocks < 1 or
+  /// block_size < 1; Error when the device is out of memory.
+  KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size,
+          Device device = Device::CPU);
 
   /// A cache for one sequence of up to `capacity` positions in blocks of `block_size`,
   /// to be used with consecutive_blocks(capacity, block_size) as its table.
   static KVCache contiguous(const ModelConfig& config, const ShardSpec& shard, int64_t capacity,
-                            int64_t block_size = 16);
+                            int64_t block_size = 16, Device device = Device::CPU);
   /// The block table 0, 1, …, blocks_for(positions) − 1.
   static std::vector<int32_t> consecutive_blocks(int64_t positions, int64_t block_size);
 
@@ -37,13 +40,16 @@ class KVCache {
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
+  /// Where the pools live.
+  Device device() const { return device_; }
   /// Keys / values of local layer `layer` (0 = the shard's first layer).
   const TensorView& keys(int64_t layer) const { return k_[static_cast<size_t>(layer)].view(); }
   const TensorView& values(int64_t layer) const { return v_[static_cast<size_t>(layer)].view(); }
 
   /// Pool rows of positions start … start+n−1 of the sequence with `table`, as an [n]
-  /// i32 tensor (what write and contiguous_rows use). Throws ShapeError when the table
-  /// is too short, InputError for a block id outside the pool.
+  /// i32 tensor on the cache's device (what write uses): computed on the host from the
+  /// host block table, then copied (ops::copy). Throws ShapeError when the table is too
+  /// short, InputError for a block id outside the pool.
   Tensor rows_of(std::span<const int32_t> table, int64_t start, int64_t n) const;
 
   /// The first pool row of positions 0 … n−1 when they lie in consecutive rows (the
@@ -56,6 +62,7 @@ class KVCache {
 
  private:
   int64_t num_blocks_, block_size_;
+  Device device_ = Device::CPU;
   std::vector<Tensor> k_, v_;
 };
 

@@ -14,23 +14,36 @@ Olmo2Model Olmo2Model::load(const std::string& dir) {
   return load(dir, ShardSpec::whole(c));
 }
 
-Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std::optional<Precision> precision) {
+namespace {
+/// `host` on `device`: itself on the CPU, else a device copy (the host tensor is freed
+/// on return, so one tensor at a time is held twice while loading).
+Tensor on_device(Tensor host, Device device) {
+  if (device == Device::CPU) return host;
+  Tensor d = Tensor::zeros(host.shape(), host.dtype(), device);
+  ops::copy(host.view(), d.view());
+  return d;
+}
+}  // namespace
+
+Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std::optional<Precision> precision,
+                            Device device) {
   Olmo2Model m;
   m.config_ = ModelConfig::load(dir);
   m.shard_ = shard;
+  m.device_ = device;
   const ModelConfig& c = m.config_;
   m.precision_ = precision.value_or(default_precision(c.dtype));
   const DType wt = weight_dtype(m.precision_);
   const Checkpoint ckpt = Checkpoint::open(dir);
-  // Each tensor is copied out in the weight dtype, then its pages of the mapping are
-  // dropped: the model is resident once.
+  // Each tensor is copied out in the weight dtype (and on to the device), then its pages
+  // of the mapping are dropped: the model is resident once.
   auto slice = [&](const std::string& name, std::vector<int64_t> full, int dim, int64_t b, int64_t e) {
-    Tensor t = ckpt.load_slice(name, full, dim, b, e, wt);
+    Tensor t = on_device(ckpt.load_slice(name, full, dim, b, e, wt), device);
     ckpt.release(name);
     return t;
   };
   auto whole = [&](const std::string& name, std::vector<int64_t> full) {
-    Tensor t = ckpt.load(name, full, wt);
+    Tensor t = on_device(ckpt.load(name, full, wt), device);
     ckpt.release(name);
     return t;
   };
@@ -44,9 +57,11 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std:
     if (shard.vocab_real == shard.vocab_rows) {  // no padding rows: no second copy
       return slice(name, {c.vocab_size, h}, 0, shard.vocab_rows.begin, shard.vocab_rows.end);
     }
-    Tensor t = Tensor::zeros({shard.vocab_rows.size(), h}, wt);
+    Tensor t = Tensor::zeros({shard.vocab_rows.size(), h}, wt, device);
     if (shard.vocab_real.size() > 0) {
-      const Tensor real = slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end);
+      // Read on the host and copied into the (device) rows: no second device copy.
+      const Tensor real = ckpt.load_slice(name, {c.vocab_size, h}, 0, shard.vocab_real.begin, shard.vocab_real.end, wt);
+      ckpt.release(name);
       const int64_t first = shard.vocab_real.begin - shard.vocab_rows.begin;
       ops::copy(real.view(), t.view().rows(first, first + shard.vocab_real.size()));
     }
@@ -86,6 +101,7 @@ Olmo2Model Olmo2Model::from_weights(const ModelConfig& config, const ShardSpec& 
   m.config_ = config;
   m.shard_ = shard;
   m.weights_ = std::move(weights);
+  m.device_ = weights_device(m.weights_);
   return m;
 }
 

@@ -59,9 +59,12 @@ class Olmo2Model {
   /// columns of row-parallel ones, the stage's layers), reading only those bytes, held in
   /// `precision`'s weight dtype (default: the checkpoint's, see default_precision): a
   /// bf16 checkpoint in bf16 is kept as loaded; each tensor's pages of the file mapping
-  /// are dropped once copied, so the weights are resident once.
+  /// are dropped once copied, so the weights are resident once. On `device` CUDA each
+  /// tensor is read into host memory in the weight dtype, copied to the current GPU
+  /// (ops::copy) and its host copy freed before the next is read: the weights are
+  /// resident on the GPU only. Throws Error when the device is out of memory.
   static Olmo2Model load(const std::string& dir, const ShardSpec& shard,
-                         std::optional<Precision> precision = std::nullopt);
+                         std::optional<Precision> precision = std::nullopt, Device device = Device::CPU);
 
   /// A model with N(0, std²) weights, a function of `seed` (fill_normal: vectorised and
   /// threaded, the 1B shape in seconds), and unit norm weights, built in memory
@@ -71,6 +74,7 @@ class Olmo2Model {
 
   /// A model holding `weights` (the shapes `shard` implies, in `precision`'s weight
   /// dtype; not checked here) — how training builds the model it initialised or loaded.
+  /// Its device is the weights' (their first non-empty tensor's; CPU when none).
   static Olmo2Model from_weights(const ModelConfig& config, const ShardSpec& shard, ModelWeights weights,
                                  Precision precision = Precision::FP32);
 
@@ -80,6 +84,9 @@ class Olmo2Model {
   ModelWeights& mutable_weights() { return weights_; }
   /// The precision the model computes in (docs/architecture.md §3.2).
   Precision precision() const { return precision_; }
+  /// Where its weights live, and where its forward keeps activations, scratch and
+  /// logits (docs/architecture.md §2): token ids and positions are copied there.
+  Device device() const { return device_; }
   /// dtype activations are rounded to: bf16 in bf16 precision, else f32 (no rounding).
   DType activation_dtype() const { return activation_dtype_of(precision_); }
 
@@ -89,6 +96,7 @@ class Olmo2Model {
                         const ParallelContext& ctx = {}) const;
 
   /// The forward. Every rank of the TP and PP groups calls it with the same batch.
+  /// `cache` must lie on device(); the logits (and hidden states) are on device().
   /// Without `cache` each sequence attends to its own tokens (batch.start all 0); with
   /// one, sequence i's new tokens take positions start[i] … and are written into
   /// `cache` through block_tables[i] before attending to everything cached (a
@@ -112,8 +120,8 @@ class Olmo2Model {
                       const TensorView& x, const ParallelContext& ctx, std::vector<LayerActivations>* saved,
                       std::vector<LayerStats>* stats, std::vector<Tensor>* hidden) const;
 
-  /// This stage's input rows [T, h] f32: the (vocab-parallel) embedding of packed.ids on
-  /// stage 0, else received from the previous pipeline stage.
+  /// This stage's input rows [T, h] f32 on device(): the (vocab-parallel) embedding of
+  /// packed.ids on stage 0, else received from the previous pipeline stage.
   Tensor stage_input(const PackedTokens& packed, const ParallelContext& ctx) const;
 
   /// The context its layers need (the TP group when it has more than one rank).
@@ -133,6 +141,7 @@ class Olmo2Model {
   ShardSpec shard_;
   ModelWeights weights_;
   Precision precision_ = Precision::FP32;
+  Device device_ = Device::CPU;
 };
 
 }  // namespace olmo2

@@ -21,7 +21,7 @@ ForwardResult Olmo2Model::forward(const std::vector<std::vector<int32_t>>& batch
 }
 
 Tensor Olmo2Model::stage_input(const PackedTokens& packed, const ParallelContext& ctx) const {
-  Tensor x = Tensor::zeros({packed.rows(), config_.hidden_size});
+  Tensor x = Tensor::zeros({packed.rows(), config_.hidden_size}, DType::F32, device_);
   if (!shard_.embedding) {
     parallel::Communicator* pp = ctx.pipeline();
     OLMO2_CHECK(pp, "a pipeline stage without the embedding needs a pp communicator");
@@ -47,7 +47,7 @@ void Olmo2Model::forward_layers(const PackedTokens& packed, const KVCacheBinding
     decoder_layer_forward(lc, weights_.layers[l], static_cast<int64_t>(l), packed, kv, options, x, ws,
                           saved ? &(*saved)[l] : nullptr, stats ? &(*stats)[l] : nullptr);
     if (hidden) {
-      hidden->push_back(Tensor::zeros(x.shape()));
+      hidden->push_back(Tensor::zeros(x.shape(), DType::F32, x.device()));
       ops::copy(x, hidden->back().view());
     }
   }
@@ -61,7 +61,9 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   parallel::Communicator* pp = ctx.pipeline();
   OLMO2_CHECK((sh.embedding && sh.final_norm) || pp, "a pipeline stage needs a pp communicator");
   OLMO2_CHECK(cache || batch.block_tables.empty(), "block tables without a KV cache");
-  const PackedTokens packed = pack_tokens(batch, c);
+  OLMO2_CHECK(!cache || cache->device() == device_, "a KV cache on ", device_name(cache->device()), " for a model on ",
+              device_name(device_));
+  const PackedTokens packed = pack_tokens(batch, c, device_);
   KVCacheBinding kv;
   if (cache) {
     kv = bind_kv_cache(*cache, packed, batch.block_tables);
@@ -80,7 +82,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   for (const Tensor& layer_out : hidden) {  // per layer, per sequence
     std::vector<Tensor> per_seq;
     for (size_t i = 0; i < nseq; ++i) {
-      per_seq.push_back(Tensor::zeros({packed.offset[i + 1] - packed.offset[i], h}));
+      per_seq.push_back(Tensor::zeros({packed.offset[i + 1] - packed.offset[i], h}, DType::F32, device_));
       ops::copy(packed.rows_of(layer_out.view(), i), per_seq.back().view());
     }
     result.hidden.push_back(std::move(per_seq));
@@ -97,14 +99,16 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   Tensor last;
   TensorView rows_in = x.view();
   if (options.last_logits_only) {
-    Tensor index = Tensor::zeros({static_cast<int64_t>(nseq)}, DType::I32);
-    for (size_t i = 0; i < nseq; ++i) index.i32()[i] = static_cast<int32_t>(packed.offset[i + 1] - 1);
-    last = Tensor::zeros({static_cast<int64_t>(nseq), h});
+    std::vector<int32_t> rows(nseq);  // made on the host, copied to the model's device
+    for (size_t i = 0; i < nseq; ++i) rows[i] = static_cast<int32_t>(packed.offset[i + 1] - 1);
+    Tensor index = Tensor::zeros({static_cast<int64_t>(nseq)}, DType::I32, device_);
+    ops::copy(host_view(rows), index.view());
+    last = Tensor::zeros({static_cast<int64_t>(nseq), h}, DType::F32, device_);
     ops::gather_rows(x.view(), index.view(), last.view());
     rows_in = last.view();
   }
   const int64_t vl = sh.vocab_rows.size();
-  Tensor local = Tensor::zeros({rows_in.size(0), vl});
+  Tensor local = Tensor::zeros({rows_in.size(0), vl}, DType::F32, device_);
   (options.batch_invariant ? ops::linear_batch_invariant : ops::linear)(rows_in, head, local.view());
   if (act != DType::F32) ops::round_to(local.view(), act);
   // Vocab-parallel lm_head: gather the slices (rank-major), drop the padding rows.
@@ -114,7 +118,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   for (size_t i = 0; i < nseq; ++i) {
     const int64_t begin = options.last_logits_only ? static_cast<int64_t>(i) : packed.offset[i];
     const int64_t rows = options.last_logits_only ? 1 : packed.offset[i + 1] - packed.offset[i];
-    Tensor mine = Tensor::zeros({rows, all.size(1)});
+    Tensor mine = Tensor::zeros({rows, all.size(1)}, DType::F32, device_);
     ops::copy(all.rows(begin, begin + rows), mine.view());
     result.logits.push_back(std::move(mine));
   }

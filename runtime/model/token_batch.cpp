@@ -1,8 +1,10 @@
 #include "runtime/model/token_batch.h"
 
+#include "ops/tensor_ops.h"
+
 namespace olmo2 {
 
-PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& c) {
+PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& c, Device device) {
   const size_t nseq = batch.tokens.size();
   OLMO2_CHECK(batch.start.empty() || batch.start.size() == nseq, nseq, " sequences with ", batch.start.size(),
               " starts");
@@ -35,6 +37,13 @@ PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& c) {
     for (int64_t t = 0; t < p.offset[i + 1] - p.offset[i]; ++t) {
       ids[p.offset[i] + t] = batch.tokens[i][t];
       pos[p.offset[i] + t] = static_cast<int32_t>(p.start[i] + t);
+    }
+  }
+  if (device != Device::CPU) {
+    for (Tensor* t : {&p.ids, &p.positions}) {
+      Tensor d = Tensor::zeros(t->shape(), DType::I32, device);
+      ops::copy(t->view(), d.view());
+      *t = std::move(d);
     }
   }
   return p;

@@ -24,7 +24,7 @@ struct TokenBatch {
 struct PackedTokens {
   std::vector<int64_t> offset;  ///< sequences + 1 entries, offset[0] = 0
   std::vector<int64_t> start;   ///< per sequence: positions cached before its rows
-  Tensor ids;                   ///< [T] i32
+  Tensor ids;                   ///< [T] i32 (on the model's device)
   Tensor positions;             ///< [T] i32: start[i] + t for the t-th new token of sequence i
   int64_t rows() const { return offset.back(); }
   size_t sequences() const { return offset.size() - 1; }
@@ -32,9 +32,11 @@ struct PackedTokens {
   TensorView rows_of(const TensorView& t, size_t i) const { return t.rows(offset[i], offset[i + 1]); }
 };
 
-/// Packs `batch` (start empty means 0 for every sequence). Throws InputError for an
-/// empty sequence, an id outside [0, config.vocab_size) (naming the id, its position and
+/// Packs `batch` (start empty means 0 for every sequence). ids and positions are built
+/// and checked on the host, then copied to `device` (ops::copy) where the model's ops
+/// read them; offset and start stay on the host. Throws InputError for an empty
+/// sequence, an id outside [0, config.vocab_size) (naming the id, its position and
 /// sequence), a negative start, or a position reaching max_position_embeddings.
-PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& config);
+PackedTokens pack_tokens(const TokenBatch& batch, const ModelConfig& config, Device device = Device::CPU);
 
 }  // namespace olmo2

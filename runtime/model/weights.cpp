@@ -1,5 +1,7 @@
 #include "runtime/model/weights.h"
 
+#include <optional>
+
 #include "core/error.h"
 #include "ops/tensor_ops.h"
 
@@ -24,6 +26,16 @@ void for_each_pair(A& a, B& b, Fn&& fn) {
   fn(a.lm_head, b.lm_head);
 }
 }  // namespace
+
+Device weights_device(const ModelWeights& w) {
+  std::optional<Device> found;
+  ModelWeights none;
+  none.layers.resize(w.layers.size());
+  for_each_pair(w, none, [&](const Tensor& t, Tensor&) {
+    if (!found && !t.empty()) found = t.device();
+  });
+  return found.value_or(Device::CPU);
+}
 
 ModelWeights weights_in(const ModelWeights& w, DType dtype) {
   ModelWeights out;

@@ -25,6 +25,10 @@ struct ModelWeights {
   Tensor lm_head;       ///< [V, h]; empty when tied to embed_tokens
 };
 
+/// The device of the first non-empty tensor of `w` (embedding, layers, norm, lm_head);
+/// CPU when every tensor is empty.
+Device weights_device(const ModelWeights& w);
+
 /// Every tensor of `w` (empty ones stay empty) converted to `dtype` (f32 or bf16; bf16
 /// rounds to nearest even) in new tensors on the same device — e.g. the bf16 compute
 /// copy of f32 master weights.

@@ -34,7 +34,7 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
       metrics_(metrics),
       opt_(options),
       ranks_(ranks),
-      cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size) {
+      cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size, model.device()) {
   if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
   if (rank() == 0) {
     OLMO2_CHECK(tokenizer_, "rank 0 of the serving engine needs the tokenizer");

@@ -42,6 +42,11 @@ void validate(const TrainOptions& o) {
     OLMO2_THROW(InputError, "--on-nonfinite must be skip or stop, got \"", o.on_nonfinite, "\"");
   }
   parse_precision(o.precision, "--precision");
+#ifndef OLMO2_HAVE_CUDA
+  if (o.device == Device::CUDA) {
+    OLMO2_THROW(InputError, "--device cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
+  }
+#endif
   if (o.zero_stage != 0 && o.zero_stage != 1) {
     OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
   }

@@ -80,7 +80,8 @@ struct TrainOptions {
 /// value: neither or both of model_dir/model_config, no data, non-positive sizes or
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
 /// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir,
-/// a zero stage other than 0 or 1, a bucket size < 1.
+/// a zero stage other than 0 or 1, a bucket size < 1, device CUDA in a build without
+/// CUDA.
 void validate(const TrainOptions& o);
 
 }  // namespace olmo2

@@ -56,5 +56,24 @@ TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
   EXPECT_EQ(r.out, "");
 }
 
+// --device cuda where this process has no GPU (or no CUDA build) is refused before MPI
+// starts, by rank 0 alone: one message however many ranks.
+TEST(GenerateUnderMpirun, ADeviceWithoutAGpuIsRefusedOnceByRankZero) {
+  const std::string dir = test::source_path("tests/golden/fixtures/deep-gqa-f32");
+  const std::string args = "generate --model " + dir + " --prompt-ids 1,2 --device cuda --tp 2";
+  const auto single = test::run_olmo2(args);
+  if (single.status == 0) GTEST_SKIP() << "this machine has a GPU: nothing to refuse";
+  ASSERT_EQ(single.status, 2) << single.err;
+  const auto r = mpirun(2, args);
+  EXPECT_NE(r.status, 0);
+  size_t lines = 0;
+  for (size_t at = r.err.find("olmo2: error: --device cuda"); at != std::string::npos;
+       at = r.err.find("olmo2: error: --device cuda", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << r.err;
+  EXPECT_THAT(single.err, HasSubstr("olmo2: error: --device cuda"));
+}
+
 }  // namespace
 }  // namespace olmo2

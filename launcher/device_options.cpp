@@ -1,0 +1,124 @@
+#include "launcher/device_options.h"
+
+#include "parallel/device_communicator.h"
+
+#include "launcher/options.h"
+#include "ops/device_runtime.h"
+#include "parallel/agreement.h"
+#include "parallel/device_communicator.h"
+
+namespace olmo2 {
+
+namespace po = boost::program_options;
+
+namespace {
+#ifdef OLMO2_HAVE_CUDA
+constexpr bool kBuiltWithCuda = true;
+#else
+constexpr bool kBuiltWithCuda = false;
+#endif
+}  // namespace
+
+void add_device_options(po::options_description& d) {
+  d.add_options()("device", po::value<std::string>(),
+                  "cpu (default) or cuda: each rank on the GPU of its node-local rank")(
+      "share-gpu", po::bool_switch(),
+      "for testing and small experiments: allow more ranks on a node than GPUs "
+      "(rank i on GPU i % n, collectives host-staged through MPI)");
+}
+
+DeviceOptions read_device_options(const po::variables_map& vm) {
+  DeviceOptions o;
+  if (vm.count("device")) {
+    const std::string d = vm["device"].as<std::string>();
+    if (d != "cpu" && d != "cuda") {
+      OLMO2_THROW(UsageError, "--device must be cpu or cuda, got \"", d, "\"");
+    }
+    o.device = d == "cuda" ? Device::CUDA : Device::CPU;
+  }
+  o.share_gpu = vm.count("share-gpu") && vm["share-gpu"].as<bool>();
+  if (o.share_gpu && o.device != Device::CUDA) {
+    OLMO2_THROW(UsageError, "--share-gpu needs --device cuda");
+  }
+  return o;
+}
+
+std::string device_refusal(Device device, bool built_with_cuda, int gpus, const std::string& why) {
+  if (device == Device::CPU) return "";
+  if (!built_with_cuda) {
+    return "--device cuda: this build has no CUDA backend "
+           "(nvcc was not found when it was configured)";
+  }
+  if (gpus < 1) return "--device cuda: no GPU is available to this process (" + why + ")";
+  return "";
+}
+
+void check_device_available(Device device) {
+  if (device == Device::CPU) return;
+  std::string why;
+  const int gpus = ops::gpu_count(&why);
+  const std::string refusal = device_refusal(device, kBuiltWithCuda, gpus, why);
+  if (!refusal.empty()) OLMO2_THROW(UsageError, refusal);
+}
+
+int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu) {
+  if (gpus < 1) OLMO2_THROW(InputError, "no GPU to choose from");
+  if (local_rank < 0 || local_rank >= local_size) {
+    OLMO2_THROW(InputError, "node-local rank ", local_rank, " is not in [0, ", local_size, ")");
+  }
+  if (local_size > gpus && !share_gpu) {
+    OLMO2_THROW(InputError, local_size, " ranks run on this node but it has ", gpus,
+                " GPU(s): start at most one rank per GPU (or give --share-gpu, for testing)");
+  }
+  return local_rank % gpus;
+}
+
+DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int local_size,
+                                const std::string& label) {
+  DeviceChoice c;
+  c.device = o.device;
+  if (o.device == Device::CPU) {
+    c.description = "device cpu";
+    return c;
+  }
+  check_device_available(o.device);
+  c.gpus = ops::gpu_count();
+  c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus, o.share_gpu);
+  ops::use_gpu(c.gpu, label + " on GPU " + std::to_string(c.gpu));  // before any other CUDA work
+  c.shared = local_size > c.gpus;
+  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) +
+                  " (" + ops::gpu_description(c.gpu) + ")";
+  if (c.shared) {
+    c.description += "; " + std::to_string(local_size) + " ranks share " + std::to_string(c.gpus) +
+                     " GPU(s), collectives host-staged through MPI (--share-gpu)";
+  }
+  return c;
+}
+
+DeviceChoice use_device_of_rank(const DeviceOptions& o, parallel::ProcessGroups* groups) {
+  // Every rank has the same options: on the CPU there is nothing to agree on.
+  if (!groups || o.device == Device::CPU) {
+    return use_device_of_rank(o, 0, 1, "rank 0 (tp 0, pp 0, dp 0)");
+  }
+  const parallel::Coords c = groups->coords();
+  const std::string label = "rank " + std::to_string(groups->world->rank()) + " (tp " +
+                            std::to_string(c.tp) + ", pp " + std::to_string(c.pp) + ", dp " +
+                            std::to_string(c.dp) + ")";
+  DeviceChoice choice;
+  parallel::agree(groups->world.get(), [&] {
+    choice = use_device_of_rank(o, groups->local_rank, groups->local_size, label);
+  });
+  // Each group's collectives on device views: NCCL where its ranks have distinct GPUs,
+  // host-staged MPI where some share one (docs/architecture.md §6). Collective over each
+  // group, in ProcessGroups' order (world, tp, dp, pp) on every rank.
+  std::string paths;
+  parallel::wrap_communicators(*groups, [&](std::unique_ptr<parallel::Communicator> c) {
+    const parallel::GpuPlacement p = parallel::gpu_placement(*c, choice.gpu);
+    paths += (paths.empty() ? "" : ", ") + c->name() + " " + p.description;
+    return parallel::make_device_communicator(std::move(c), p.distinct);
+  });
+  choice.description += "; collectives: " + paths;
+  return choice;
+}
+
+}  // namespace olmo2
