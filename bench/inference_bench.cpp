@@ -6,6 +6,12 @@
 //   olmo2_inference_bench --model DIR [--precision fp32|bf16] [--threads N]
 //       [--prefill 128,512] [--reps 3] [--warmup 1] [--decode-prompt 128]
 //       [--decode-steps 64] [--decode-reps 1] [--bandwidth-mib 1024] [--batch-invariant]
+//       [--device cpu|cuda]
+//
+// With --device cuda the weights, KV cache and activations are on GPU 0 and each step
+// ends with its logits row copied to the host (which waits for the GPU); the copy
+// bandwidth printed is still the host's — the GPU bound is scripts/gpu_bench.sh's, from
+// olmo2_gpu_peaks' device copy bandwidth and weight_bytes_per_token.
 //
 // Every figure is wall-clock time through the model's public API: Olmo2Model::forward
 // with a contiguous KVCache (KVCache::contiguous + consecutive_blocks, as
@@ -33,7 +39,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/bf16_gemm.h"
+#include "ops/device_runtime.h"
 #include "ops/dtype.h"
+#include "ops/tensor_ops.h"
 #include "ops/tensor.h"
 #include "ops/threads.h"
 #include "runtime/model/config.h"
@@ -58,6 +66,7 @@ struct Options {
   int64_t decode_prompt = 128, decode_steps = 64, decode_reps = 1;
   int64_t bandwidth_mib = 1024;
   bool batch_invariant = false;
+  olmo2::Device device = olmo2::Device::CPU;
 };
 
 [[noreturn]] void usage(const std::string& msg, int status = 2) {
@@ -97,6 +106,10 @@ Options parse_args(int argc, char** argv) {
     }
     if (flag == "--model") o.model = value;
     else if (flag == "--precision") o.precision = value;
+    else if (flag == "--device") {
+      if (value != "cpu" && value != "cuda") usage("--device: expected cpu or cuda, got '" + value + "'", 2);
+      o.device = value == "cuda" ? olmo2::Device::CUDA : olmo2::Device::CPU;
+    }
     else if (flag == "--threads") o.threads = static_cast<int>(std::min<int64_t>(parse_count(flag, value, 1), 4096));
     else if (flag == "--prefill") {
       o.prefill.clear();
@@ -211,7 +224,13 @@ int main(int argc, char** argv) {
 
     std::fprintf(stderr, "loading %s in %s...\n", o.model.c_str(), olmo2::precision_name(precision));
     const auto tl = Clock::now();
-    const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision);
+    if (o.device == olmo2::Device::CUDA) {
+      std::string why;
+      if (olmo2::ops::gpu_count(&why) == 0) throw std::runtime_error("--device cuda: no GPU (" + why + ")");
+      olmo2::ops::use_gpu(0, "olmo2_inference_bench");
+      std::printf("  device: cuda, GPU 0 (%s)\n", olmo2::ops::gpu_description(0).c_str());
+    }
+    const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision, o.device);
     const double load_s = seconds_since(tl);
     const double wbytes = weight_bytes_per_token(model);
 
@@ -221,7 +240,7 @@ int main(int argc, char** argv) {
       throw std::runtime_error("prefill/decode length " + std::to_string(capacity) + " exceeds max_position_embeddings " +
                                std::to_string(config.max_position_embeddings));
     }
-    const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity);
+    const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity, 16, o.device);
     const std::vector<int32_t> table = olmo2::KVCache::consecutive_blocks(capacity, cache.block_size());
     olmo2::ForwardOptions fo;
     fo.last_logits_only = true;
@@ -239,7 +258,11 @@ int main(int argc, char** argv) {
       batch.tokens.emplace_back(ids);
       batch.start.push_back(start);
       batch.block_tables.emplace_back(table);
-      return std::move(model.forward(batch, &cache, fo).logits[0]);
+      olmo2::Tensor logits = std::move(model.forward(batch, &cache, fo).logits[0]);
+      if (logits.device() == olmo2::Device::CPU) return logits;
+      olmo2::Tensor host = olmo2::Tensor::zeros(logits.shape(), logits.dtype());
+      olmo2::ops::copy(logits.view(), host.view());  // waits for the GPU: the step's time includes its work
+      return host;
     };
 
     nlohmann::json base = {{"bench", "olmo2_inference_bench"}, {"model", o.model},
