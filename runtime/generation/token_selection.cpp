@@ -57,7 +57,9 @@ void device_candidates(const std::vector<TensorView>& views, const std::vector<s
   TensorView logits = views[which[0]].reshape({1, slice});
   if (n > 1) {
     gathered = Tensor::zeros({n, slice}, DType::F32, device);
-    for (int64_t d = 0; d < n; ++d) ops::copy(views[which[static_cast<size_t>(d)]].reshape({1, slice}), gathered.view().rows(d, d + 1));
+    for (int64_t d = 0; d < n; ++d) {
+      ops::copy(views[which[static_cast<size_t>(d)]].reshape({1, slice}), gathered.view().rows(d, d + 1));
+    }
     logits = gathered.view();
   }
   // One device buffer: values [n, k] f32, columns [n, k] i32, stats [n, 2] f32.
