@@ -15,6 +15,7 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/tensor_ops.h"
+#include "ops/top_candidates.h"
 #ifdef OLMO2_HAVE_CUDA
 #include "ops/cuda/kernels.h"
 #endif
@@ -170,6 +171,10 @@ CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const Tenso
                                           float z_coef, float scale, const TensorView& dlogits) {
   OLMO2_DISPATCH(vocab_parallel_ce_finish, ({&row_max, &stats, &targets, &dlogits}), row_max, stats, targets,
                  vocab_begin, real_cols, z_coef, scale, dlogits);
+}
+void top_candidates(const TensorView& logits, int64_t real_cols, const TensorView& values, const TensorView& columns,
+                    const TensorView& stats) {
+  OLMO2_DISPATCH(top_candidates, ({&logits, &values, &columns, &stats}), logits, real_cols, values, columns, stats);
 }
 
 void copy(const TensorView& src, const TensorView& dst) {

@@ -1,8 +1,8 @@
 // The CPU implementations of every op in ops/. Each has the contract of the public op of
 // the same name (documented in the op's header: gemm.h, embedding.h, rmsnorm.h, rope.h,
-// attention.h, paged_attention.h, elementwise.h, backward.h, tensor_ops.h, adamw.h) and
-// is called by the dispatcher (ops/dispatch.cpp) for views on Device::CPU. Tests may call
-// them directly to compare a backend against the CPU.
+// attention.h, paged_attention.h, elementwise.h, backward.h, tensor_ops.h, adamw.h,
+// top_candidates.h) and is called by the dispatcher (ops/dispatch.cpp) for views on
+// Device::CPU. Tests may call them directly to compare a backend against the CPU.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +62,8 @@ void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int
 CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const TensorView& stats,
                                           const TensorView& targets, int64_t vocab_begin, int64_t real_cols,
                                           float z_coef, float scale, const TensorView& dlogits);
+void top_candidates(const TensorView& logits, int64_t real_cols, const TensorView& values, const TensorView& columns,
+                    const TensorView& stats);
 
 void copy(const TensorView& src, const TensorView& dst);
 void fill(const TensorView& dst, double value);

@@ -65,6 +65,8 @@ void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int
 CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const TensorView& stats,
                                           const TensorView& targets, int64_t vocab_begin, int64_t real_cols,
                                           float z_coef, float scale, const TensorView& dlogits);
+void top_candidates(const TensorView& logits, int64_t real_cols, const TensorView& values, const TensorView& columns,
+                    const TensorView& stats);
 
 void copy(const TensorView& src, const TensorView& dst);
 void fill(const TensorView& dst, double value);

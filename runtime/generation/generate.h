@@ -32,8 +32,8 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 
 /// Generation with `sampling` (greedy when its temperature is 0, identical to
 /// generate_greedy), one token per step through a contiguous KV cache (KVCache with
-/// consecutive blocks, on the model's device: on a GPU only the chosen token's logits
-/// row comes back to the host). Tokens are chosen by select_tokens — the token picker serving
+/// consecutive blocks, on the model's device: on a GPU only the row's candidates come
+/// back to the host, its whole logits row only when sampling without top_k). Tokens are chosen by select_tokens — the token picker serving
 /// uses — from the vocab-parallel logits of the last pipeline stage (draw n of the
 /// request's seed for its n-th token), which broadcasts each token over the pipeline
 /// group, so every layout gives the same tokens. Throws as generate_greedy, and

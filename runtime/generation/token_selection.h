@@ -30,8 +30,11 @@ struct SelectedToken {
 
 /// Chooses the next token of every row. rows[i] is this rank's vocab slice of the logits
 /// of row i: an f32 view of shard.vocab_rows.size() elements ([V_local] or [1, V_local];
-/// ids vocab_rows.begin + j, real while below shard.vocab_real.end); on a device it is
-/// first copied to the host (ops::copy), where the choice is made. Each TP rank sends only its own best candidates:
+/// ids vocab_rows.begin + j, real while below shard.vocab_real.end). Each row's
+/// candidates come from ops::top_candidates: for rows on a device, run there for all of
+/// them at once, and only the candidates and statistics are copied back (one ops::copy);
+/// a device row sampled without top_k (or wanting more than kMaxDeviceTopCandidates) is
+/// copied to the host whole first. Each TP rank sends only its own best candidates:
 /// 1 for greedy, top_k for top-k sampling, the whole slice only for sampling without
 /// top_k (top-p needs the whole sorted distribution) — one all-gather (of bytes: per
 /// row each slice's max and Σexp for log-probabilities, then (logit f32, id i32) pairs)
