@@ -19,6 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/device_emulation.h"
+#include "ops/device_runtime.h"
+#include "ops/elementwise.h"
+#include "ops/tensor_ops.h"
 #include "tests/launcher/serve_fixture.h"
 #include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
@@ -53,6 +56,31 @@ std::vector<json> json_lines(const std::string& out) {
     if (!line.empty() && line[0] == '{') v.push_back(json::parse(line));
   }
   return v;
+}
+
+// The emulation itself: one emulated GPU and a null stream; emulated views refuse host
+// access as a real device's do, ops run on them, and views of two devices are refused.
+// (On a machine without a GPU every CUDA runtime call fails, so the runs below passing
+// also show that none is made.)
+TEST(EmulatedDevice, ViewsRefuseHostAccessAndOpsComputeOnThem) {
+  REQUIRE_EMULATION();
+  EXPECT_EQ(ops::gpu_count(), 1);
+  EXPECT_EQ(ops::gpu_description(0), "emulated GPU (host memory, OLMO2_DEVICE_EMULATION=1)");
+  EXPECT_EQ(ops::default_stream(Device::CUDA).device, Device::CUDA);
+  EXPECT_EQ(ops::default_stream(Device::CUDA).handle, nullptr);
+  Tensor d = Tensor::zeros({2, 3}, DType::F32, Device::CUDA);
+  EXPECT_THROW(d.view().f32(), ShapeError);
+  EXPECT_THROW(d.view().data_as<float>(), ShapeError);
+  ops::fill(d.view(), 2.0);
+  Tensor h = Tensor::zeros({2, 3});
+  h.view().f32()[4] = 1.5f;
+  EXPECT_THROW(ops::add_inplace(d.view(), h.view(), DType::F32), ShapeError);  // two devices
+  Tensor d2 = Tensor::zeros({2, 3}, DType::F32, Device::CUDA);
+  ops::copy(h.view(), d2.view());
+  ops::add_inplace(d.view(), d2.view(), DType::F32);
+  ops::copy(d.view(), h.view());
+  EXPECT_EQ(h.view().f32()[0], 2.0f);
+  EXPECT_EQ(h.view().f32()[4], 3.5f);
 }
 
 /// A training run's step log and saved files: `launcher` "" (one process) or an mpirun.
