@@ -127,7 +127,8 @@ TEST_P(EmulatedTrain, CudaEqualsCpuBitForBit) {
   expect_same_training(train(t, "cuda", extra), train(t, "cpu", extra), "train " + extra);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, EmulatedTrain, ::testing::Values("fp32", "bf16"));
+INSTANTIATE_TEST_SUITE_P(Precisions, EmulatedTrain, ::testing::Values("fp32", "bf16"),
+                         [](const auto& info) { return info.param; });
 
 std::string prompt_of(const std::string& fixture_dir) {
   std::ifstream in(fixture_dir + "/reference.json");
