@@ -1,8 +1,7 @@
 #include "launcher/device_options.h"
 
-#include "parallel/device_communicator.h"
-
 #include "launcher/options.h"
+#include "ops/device_emulation.h"
 #include "ops/device_runtime.h"
 #include "parallel/agreement.h"
 #include "parallel/device_communicator.h"
@@ -57,7 +56,8 @@ void check_device_available(Device device) {
   if (device == Device::CPU) return;
   std::string why;
   const int gpus = ops::gpu_count(&why);
-  const std::string refusal = device_refusal(device, kBuiltWithCuda, gpus, why);
+  // An emulated device (ops/device_emulation.h) needs no CUDA backend.
+  const std::string refusal = device_refusal(device, kBuiltWithCuda || ops::device_emulated(), gpus, why);
   if (!refusal.empty()) OLMO2_THROW(UsageError, refusal);
 }
 
@@ -114,7 +114,8 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, parallel::ProcessGroups*
   std::string paths;
   parallel::wrap_communicators(*groups, [&](std::unique_ptr<parallel::Communicator> c) {
     const parallel::GpuPlacement p = parallel::gpu_placement(*c, choice.gpu);
-    paths += (paths.empty() ? "" : ", ") + c->name() + " " + p.description;
+    paths += (paths.empty() ? "" : ", ") + c->name() + " " +
+             (ops::device_emulated() ? std::string("MPI (emulated device)") : p.description);
     return parallel::make_device_communicator(std::move(c), p.distinct);
   });
   choice.description += "; collectives: " + paths;

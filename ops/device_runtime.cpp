@@ -3,6 +3,7 @@
 #include "ops/device_runtime.h"
 
 #include "core/error.h"
+#include "ops/device_emulation.h"
 
 #include <cstdio>
 
@@ -15,8 +16,20 @@
 
 namespace olmo2::ops {
 
+namespace {
+
+// The one GPU of an emulated device (ops/device_emulation.h).
+constexpr const char* kEmulatedGpu = "emulated GPU (host memory, OLMO2_DEVICE_EMULATION=1)";
+
+void check_emulated_gpu(int gpu) {
+  if (gpu != 0) OLMO2_THROW(InputError, "GPU ", gpu, " is not in [0, 1) (one emulated GPU)");
+}
+
+}  // namespace
+
 Stream default_stream(Device device) {
   if (device == Device::CPU) return Stream{};
+  if (device_emulated()) return Stream{Device::CUDA, nullptr};  // nothing dereferences it
 #ifdef OLMO2_HAVE_CUDA
   return Stream{Device::CUDA, static_cast<void*>(cuda::compute_stream())};
 #else
@@ -25,6 +38,7 @@ Stream default_stream(Device device) {
 }
 
 int gpu_count(std::string* why) {
+  if (device_emulated()) return 1;
 #ifdef OLMO2_HAVE_CUDA
   return cuda::device_count(why);
 #else
@@ -34,6 +48,7 @@ int gpu_count(std::string* why) {
 }
 
 int current_gpu() {
+  if (device_emulated()) return 0;
 #ifdef OLMO2_HAVE_CUDA
   return cuda::current_device();
 #else
@@ -44,11 +59,16 @@ int current_gpu() {
 #ifdef OLMO2_HAVE_CUDA
 
 void use_gpu(int gpu, const std::string& error_label) {
+  if (device_emulated()) return check_emulated_gpu(gpu);
   cuda::use_device(gpu);
   cuda::set_error_label(error_label);
 }
 
 std::string gpu_description(int gpu) {
+  if (device_emulated()) {
+    check_emulated_gpu(gpu);
+    return kEmulatedGpu;
+  }
   cudaDeviceProp p{};
   OLMO2_CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
   const double gib = static_cast<double>(p.totalGlobalMem) / static_cast<double>(1ull << 30);
@@ -60,10 +80,17 @@ std::string gpu_description(int gpu) {
 #else
 
 void use_gpu(int gpu, const std::string& /*error_label*/) {
+  if (device_emulated()) return check_emulated_gpu(gpu);
   OLMO2_THROW(Error, "GPU ", gpu, ": this build has no CUDA backend");
 }
 
-std::string gpu_description(int gpu) { OLMO2_THROW(Error, "GPU ", gpu, ": this build has no CUDA backend"); }
+std::string gpu_description(int gpu) {
+  if (device_emulated()) {
+    check_emulated_gpu(gpu);
+    return kEmulatedGpu;
+  }
+  OLMO2_THROW(Error, "GPU ", gpu, ": this build has no CUDA backend");
+}
 
 #endif
 

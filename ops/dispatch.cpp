@@ -8,6 +8,7 @@
 #include "ops/backward.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/cpu/kernels.h"
+#include "ops/device_emulation.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
@@ -48,14 +49,18 @@ Device device_of(const char* op, std::initializer_list<const TensorView*> views)
 
 }  // namespace
 
-// One line per op: the CPU implementation, or the CUDA one for views on the GPU. In a
-// build without CUDA a GPU view cannot exist (Buffer refuses to allocate one), and the
-// named refusal says so should one be made by hand.
+// One line per op: the CPU implementation, the CPU one on re-flagged views for an
+// emulated device (ops/device_emulation.h), or the CUDA one for views on the GPU. In a
+// build without CUDA a GPU view exists only under emulation (Buffer refuses to allocate
+// one otherwise), and the named refusal says so should one be made by hand.
+#define OLMO2_EMULATED(op, ...) \
+  call_on_host([](const auto&... a_) { return cpu::op(a_...); }, __VA_ARGS__)
 #ifdef OLMO2_HAVE_CUDA
 #define OLMO2_DISPATCH(op, views, ...)               \
   do {                                               \
     const Device d_ = device_of(#op, std::initializer_list<const TensorView*> views); \
     if (d_ == Device::CPU) return cpu::op(__VA_ARGS__); \
+    if (device_emulated()) return OLMO2_EMULATED(op, __VA_ARGS__); \
     return cuda::op(__VA_ARGS__);                    \
   } while (0)
 #else
@@ -63,6 +68,7 @@ Device device_of(const char* op, std::initializer_list<const TensorView*> views)
   do {                                               \
     const Device d_ = device_of(#op, std::initializer_list<const TensorView*> views); \
     if (d_ == Device::CPU) return cpu::op(__VA_ARGS__); \
+    if (device_emulated()) return OLMO2_EMULATED(op, __VA_ARGS__); \
     no_backend(#op, d_);                             \
   } while (0)
 #endif
@@ -181,6 +187,7 @@ void copy(const TensorView& src, const TensorView& dst) {
   // The one op whose views may lie on two devices: a host <-> device transfer is the
   // CUDA backend's (docs/architecture.md §2).
   if (src.device() == Device::CPU && dst.device() == Device::CPU) return cpu::copy(src, dst);
+  if (device_emulated()) return cpu::copy(emulated_host_view(src), emulated_host_view(dst));
 #ifdef OLMO2_HAVE_CUDA
   return cuda::copy(src, dst);
 #else

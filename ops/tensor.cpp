@@ -1,5 +1,7 @@
 #include "ops/tensor.h"
 
+#include "ops/device_emulation.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -17,7 +19,8 @@ namespace olmo2 {
 Buffer::Buffer(size_t bytes, Device device) : bytes_(bytes), device_(device) {
   if (bytes == 0) return;
   void* p = nullptr;
-  if (device == Device::CPU) {
+  // Host memory for the CPU, and for Device::CUDA under emulation (ops/device_emulation.h).
+  if (device == Device::CPU || ops::device_emulated()) {
     const size_t rounded = (bytes + 63) / 64 * 64;
     p = std::aligned_alloc(64, rounded);
     if (!p) OLMO2_THROW(Error, "out of host memory allocating ", bytes, " bytes");
@@ -42,7 +45,7 @@ Buffer::Buffer(size_t bytes, Device device) : bytes_(bytes), device_(device) {
 
 void Buffer::Free::operator()(void* p) const {
   if (!p) return;
-  if (device == Device::CPU) {
+  if (device == Device::CPU || ops::device_emulated()) {
     std::free(p);
   } else {
 #ifdef OLMO2_HAVE_CUDA

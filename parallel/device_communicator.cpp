@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "ops/device_emulation.h"
+#include "parallel/emulated_device_communicator.h"
 #include "parallel/node_ranks.h"
 
 #ifdef OLMO2_HAVE_CUDA
@@ -48,6 +50,8 @@ std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communica
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<MpiCommunicator> group,
                                                        bool distinct_gpus) {
   if (!group) OLMO2_THROW(Error, "make_device_communicator: null MPI group communicator");
+  // An emulated device's views are host memory: MPI carries them (no NCCL, no staging).
+  if (ops::device_emulated()) return std::make_unique<EmulatedDeviceCommunicator>(std::move(group));
 #ifdef OLMO2_HAVE_CUDA
   if (distinct_gpus) return std::make_unique<NcclCommunicator>(std::move(group));
   return std::make_unique<HostStagedCommunicator>(std::move(group));

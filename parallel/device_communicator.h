@@ -26,11 +26,14 @@ struct GpuPlacement {
 GpuPlacement gpu_placement(Communicator& group, int gpu);
 
 /// The communicator for `group`'s device views: NcclCommunicator when `distinct_gpus`
-/// (gpu_placement(...).distinct), else HostStagedCommunicator; either takes `group` and
+/// (gpu_placement(...).distinct), else HostStagedCommunicator; under device emulation
+/// (ops/device_emulation.h) EmulatedDeviceCommunicator whatever `distinct_gpus`. Each
+/// takes `group` and
 /// serves host views through it too. Every rank of the group must pass the same
 /// `distinct_gpus`. Making a NcclCommunicator is collective over the group: make the
 /// groups' device communicators in the same order on every rank (ProcessGroups' order:
-/// world, tp, dp, pp). Throws Error in a build without CUDA, when `group` is null, and
+/// world, tp, dp, pp). Throws Error in a build without CUDA (unless emulated), when
+/// `group` is null, and
 /// as the chosen constructor throws.
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<MpiCommunicator> group,
                                                        bool distinct_gpus);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "monitoring/spike_detector.h"
+#include "ops/device_emulation.h"
 #include "runtime/train/lr_schedule.h"
 
 namespace olmo2 {
@@ -43,7 +44,7 @@ void validate(const TrainOptions& o) {
   }
   parse_precision(o.precision, "--precision");
 #ifndef OLMO2_HAVE_CUDA
-  if (o.device == Device::CUDA) {
+  if (o.device == Device::CUDA && !ops::device_emulated()) {
     OLMO2_THROW(InputError, "--device cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
   }
 #endif

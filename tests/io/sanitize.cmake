@@ -25,7 +25,8 @@ add_executable(runtime_safetensors_fuzz_asan
   ${CMAKE_SOURCE_DIR}/runtime/io/safetensors.cpp
   ${CMAKE_SOURCE_DIR}/runtime/io/mapped_file.cpp
   ${CMAKE_SOURCE_DIR}/ops/dtype.cpp
-  ${CMAKE_SOURCE_DIR}/ops/tensor.cpp)
+  ${CMAKE_SOURCE_DIR}/ops/tensor.cpp
+  ${CMAKE_SOURCE_DIR}/ops/device_emulation.cpp)
 # -O1 comes after the build type's -O2/-O3 on the command line, so it wins.
 target_compile_options(runtime_safetensors_fuzz_asan PRIVATE ${OLMO2_SANITIZE_FLAGS})
 target_link_options(runtime_safetensors_fuzz_asan PRIVATE ${OLMO2_SANITIZE_FLAGS})

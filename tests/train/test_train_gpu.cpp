@@ -3,7 +3,8 @@
 // fp32 follow the CPU run's losses and grad norms, in bf16 mixed precision the PyTorch
 // reference within the bounds the CPU run is held to; checkpoints move between devices
 // (a CPU checkpoint resumes on the GPU and the reverse, same files). Label gpu: every
-// test skips, saying why, without a GPU.
+// test skips, saying why, without a GPU; also run on the emulated device (label unit,
+// OLMO2_DEVICE_EMULATION=1, docs/architecture.md §10).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -79,7 +80,7 @@ void expect_same_run(const std::vector<StepRecord>& got, const std::vector<StepR
 class GpuTrainTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuTrainTest, Fp32FollowsTheCpuRun) {
-  OLMO2_REQUIRE_GPU();
+  OLMO2_REQUIRE_DEVICE();
   const Bf16TrainReference ref(GetParam());
   const TrainRun cpu = train(ref, "fp32", Device::CPU), gpu = train(ref, "fp32", Device::CUDA);
   expect_same_run(gpu.steps, cpu.steps, kGpuFp32Tol, GetParam() + " fp32 on cuda");
@@ -95,7 +96,7 @@ TEST_P(GpuTrainTest, Fp32FollowsTheCpuRun) {
 }
 
 TEST_P(GpuTrainTest, Bf16FollowsTheReferenceAsTheCpuRunDoes) {
-  OLMO2_REQUIRE_GPU();
+  OLMO2_REQUIRE_DEVICE();
   const Bf16TrainReference ref(GetParam());
   const TrainRun gpu = train(ref, "bf16", Device::CUDA);
   const test::StepDifferences d = test::expect_steps_near(gpu.steps, ref.run("bf16"), test::kBf16FirstLossTol,
@@ -147,12 +148,12 @@ void expect_resume_across_devices(Device first, Device second) {
 }
 
 TEST(GpuTrainCheckpoint, ACpuCheckpointResumesOnTheGpu) {
-  OLMO2_REQUIRE_GPU();
+  OLMO2_REQUIRE_DEVICE();
   expect_resume_across_devices(Device::CPU, Device::CUDA);
 }
 
 TEST(GpuTrainCheckpoint, AGpuCheckpointResumesOnTheCpu) {
-  OLMO2_REQUIRE_GPU();
+  OLMO2_REQUIRE_DEVICE();
   expect_resume_across_devices(Device::CUDA, Device::CPU);
 }
 

@@ -62,7 +62,7 @@ std::vector<StepRecord> on_the_gpu(TrainOptions o, const Layout& l) {
 const Layout kLayouts[] = {{2, 1, 1}, {1, 1, 2}, {1, 2, 1}};
 
 void expect_layouts_follow_the_cpu(const std::string& model) {
-  OLMO2_REQUIRE_GPU();
+  OLMO2_REQUIRE_DEVICE();
   if (world_size() != 2) GTEST_SKIP() << "written for 2 ranks, this world has " << world_size();
   const test::Bf16TrainReference ref(model);
   test::TempDir dir;  // each rank its own copy of the same tokens (ranks compare contents)

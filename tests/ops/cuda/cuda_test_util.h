@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/device_runtime.h"
 #include "ops/dtype.h"
 #include "ops/tensor.h"
 
@@ -34,6 +35,15 @@ namespace olmo2::ops::test {
 #else
 #define OLMO2_REQUIRE_GPU() GTEST_SKIP() << "built without CUDA (nvcc not found at configure time)"
 #endif
+
+/// Skips the calling test, with the reason, unless Device::CUDA can be computed on: a GPU,
+/// or the emulated device (OLMO2_DEVICE_EMULATION=1, ops/device_emulation.h). For tests
+/// that reach device memory only through ops (ops::copy), never through the CUDA runtime.
+#define OLMO2_REQUIRE_DEVICE()                                                              \
+  do {                                                                                      \
+    std::string why_;                                                                       \
+    if (::olmo2::ops::gpu_count(&why_) == 0) GTEST_SKIP() << "no GPU and no emulation: " << why_; \
+  } while (0)
 
 #ifdef OLMO2_HAVE_CUDA
 /// A device copy of the contiguous host tensor `host` (same dtype and shape), made with
