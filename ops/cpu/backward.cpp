@@ -8,6 +8,7 @@
 #include "ops/cpu/bf16_gemm_detail.h"
 #include "ops/cpu/fast_exp.h"
 #include "ops/cpu/weights.h"
+#include "ops/op_checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,15 +21,15 @@ namespace olmo2::ops {
 namespace {
 bool is_set(const TensorView& t) { return !t.empty(); }
 
+// The shared checks (ops/op_checks.h) plus the CPU's device check.
 void check_rows(const TensorView& t, const char* op, const char* name) {
-  OLMO2_CHECK(
-      t.dim() == 2 && t.dtype() == DType::F32 && t.device() == Device::CPU && t.stride(1) == 1, op,
-      ": ", name, " must be a 2-d f32 CPU view with contiguous rows, got ", t.shape_str());
+  check_f32_rows(t, op, name);
+  OLMO2_CHECK(t.device() == Device::CPU, op, ": ", name, " is not on the CPU");
 }
 
 void check_same(const TensorView& a, const TensorView& b, const char* op, const char* name) {
-  check_rows(b, op, name);
-  OLMO2_CHECK(a.shape() == b.shape(), op, ": ", name, " ", b.shape_str(), " vs ", a.shape_str());
+  check_same_f32_rows(a, b, op, name);
+  OLMO2_CHECK(b.device() == Device::CPU, op, ": ", name, " is not on the CPU");
 }
 
 void check_vec(const TensorView& t, int64_t d, const char* op, const char* name) {
@@ -103,20 +104,11 @@ namespace {
 // Threads split the columns, so repeated ids never race; each thread walks all tokens.
 void embedding_rows_backward(const char* op, const TensorView& ids, const TensorView& dout, int64_t first_id,
                              const TensorView& dtable, bool all_in_range) {
-  check_rows(dout, op, "dout");
-  check_rows(dtable, op, "dtable");
-  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.stride(0) == 1 && dout.size(0) == ids.size(0) &&
-                  dout.size(1) == dtable.size(1),
-              op, ": ids ", ids.shape_str(), " dout ", dout.shape_str(), " dtable ", dtable.shape_str());
+  embedding_backward_check(op, ids, dout, dtable);
+  OLMO2_CHECK(dout.device() == Device::CPU && dtable.device() == Device::CPU, op, ": views not on the CPU");
   const int64_t n = ids.size(0), rows = dtable.size(0), h = dtable.size(1);
   const int32_t* id = ids.i32();
-  if (all_in_range) {
-    for (int64_t i = 0; i < n; ++i) {
-      if (id[i] < 0 || id[i] >= rows) {
-        OLMO2_THROW(InputError, "token id ", id[i], " at position ", i, " is outside the vocabulary [0, ", rows, ")");
-      }
-    }
-  }
+  if (all_in_range) check_token_ids(id, n, rows);
   const int64_t chunk = 256;
   const int64_t n_chunks = (h + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n * h > (1 << 16) && n_chunks > 1)
@@ -252,19 +244,9 @@ void cpu::causal_attention_backward(const TensorView& q, const TensorView& k, co
                                const TensorView& dout, int n_heads, int n_kv_heads,
                                const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   const char* op = "causal_attention_backward";
-  check_rows(q, op, "q");
-  check_rows(k, op, "k");
-  check_same(q, dout, op, "dout");
-  check_same(q, dq, op, "dq");
-  check_same(k, v, op, "v");
-  check_same(k, dk, op, "dk");
-  check_same(k, dv, op, "dv");
-  OLMO2_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, ": heads ", n_heads,
-              " kv heads ", n_kv_heads);
+  const int64_t hd = attention_backward_check(q, k, v, dout, n_heads, n_kv_heads, dq, dk, dv);
+  OLMO2_CHECK(q.device() == Device::CPU, op, ": views not on the CPU");
   const int64_t t_len = q.size(0), s_len = k.size(0);
-  const int64_t hd = q.size(1) / n_heads;
-  OLMO2_CHECK(q.size(1) == hd * n_heads && k.size(1) == hd * n_kv_heads && s_len >= t_len, op,
-              ": q ", q.shape_str(), " k ", k.shape_str(), " heads ", n_heads, "/", n_kv_heads);
   for (int64_t s = 0; s < s_len; ++s) {
     std::memset(dk.f32() + s * dk.stride(0), 0, sizeof(float) * k.size(1));
     std::memset(dv.f32() + s * dv.stride(0), 0, sizeof(float) * k.size(1));
@@ -362,21 +344,11 @@ void cpu::swiglu_backward(const TensorView& gate, const TensorView& up, const Te
 // ---------------------------------------------------------------------------------------
 CrossEntropySums cpu::cross_entropy_zloss(const TensorView& logits, const TensorView& targets_v, float z_coef,
                                           float scale, const TensorView& dlogits) {
-  check_rows(logits, "cross_entropy_zloss", "logits");
-  OLMO2_CHECK(targets_v.dim() == 1 && targets_v.size(0) == logits.size(0) && targets_v.stride(0) == 1,
-              "cross_entropy_zloss: targets ", targets_v.shape_str(), " for logits ", logits.shape_str());
+  const bool want_grad = cross_entropy_check(logits, targets_v, dlogits);
+  OLMO2_CHECK(logits.device() == Device::CPU, "cross_entropy_zloss: logits not on the CPU");
   const int32_t* targets = targets_v.i32();
-  const bool want_grad = is_set(dlogits);
-  if (want_grad) check_same(logits, dlogits, "cross_entropy_zloss", "dlogits");
   const int64_t rows = logits.size(0), vocab = logits.size(1);
-  OLMO2_CHECK(vocab > 0 || rows == 0, "cross_entropy_zloss: empty vocabulary");
-  for (int64_t t = 0; t < rows; ++t) {
-    if (targets[t] != kIgnoreIndex && (targets[t] < 0 || targets[t] >= vocab)) {
-      OLMO2_THROW(InputError, "target ", targets[t], " at row ", t,
-                  " is outside the vocabulary [0, ", vocab, ") and is not the ignore index ",
-                  kIgnoreIndex);
-    }
-  }
+  check_target_values(targets, rows, vocab);
   double ce = 0.0, zsq = 0.0;
   int64_t count = 0;
 #pragma omp parallel for schedule(static) reduction(+ : ce, zsq, count) if (rows * vocab > (1 << 14))

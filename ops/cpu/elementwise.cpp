@@ -1,16 +1,14 @@
 #include "ops/elementwise.h"
 
 #include "ops/cpu/kernels.h"
+#include "ops/op_checks.h"
 
 #include <cmath>
 
 namespace olmo2::ops {
 
 namespace {
-void check_same(const TensorView& a, const TensorView& b, const char* what) {
-  OLMO2_CHECK(a.shape() == b.shape() && a.dim() == 2 && a.stride(1) == 1 && b.stride(1) == 1,
-              what, ": ", a.shape_str(), " vs ", b.shape_str());
-}
+void check_same(const TensorView& a, const TensorView& b, const char* what) { elementwise_check_same(a, b, what); }
 }  // namespace
 
 void cpu::swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {

@@ -3,16 +3,12 @@
 #include <cstring>
 
 #include "ops/cpu/kernels.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops {
 namespace {
 void check(const char* op, const TensorView& ids, const TensorView& table, const TensorView& out) {
-  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.stride(0) == 1 && table.dim() == 2 &&
-                  out.dim() == 2 && out.size(0) == ids.size(0) && out.size(1) == table.size(1) &&
-                  table.stride(1) == 1 && out.stride(1) == 1 &&
-                  (table.dtype() == DType::F32 || table.dtype() == DType::BF16) && out.dtype() == DType::F32,
-              op, ": ids ", ids.shape_str(), " ", dtype_name(ids.dtype()), ", table ", table.shape_str(), " ",
-              dtype_name(table.dtype()), ", out ", out.shape_str(), " ", dtype_name(out.dtype()));
+  embedding_check(op, ids, table, out);
   OLMO2_CHECK(table.device() == Device::CPU && out.device() == Device::CPU, op, ": views not on the CPU");
 }
 
@@ -32,11 +28,7 @@ void cpu::embedding(const TensorView& ids, const TensorView& table, const Tensor
   check("embedding", ids, table, out);
   const int64_t n = ids.size(0), vocab = table.size(0), h = table.size(1);
   const int32_t* id = ids.i32();
-  for (int64_t i = 0; i < n; ++i) {
-    if (id[i] < 0 || id[i] >= vocab) {
-      OLMO2_THROW(InputError, "token id ", id[i], " at position ", i, " is outside the vocabulary [0, ", vocab, ")");
-    }
-  }
+  check_token_ids(id, n, vocab);
   float* o = out.f32();
 #pragma omp parallel for schedule(static) if (n * h > (1 << 16))
   for (int64_t i = 0; i < n; ++i) copy_row(table, id[i], o + i * out.stride(0));

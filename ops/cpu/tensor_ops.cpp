@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/cpu/kernels.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops {
 namespace {
@@ -41,24 +42,9 @@ void for_each_element(const std::vector<int64_t>& shape, const std::vector<int64
 
 bool rows_contiguous(const TensorView& v) { return v.dim() == 2 && v.stride(1) == 1; }
 
-void check_f32(const char* op, const TensorView& x) {
-  OLMO2_CHECK(x.dtype() == DType::F32, op, ": expected an f32 view, got ", dtype_name(x.dtype()), " ",
-              x.shape_str());
-}
-
 void check_index(const char* op, const TensorView& index, int64_t n, int64_t bound) {
-  OLMO2_CHECK(index.dim() == 1 && index.dtype() == DType::I32 && index.size(0) == n && index.stride(0) == 1, op,
-              ": index ", index.shape_str(), " ", dtype_name(index.dtype()), " for ", n, " rows");
-  const int32_t* ix = index.i32();
-  for (int64_t i = 0; i < n; ++i) {
-    OLMO2_CHECK(ix[i] >= 0 && ix[i] < bound, op, ": index ", ix[i], " at ", i, " is outside [0, ", bound, ")");
-  }
-}
-
-void check_row_pair(const char* op, const TensorView& a, const TensorView& b) {
-  OLMO2_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1) && a.dtype() == b.dtype() &&
-                  a.stride(1) == 1 && b.stride(1) == 1,
-              op, ": ", a.shape_str(), " ", dtype_name(a.dtype()), " and ", b.shape_str(), " ", dtype_name(b.dtype()));
+  check_index_view(op, index, n);
+  check_index_values(op, index.i32(), n, bound);
 }
 
 }  // namespace
@@ -169,7 +155,7 @@ void cpu::scatter_rows(const TensorView& src, const TensorView& index, const Ten
 }
 
 void cpu::round_to(const TensorView& x, DType dtype) {
-  check_f32("round_to", x);
+  check_f32_view("round_to", x);
   if (dtype == DType::F32) return;
   OLMO2_CHECK(dtype == DType::BF16, "round_to: ", dtype_name(dtype), " is not a compute dtype (f32, bf16)");
   if (x.is_contiguous()) return round_to_dtype(x.f32(), static_cast<size_t>(x.numel()), dtype);
@@ -178,7 +164,7 @@ void cpu::round_to(const TensorView& x, DType dtype) {
 }
 
 void cpu::scale(const TensorView& x, float factor) {
-  check_f32("scale", x);
+  check_f32_view("scale", x);
   OLMO2_CHECK(x.is_contiguous(), "scale: needs a contiguous view, got ", x.shape_str());
   float* p = x.f32();
   const int64_t n = x.numel();
@@ -187,7 +173,7 @@ void cpu::scale(const TensorView& x, float factor) {
 }
 
 double cpu::sum_squares(const TensorView& x, double start) {
-  check_f32("sum_squares", x);
+  check_f32_view("sum_squares", x);
   OLMO2_CHECK(x.is_contiguous(), "sum_squares: needs a contiguous view, got ", x.shape_str());
   constexpr int64_t kChunk = 1 << 14;
   const float* g = x.f32();
@@ -206,7 +192,7 @@ double cpu::sum_squares(const TensorView& x, double start) {
 }
 
 double cpu::sum_row_norms(const TensorView& x) {
-  check_f32("sum_row_norms", x);
+  check_f32_view("sum_row_norms", x);
   OLMO2_CHECK(rows_contiguous(x), "sum_row_norms: needs a 2-d view with contiguous rows, got ", x.shape_str());
   const int64_t rows = x.size(0), cols = x.size(1);
   double s = 0;

@@ -8,37 +8,18 @@
 #include "ops/backward.h"
 #include "ops/cpu/fast_exp.h"
 #include "ops/cpu/kernels.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops {
-namespace {
-void check_logits(const TensorView& logits, int64_t real_cols) {
-  OLMO2_CHECK(logits.dim() == 2 && logits.dtype() == DType::F32 && logits.stride(1) == 1,
-              "vocab-parallel cross-entropy: logits must be a 2-d f32 view with contiguous rows, got ",
-              logits.shape_str());
-  OLMO2_CHECK(real_cols >= 0 && real_cols <= logits.size(1), "vocab-parallel cross-entropy: real columns ",
-              real_cols, " outside [0, ", logits.size(1), "]");
-}
-void check_vector(const TensorView& v, int64_t rows, int64_t cols, const char* name) {
-  OLMO2_CHECK(v.is_contiguous() && v.numel() == rows * cols && v.size(0) == rows, "vocab-parallel cross-entropy: ",
-              name, " ", v.shape_str(), " for ", rows, " rows");
-}
-}  // namespace
-
 void cpu::check_targets(const TensorView& targets_v, int64_t vocab_size) {
-  OLMO2_CHECK(targets_v.dim() == 1 && targets_v.stride(0) == 1, "targets ", targets_v.shape_str());
-  const int32_t* t = targets_v.i32();
-  for (int64_t r = 0; r < targets_v.size(0); ++r) {
-    if (t[r] != kIgnoreIndex && (t[r] < 0 || t[r] >= vocab_size)) {
-      OLMO2_THROW(InputError, "target ", t[r], " at row ", r, " is outside the vocabulary [0, ", vocab_size,
-                  ") and is not the ignore index ", kIgnoreIndex);
-    }
-  }
+  check_targets_layout(targets_v);
+  check_target_values(targets_v.i32(), targets_v.size(0), vocab_size);
 }
 
 void cpu::vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max) {
-  check_logits(logits, real_cols);
+  vocab_ce_check_logits(logits, real_cols);
   const int64_t rows = logits.size(0);
-  check_vector(row_max, rows, 1, "row_max");
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
   float* mx = row_max.f32();
   for (int64_t t = 0; t < rows; ++t) {
     const float* x = logits.f32() + t * logits.stride(0);
@@ -51,14 +32,12 @@ void cpu::vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols,
 void cpu::vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int64_t vocab_begin,
                                      const TensorView& targets_v, const TensorView& row_max,
                                      const TensorView& stats_v, const TensorView& dlogits) {
-  check_logits(logits, real_cols);
+  vocab_ce_check_logits(logits, real_cols);
   const int64_t rows = logits.size(0);
-  check_vector(row_max, rows, 1, "row_max");
-  check_vector(stats_v, rows, 2, "stats");
-  check_vector(targets_v, rows, 1, "targets");
-  const bool want_grad = !dlogits.empty();
-  OLMO2_CHECK(!want_grad || dlogits.shape() == logits.shape(), "vocab-parallel cross-entropy: dlogits ",
-              dlogits.shape_str(), " for logits ", logits.shape_str());
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
+  vocab_ce_check_vector(stats_v, rows, 2, "stats", DType::F32);
+  vocab_ce_check_vector(targets_v, rows, 1, "targets", DType::I32);
+  const bool want_grad = vocab_ce_check_partials_grad(dlogits, logits);
   const int32_t* targets = targets_v.i32();
   const float* mx = row_max.f32();
   float* stats = stats_v.f32();
@@ -86,12 +65,10 @@ CrossEntropySums cpu::vocab_parallel_ce_finish(const TensorView& row_max, const 
                                                const TensorView& targets_v, int64_t vocab_begin, int64_t real_cols,
                                                float z_coef, float scale, const TensorView& dlogits) {
   const int64_t rows = row_max.numel();
-  check_vector(stats_v, rows, 2, "stats");
-  check_vector(targets_v, rows, 1, "targets");
-  const bool want_grad = !dlogits.empty();
-  OLMO2_CHECK(!want_grad || (dlogits.dim() == 2 && dlogits.size(0) == rows && dlogits.size(1) >= real_cols &&
-                             dlogits.stride(1) == 1),
-              "vocab-parallel cross-entropy: dlogits ", dlogits.shape_str(), " for ", rows, " rows");
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
+  vocab_ce_check_vector(stats_v, rows, 2, "stats", DType::F32);
+  vocab_ce_check_vector(targets_v, rows, 1, "targets", DType::I32);
+  const bool want_grad = vocab_ce_check_finish_grad(dlogits, rows, real_cols);
   const int64_t cols = want_grad ? dlogits.size(1) : 0;
   const int32_t* targets = targets_v.i32();
   const float* mx = row_max.f32();

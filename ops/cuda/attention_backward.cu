@@ -23,6 +23,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops {
 namespace {
@@ -285,36 +286,15 @@ void run_backward(const BackwardArgs& a, int n_kv_heads) {
          n_kv_heads, keys_smem, a);
 }
 
-void check_rows(const TensorView& t, const char* name) {
-  OLMO2_CHECK(t.dim() == 2 && t.dtype() == DType::F32 && t.device() == Device::CUDA && t.stride(1) == 1,
-              "causal_attention_backward: ", name, " must be a 2-d f32 CUDA view with contiguous rows, got ",
-              t.shape_str());
-}
-
-void check_same(const TensorView& a, const TensorView& b, const char* name) {
-  check_rows(b, name);
-  OLMO2_CHECK(a.shape() == b.shape(), "causal_attention_backward: ", name, " ", b.shape_str(), " vs ", a.shape_str());
-}
-
 }  // namespace
 
 void cuda::causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                                      const TensorView& dout, int n_heads, int n_kv_heads, const TensorView& dq,
                                      const TensorView& dk, const TensorView& dv) {
   const char* op = "causal_attention_backward";
-  check_rows(q, "q");
-  check_rows(k, "k");
-  check_same(q, dout, "dout");
-  check_same(q, dq, "dq");
-  check_same(k, v, "v");
-  check_same(k, dk, "dk");
-  check_same(k, dv, "dv");
-  OLMO2_CHECK(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, ": heads ", n_heads, " kv heads ",
-              n_kv_heads);
+  const int64_t hd = attention_backward_check(q, k, v, dout, n_heads, n_kv_heads, dq, dk, dv);
+  OLMO2_CHECK(q.device() == Device::CUDA, op, ": views not on the GPU");
   const int64_t t_len = q.size(0), s_len = k.size(0);
-  const int64_t hd = q.size(1) / n_heads;
-  OLMO2_CHECK(q.size(1) == hd * n_heads && k.size(1) == hd * n_kv_heads && s_len >= t_len, op, ": q ", q.shape_str(),
-              " k ", k.shape_str(), " heads ", n_heads, "/", n_kv_heads);
   OLMO2_CHECK(n_heads <= 65535, op, ": ", n_heads, " heads is above the grid limit");
   const int nj = attention_detail::dims_per_lane(hd, op);
   if (hd == 0 || s_len == 0) return;  // no elements to write

@@ -16,6 +16,7 @@
 #include "ops/cuda/loss_common.h"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 namespace {
@@ -59,31 +60,18 @@ __global__ void cross_entropy_kernel(const float* logits, int64_t x_stride, cons
   }
 }
 
-void check_logits_view(const TensorView& t, const char* name) {
-  OLMO2_CHECK(t.dim() == 2 && t.dtype() == DType::F32 && t.device() == Device::CUDA && t.stride(1) == 1,
-              "cross_entropy_zloss: ", name, " must be a 2-d f32 CUDA view with contiguous rows, got ", t.shape_str());
-}
-
 }  // namespace
 
 void check_targets(const TensorView& targets, int64_t vocab_size) {
-  OLMO2_CHECK(targets.dim() == 1 && targets.stride(0) == 1, "targets ", targets.shape_str());
+  check_targets_layout(targets);
   check_target_values(targets_to_host(targets), vocab_size);
 }
 
 CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef, float scale,
                                      const TensorView& dlogits) {
-  check_logits_view(logits, "logits");
-  OLMO2_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0) && targets.stride(0) == 1,
-              "cross_entropy_zloss: targets ", targets.shape_str(), " for logits ", logits.shape_str());
-  const bool want_grad = !dlogits.empty();
-  if (want_grad) {
-    check_logits_view(dlogits, "dlogits");
-    OLMO2_CHECK(logits.shape() == dlogits.shape(), "cross_entropy_zloss: dlogits ", dlogits.shape_str(), " vs ",
-                logits.shape_str());
-  }
+  const bool want_grad = cross_entropy_check(logits, targets, dlogits);
+  OLMO2_CHECK(logits.device() == Device::CUDA, "cross_entropy_zloss: logits not on the GPU");
   const int64_t rows = logits.size(0), vocab = logits.size(1);
-  OLMO2_CHECK(vocab > 0 || rows == 0, "cross_entropy_zloss: empty vocabulary");
   if (rows == 0) return {};
   const std::vector<int32_t> tg = targets_to_host(targets);
   check_target_values(tg, vocab);  // before any write: the CPU's InputError

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ops/cuda/elementwise_launch.cuh"
 #include "ops/cuda/kernels.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 namespace {
@@ -23,10 +24,9 @@ struct Rows {
 
 Rows rows_of(const TensorView& t) { return {static_cast<float*>(t.data()), t.stride(0)}; }
 
-// As ops/cpu/elementwise.cpp: same 2-d shape, contiguous last dimension; plus f32 and CUDA.
+// The shared check (ops/op_checks.h); plus f32 and CUDA.
 void check_same(const TensorView& a, const TensorView& b, const char* what) {
-  OLMO2_CHECK(a.shape() == b.shape() && a.dim() == 2 && a.stride(1) == 1 && b.stride(1) == 1, what, ": ",
-              a.shape_str(), " vs ", b.shape_str());
+  elementwise_check_same(a, b, what);
   OLMO2_CHECK(a.dtype() == DType::F32 && b.dtype() == DType::F32 && a.device() == Device::CUDA &&
                   b.device() == Device::CUDA,
               what, ": wants f32 CUDA views, got ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));

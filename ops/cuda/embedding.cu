@@ -22,6 +22,7 @@
 #include "ops/cuda/device_temp.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 namespace {
@@ -58,12 +59,7 @@ __global__ void scatter_add_kernel(const int32_t* order, const int32_t* start, c
 }
 
 void check(const char* op, const TensorView& ids, const TensorView& table, const TensorView& out) {
-  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.stride(0) == 1 && table.dim() == 2 &&
-                  out.dim() == 2 && out.size(0) == ids.size(0) && out.size(1) == table.size(1) &&
-                  table.stride(1) == 1 && out.stride(1) == 1 &&
-                  (table.dtype() == DType::F32 || table.dtype() == DType::BF16) && out.dtype() == DType::F32,
-              op, ": ids ", ids.shape_str(), " ", dtype_name(ids.dtype()), ", table ", table.shape_str(), " ",
-              dtype_name(table.dtype()), ", out ", out.shape_str(), " ", dtype_name(out.dtype()));
+  embedding_check(op, ids, table, out);
   OLMO2_CHECK(ids.device() == Device::CUDA && table.device() == Device::CUDA && out.device() == Device::CUDA, op,
               ": views not on the GPU");
 }
@@ -79,9 +75,7 @@ std::vector<int32_t> host_ids(const TensorView& ids) {
 }
 
 void check_ids(const std::vector<int32_t>& id, int64_t vocab) {
-  for (size_t i = 0; i < id.size(); ++i)
-    if (id[i] < 0 || id[i] >= vocab)
-      OLMO2_THROW(InputError, "token id ", id[i], " at position ", i, " is outside the vocabulary [0, ", vocab, ")");
+  check_token_ids(id.data(), static_cast<int64_t>(id.size()), vocab);
 }
 
 void gather(const TensorView& ids, const TensorView& table, int64_t first_id, const TensorView& out) {
@@ -103,12 +97,9 @@ void gather(const TensorView& ids, const TensorView& table, int64_t first_id, co
 
 void rows_backward(const char* op, const TensorView& ids, const TensorView& dout, int64_t first_id,
                    const TensorView& dtable, bool all_in_range) {
-  for (const auto& [t, name] : {std::pair{&dout, "dout"}, std::pair{&dtable, "dtable"}})
-    OLMO2_CHECK(t->dim() == 2 && t->dtype() == DType::F32 && t->device() == Device::CUDA && t->stride(1) == 1, op,
-                ": ", name, " must be a 2-d f32 CUDA view with contiguous rows, got ", t->shape_str());
-  OLMO2_CHECK(ids.dim() == 1 && ids.dtype() == DType::I32 && ids.device() == Device::CUDA && ids.stride(0) == 1 &&
-                  dout.size(0) == ids.size(0) && dout.size(1) == dtable.size(1),
-              op, ": ids ", ids.shape_str(), " dout ", dout.shape_str(), " dtable ", dtable.shape_str());
+  embedding_backward_check(op, ids, dout, dtable);
+  OLMO2_CHECK(ids.device() == Device::CUDA && dout.device() == Device::CUDA && dtable.device() == Device::CUDA, op,
+              ": views not on the GPU");
   const int64_t rows = dtable.size(0), h = dtable.size(1);
   const std::vector<int32_t> id = host_ids(ids);
   if (all_in_range) check_ids(id, rows);

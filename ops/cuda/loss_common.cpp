@@ -6,6 +6,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 
@@ -18,13 +19,7 @@ std::vector<int32_t> targets_to_host(const TensorView& targets) {
 }
 
 void check_target_values(const std::vector<int32_t>& targets, int64_t vocab_size) {
-  for (size_t r = 0; r < targets.size(); ++r) {
-    const int32_t t = targets[r];
-    if (t != kIgnoreIndex && (t < 0 || t >= vocab_size)) {
-      OLMO2_THROW(InputError, "target ", t, " at row ", r, " is outside the vocabulary [0, ", vocab_size,
-                  ") and is not the ignore index ", kIgnoreIndex);
-    }
-  }
+  ops::check_target_values(targets.data(), static_cast<int64_t>(targets.size()), vocab_size);
 }
 
 RowSums::RowSums(int64_t rows, int per_row) : n_(static_cast<size_t>(rows) * static_cast<size_t>(per_row)) {

@@ -16,8 +16,8 @@ inline constexpr int kLossThreads = 512;
 /// compute stream when the view is on the device.
 std::vector<int32_t> targets_to_host(const TensorView& targets);
 
-/// Throws InputError "target V at row R is outside the vocabulary [0, N) and is not the
-/// ignore index -100" for the first bad target: the CPU's check_targets text.
+/// ops::check_target_values (ops/op_checks.h, the CPU's check) on a host copy of the
+/// targets: InputError for the first target outside [0, vocab_size) and not ignored.
 void check_target_values(const std::vector<int32_t>& targets, int64_t vocab_size);
 
 /// `rows` × `per_row` fp64 results of a loss kernel, in device scratch from the caching

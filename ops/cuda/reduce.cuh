@@ -9,7 +9,8 @@
 namespace olmo2::ops::cuda::detail {
 
 /// f32 → bf16 bits, round to nearest even, NaN kept NaN with its quiet bit set: the same
-/// bits as the CPU's f32_to_bf16 (ops/dtype.h), not __float2bfloat16_rn's canonical NaN.
+/// bits as the CPU's f32_to_bf16 (ops/dtype.h, its host twin; change both together), not
+/// __float2bfloat16_rn's canonical NaN.
 __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -20,8 +21,8 @@ __device__ __forceinline__ uint16_t f32_to_bf16_bits(float f) {
 /// bf16 bits → f32 (exact).
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
-/// IEEE half bits → f32, exact, with the CPU's bit arithmetic (ops/dtype.cpp): NaN
-/// payloads are kept, subnormals normalised.
+/// IEEE half bits → f32, exact: the device twin of f16_to_f32 (ops/dtype.cpp), the same
+/// bit arithmetic (NaN payloads kept, subnormals normalised); change both together.
 __device__ __forceinline__ float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;

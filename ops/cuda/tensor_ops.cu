@@ -16,6 +16,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 namespace {
@@ -25,28 +26,14 @@ constexpr int64_t kChunk = int64_t{1} << 14;  // sum_squares' chunk, as on the C
 
 bool rows_contiguous(const TensorView& v) { return v.dim() == 2 && v.stride(1) == 1; }
 
-void check_f32(const char* op, const TensorView& x) {
-  OLMO2_CHECK(x.dtype() == DType::F32, op, ": expected an f32 view, got ", dtype_name(x.dtype()), " ",
-              x.shape_str());
-}
-
-void check_row_pair(const char* op, const TensorView& a, const TensorView& b) {
-  OLMO2_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1) && a.dtype() == b.dtype() &&
-                  a.stride(1) == 1 && b.stride(1) == 1,
-              op, ": ", a.shape_str(), " ", dtype_name(a.dtype()), " and ", b.shape_str(), " ", dtype_name(b.dtype()));
-}
-
-/// The CPU's index check, on a host copy of the index (one small device → host copy,
-/// which waits for the stream: the contract names a bad index before any write).
+/// The shared index check (ops/op_checks.h), on a host copy of the index (one small
+/// device → host copy, which waits for the stream: the contract names a bad index before
+/// any write).
 void check_index(const char* op, const TensorView& index, int64_t n, int64_t bound) {
-  OLMO2_CHECK(index.dim() == 1 && index.dtype() == DType::I32 && index.size(0) == n && index.stride(0) == 1, op,
-              ": index ", index.shape_str(), " ", dtype_name(index.dtype()), " for ", n, " rows");
+  check_index_view(op, index, n);
   std::vector<int32_t> host(static_cast<size_t>(n));
   if (n > 0) copy(index, TensorView(host.data(), DType::I32, {n}, Device::CPU));
-  const int32_t* ix = host.data();
-  for (int64_t i = 0; i < n; ++i) {  // the CPU's condition and text, word for word
-    OLMO2_CHECK(ix[i] >= 0 && ix[i] < bound, op, ": index ", ix[i], " at ", i, " is outside [0, ", bound, ")");
-  }
+  check_index_values(op, host.data(), n, bound);
 }
 
 /// One block per listed row: gather dst[i] ← src[ix[i]], or scatter dst[ix[i]] ← src[i].
@@ -166,7 +153,7 @@ void scatter_rows(const TensorView& src, const TensorView& index, const TensorVi
 }
 
 void round_to(const TensorView& x, DType dtype) {
-  check_f32("round_to", x);
+  check_f32_view("round_to", x);
   if (dtype == DType::F32) return;
   OLMO2_CHECK(dtype == DType::BF16, "round_to: ", dtype_name(dtype), " is not a compute dtype (f32, bf16)");
   auto* p = static_cast<float*>(x.data());
@@ -176,13 +163,13 @@ void round_to(const TensorView& x, DType dtype) {
 }
 
 void scale(const TensorView& x, float factor) {
-  check_f32("scale", x);
+  check_f32_view("scale", x);
   OLMO2_CHECK(x.is_contiguous(), "scale: needs a contiguous view, got ", x.shape_str());
   map_rows(static_cast<float*>(x.data()), 1, x.numel(), x.numel(), Scale{factor}, "scale_kernel");
 }
 
 double sum_squares(const TensorView& x, double start) {
-  check_f32("sum_squares", x);
+  check_f32_view("sum_squares", x);
   OLMO2_CHECK(x.is_contiguous(), "sum_squares: needs a contiguous view, got ", x.shape_str());
   const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
   if (chunks == 0) return start;
@@ -196,7 +183,7 @@ double sum_squares(const TensorView& x, double start) {
 }
 
 double sum_row_norms(const TensorView& x) {
-  check_f32("sum_row_norms", x);
+  check_f32_view("sum_row_norms", x);
   OLMO2_CHECK(rows_contiguous(x), "sum_row_norms: needs a 2-d view with contiguous rows, got ", x.shape_str());
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return 0.0;

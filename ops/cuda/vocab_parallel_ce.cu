@@ -14,24 +14,10 @@
 #include "ops/cuda/loss_common.h"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
+#include "ops/op_checks.h"
 
 namespace olmo2::ops::cuda {
 namespace {
-
-void check_logits(const TensorView& logits, int64_t real_cols) {
-  OLMO2_CHECK(logits.dim() == 2 && logits.dtype() == DType::F32 && logits.stride(1) == 1,
-              "vocab-parallel cross-entropy: logits must be a 2-d f32 view with contiguous rows, got ",
-              logits.shape_str());
-  OLMO2_CHECK(real_cols >= 0 && real_cols <= logits.size(1), "vocab-parallel cross-entropy: real columns ",
-              real_cols, " outside [0, ", logits.size(1), "]");
-}
-
-void check_vector(const TensorView& v, int64_t rows, int64_t cols, const char* name, DType dtype) {
-  OLMO2_CHECK(v.is_contiguous() && v.numel() == rows * cols && v.dim() >= 1 && v.size(0) == rows &&
-                  v.dtype() == dtype,
-              "vocab-parallel cross-entropy: ", name, " ", v.shape_str(), " ", dtype_name(v.dtype()), " for ", rows,
-              " rows");
-}
 
 __global__ void row_max_kernel(const float* logits, int64_t stride, int64_t real_cols, float* row_max) {
   const float* x = logits + static_cast<int64_t>(blockIdx.x) * stride;
@@ -95,9 +81,9 @@ __global__ void finish_kernel(const float* row_max, const float* stats, const in
 }  // namespace
 
 void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, const TensorView& row_max) {
-  check_logits(logits, real_cols);
+  vocab_ce_check_logits(logits, real_cols);
   const int64_t rows = logits.size(0);
-  check_vector(row_max, rows, 1, "row_max", DType::F32);
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
   if (rows == 0) return;
   row_max_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
       static_cast<const float*>(logits.data()), logits.stride(0), real_cols, static_cast<float*>(row_max.data()));
@@ -107,15 +93,12 @@ void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, cons
 void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int64_t vocab_begin,
                                 const TensorView& targets, const TensorView& row_max, const TensorView& stats,
                                 const TensorView& dlogits) {
-  check_logits(logits, real_cols);
+  vocab_ce_check_logits(logits, real_cols);
   const int64_t rows = logits.size(0);
-  check_vector(row_max, rows, 1, "row_max", DType::F32);
-  check_vector(stats, rows, 2, "stats", DType::F32);
-  check_vector(targets, rows, 1, "targets", DType::I32);
-  const bool want_grad = !dlogits.empty();
-  OLMO2_CHECK(!want_grad || (dlogits.shape() == logits.shape() && dlogits.dtype() == DType::F32 &&
-                             dlogits.stride(1) == 1),
-              "vocab-parallel cross-entropy: dlogits ", dlogits.shape_str(), " for logits ", logits.shape_str());
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
+  vocab_ce_check_vector(stats, rows, 2, "stats", DType::F32);
+  vocab_ce_check_vector(targets, rows, 1, "targets", DType::I32);
+  const bool want_grad = vocab_ce_check_partials_grad(dlogits, logits);
   if (rows == 0) return;
   partials_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
       static_cast<const float*>(logits.data()), logits.stride(0), real_cols, vocab_begin,
@@ -129,13 +112,10 @@ CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const Tenso
                                           const TensorView& targets, int64_t vocab_begin, int64_t real_cols,
                                           float z_coef, float scale, const TensorView& dlogits) {
   const int64_t rows = row_max.numel();
-  check_vector(row_max, rows, 1, "row_max", DType::F32);
-  check_vector(stats, rows, 2, "stats", DType::F32);
-  check_vector(targets, rows, 1, "targets", DType::I32);
-  const bool want_grad = !dlogits.empty();
-  OLMO2_CHECK(!want_grad || (dlogits.dim() == 2 && dlogits.size(0) == rows && dlogits.size(1) >= real_cols &&
-                             dlogits.stride(1) == 1 && dlogits.dtype() == DType::F32),
-              "vocab-parallel cross-entropy: dlogits ", dlogits.shape_str(), " for ", rows, " rows");
+  vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
+  vocab_ce_check_vector(stats, rows, 2, "stats", DType::F32);
+  vocab_ce_check_vector(targets, rows, 1, "targets", DType::I32);
+  const bool want_grad = vocab_ce_check_finish_grad(dlogits, rows, real_cols);
   if (rows == 0) return {};
   RowSums out(rows, 3);
   finish_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
