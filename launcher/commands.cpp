@@ -156,10 +156,14 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
   line << "training " << c.parameter_count() << " parameters (" << c.num_hidden_layers << " layers, hidden "
             << c.hidden_size << ", vocab " << c.vocab_size << ") for " << o.steps << " steps of " << o.global_batch
             << " x " << o.seq_len << " tokens" << layout << ", " << o.precision
-            << (o.precision == "bf16" ? " (f32 master weights, " + ops::bf16_training_gemm_path_description() +
+            << (o.precision == "bf16" ? " (f32 master weights, " +
+                                            (o.device == Device::CPU ? ops::bf16_training_gemm_path_description()
+                                                                     : std::string("cuBLASLt")) +
                                             " bf16 products)"
                                       : std::string())
-            << "; OpenBLAS " << blas_core_name() << " kernels; " << dev.description << "\n";
+            << (o.device == Device::CPU ? "; OpenBLAS " + std::string(blas_core_name()) + " kernels; "
+                                        : std::string("; cuBLASLt products; "))
+            << dev.description << "\n";
   std::cerr << line.str();
 }
 }  // namespace

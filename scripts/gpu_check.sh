@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared command for a machine with an NVIDIA GPU (README.md, "GPU checks";
+# The one prepared command for a machine with an NVIDIA GPU (README.md, "GPUs";
 # docs/architecture.md §10): build in Release for this GPU, run every test labelled gpu
 # (each op against the CPU op, the golden fixtures through --device cuda, training on the
 # GPU against the CPU's losses, NCCL and the host-staged path), then the GPU benchmarks,
@@ -13,17 +13,21 @@
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
-LOGS=${OUT:-$(mktemp -d)}
-mkdir -p "$LOGS"
 START=$(date +%s)
 declare -a SUMMARY=()
 note() { SUMMARY+=("$1"); echo "== $1"; }
 elapsed() { echo $(( $(date +%s) - START ))s; }
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+if ! command -v nvidia-smi >/dev/null; then
+  echo "gpu_check: no NVIDIA driver here (nvidia-smi not found); nothing to check" >&2
+  exit 2
+fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no NVIDIA GPU here (nvidia-smi -L failed); nothing to check" >&2
   exit 2
 fi
+LOGS=${OUT:-$(mktemp -d)}
+mkdir -p "$LOGS"
 nvidia-smi -L
 export PATH=/usr/local/cuda/bin:$PATH
 # This GPU's architecture only (e.g. 90 for an H100/H200): a quarter of the compile time

@@ -10,7 +10,7 @@ PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev zlib1g-dev python3 python3-pip python3-numpy fortunes prometheus procps)
+  libpcre2-dev zlib1g-dev python3 python3-pip python3-numpy fortunes prometheus procps curl)
 
 missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' "${PACKAGES[@]}" 2>&1 | grep -vc '^ii ' || true)
 if [ "$missing" != "0" ]; then

@@ -65,9 +65,15 @@ void MetricsReporter::start(const Olmo2Model& model) {
     metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
                                                           !world_ || world_->rank() == 0);
     const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
-    peak_flops_ = (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
+    // On a GPU the host's sgemm says nothing about the peak: MFU only with --peak-tflops.
+    const bool gpu_without_peak = options_.device != Device::CPU && options_.peak_tflops <= 0;
+    peak_flops_ = gpu_without_peak ? 0.0
+                                   : (options_.peak_tflops > 0 ? options_.peak_tflops * 1e12 : node_sgemm_flops()) * nodes;
     std::cerr << "metrics on http://" << endpoint_->address() << "/metrics for " << ranks.size() << " of " << world
-              << " ranks (MFU against " << peak_flops_ / 1e9 << " GFLOP/s)\n";
+              << " ranks ("
+              << (gpu_without_peak ? std::string("no MFU: give --peak-tflops, the GPU's peak per node")
+                                   : "MFU against " + std::to_string(peak_flops_ / 1e9) + " GFLOP/s")
+              << ")\n";
   }
 }
 

@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -37,8 +39,20 @@ using ::testing::HasSubstr;
 #define REQUIRE_EMULATION() \
   if (!ops::device_emulated()) GTEST_SKIP() << "OLMO2_DEVICE_EMULATION=1 is not set"
 
+/// mpirun with a session directory of this test process's own: Open MPI 4.1 creates
+/// /tmp/ompi.HOST.UID with a check-then-mkdir, so two jobs of concurrent tests can race
+/// ("A call to mkdir was unable to create the desired directory ... File exists").
+std::string mpiexec() {
+  static const std::string dir = [] {
+    char name[] = "/tmp/olmo2-ompi-XXXXXX";
+    const char* made = mkdtemp(name);
+    return std::string(made ? made : "/tmp");
+  }();
+  return "env OMPI_MCA_orte_tmpdir_base=" + dir + " " + OLMO2_MPIEXEC;
+}
+
 test::RunResult mpirun(int np, const std::string& args) {
-  return test::run_olmo2_with(std::string(OLMO2_MPIEXEC) + " -np " + std::to_string(np) +
+  return test::run_olmo2_with(mpiexec() + " -np " + std::to_string(np) +
                                   " --oversubscribe --allow-run-as-root " + OLMO2_BINARY,
                               args);
 }
@@ -236,7 +250,7 @@ TEST_P(EmulatedLayouts, ServeCudaAnswersEqualTheCpuServers) {
   REQUIRE_EMULATION();
   static const test::ServeModel model;
   const std::string launcher =
-      std::string(OLMO2_MPIEXEC) + " -np 2 --oversubscribe --allow-run-as-root --bind-to none";
+      mpiexec() + " -np 2 --oversubscribe --allow-run-as-root --bind-to none";
   const std::string opts = "--precision bf16 --max-batch-tokens 32 --max-running-requests 8 " + GetParam();
   const std::vector<std::string> bodies = greedy_bodies();
   std::vector<json> want;
