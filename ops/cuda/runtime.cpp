@@ -2,6 +2,7 @@
 // handle, and the caching allocator.
 #include "ops/cuda/runtime.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -15,9 +16,11 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 struct DeviceState {
-  cudaStream_t stream = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;
+  // Set once, under state_mutex(); read without the lock on every op (an acquire load),
+  // since every kernel launch and every Buffer asks for the stream.
+  std::atomic<cudaStream_t> stream{nullptr};
+  std::atomic<cublasLtHandle_t> lt{nullptr};
+  std::atomic<void*> workspace{nullptr};
 };
 
 DeviceState& state() {
@@ -83,26 +86,37 @@ int current_device() {
 
 cudaStream_t compute_stream() {
   DeviceState& s = state();
+  if (cudaStream_t made = s.stream.load(std::memory_order_acquire)) return made;
   std::lock_guard<std::mutex> lock(state_mutex());
-  if (!s.stream) OLMO2_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  return s.stream;
+  if (!s.stream.load(std::memory_order_relaxed)) {
+    cudaStream_t made = nullptr;
+    OLMO2_CUDA_CHECK(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking));
+    s.stream.store(made, std::memory_order_release);
+  }
+  return s.stream.load(std::memory_order_relaxed);
 }
 
 void synchronize() { OLMO2_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 
 cublasLtHandle_t cublaslt_handle() {
   DeviceState& s = state();
+  if (cublasLtHandle_t made = s.lt.load(std::memory_order_acquire)) return made;
   std::lock_guard<std::mutex> lock(state_mutex());
-  if (!s.lt) OLMO2_CUBLAS_CHECK(cublasLtCreate(&s.lt));
-  return s.lt;
+  if (!s.lt.load(std::memory_order_relaxed)) {
+    cublasLtHandle_t made = nullptr;
+    OLMO2_CUBLAS_CHECK(cublasLtCreate(&made));
+    s.lt.store(made, std::memory_order_release);
+  }
+  return s.lt.load(std::memory_order_relaxed);
 }
 
 void* cublaslt_workspace(size_t* bytes) {
   DeviceState& s = state();
-  std::lock_guard<std::mutex> lock(state_mutex());
-  if (!s.workspace) s.workspace = device_malloc(kWorkspaceBytes);
   *bytes = kWorkspaceBytes;
-  return s.workspace;
+  if (void* made = s.workspace.load(std::memory_order_acquire)) return made;
+  std::lock_guard<std::mutex> lock(state_mutex());
+  if (!s.workspace.load(std::memory_order_relaxed)) s.workspace.store(device_malloc(kWorkspaceBytes), std::memory_order_release);
+  return s.workspace.load(std::memory_order_relaxed);
 }
 
 void* device_malloc(size_t bytes) {
