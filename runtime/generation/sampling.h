@@ -17,6 +17,8 @@ struct SamplingParams {
   int64_t top_k = 0;         ///< keep the k most likely tokens (0: all)
   double top_p = 1.0;        ///< keep the smallest set of most likely tokens whose
                              ///< probabilities sum to ≥ top_p, in (0, 1]
+  double min_p = 0.0;        ///< drop tokens whose probability is below min_p × the
+                             ///< largest one's, in [0, 1] (vLLM's min_p)
   uint64_t seed = 0;         ///< the same seed and logits give the same tokens
 };
 

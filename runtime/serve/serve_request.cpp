@@ -2,6 +2,14 @@
 
 namespace olmo2 {
 
+uint64_t choice_seed(uint64_t seed, int32_t c) {
+  if (c == 0) return seed;
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(c) + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 void ServeRequest::push(CompletionChunk chunk) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -12,29 +12,52 @@
 #include <string>
 #include <vector>
 
+#include "runtime/generation/logits_adjustments.h"
 #include "runtime/generation/token_selection.h"
 
 namespace olmo2 {
 
-/// A validated /v1/completions request (runtime/serve/completion_api.h parses it).
+/// A validated request for one prompt (runtime/serve/completion_api.h parses it): what
+/// the engine generates for it, `choices` completions of the same prompt.
 struct CompletionParams {
   std::vector<int32_t> prompt;     ///< token ids, non-empty
-  int64_t max_tokens = 16;         ///< ≥ 1
+  int64_t max_tokens = 16;         ///< ≥ 1, or 0 with echo (score the prompt only)
   SamplingParams sampling;         ///< seed always set (drawn by the server when absent)
+  LogitsAdjustments adjust;        ///< logit_bias and the penalties (vLLM's definitions)
+  int64_t min_tokens = 0;          ///< EOS and stop_token_ids are banned before this many tokens
+  std::vector<int32_t> stop_token_ids;  ///< generation also stops on these ids (finish "stop")
   int32_t logprobs = 0;            ///< top alternatives per token, 0: none
   bool want_logprobs = false;      ///< "logprobs" given (even 0: the chosen token's own)
+  bool prompt_logprobs = false;    ///< echo with logprobs: score the prompt's tokens too
   std::vector<std::string> stop;   ///< stop strings, each non-empty
+  bool include_stop_str_in_output = false;  ///< a matched stop string ends the text (vLLM)
+  bool skip_special_tokens = true; ///< drop special tokens from the text (vLLM's default)
   bool ignore_eos = false;         ///< keep generating past EOS (benchmarks)
   bool stream = false;
+  /// Completions of this prompt the engine generates (max(n, best_of)): the prompt is
+  /// prefilled once and its KV blocks shared; choice c samples with seed
+  /// choice_seed(sampling.seed, c).
+  int32_t choices = 1;
 };
+
+/// The seed of choice `c` of a request seeded `seed`: `seed` itself for choice 0 (so n = 1
+/// is unchanged), a splitmix64 mix of (seed, c) otherwise — distinct streams per choice.
+uint64_t choice_seed(uint64_t seed, int32_t c);
 
 /// Output released to the client at once: text (whole UTF-8, nothing of a stop string)
 /// and the tokens generated since the previous chunk.
 struct CompletionChunk {
+  int32_t choice = 0;                 ///< which of the request's choices (0 … choices−1)
   std::string text;
   std::vector<SelectedToken> tokens;  ///< with log-probabilities when asked
-  std::string finish_reason;          ///< set on the last chunk: "stop" or "length"
+  /// With prompt_logprobs, on the first chunk of choice 0 only: one entry per prompt token
+  /// (id = the prompt token; logprob and top from the logits of the position before it;
+  /// entry 0 has no logprob: the API reports null).
+  std::vector<SelectedToken> prompt_tokens;
+  double cumulative_logprob = 0;      ///< Σ logprob of the choice's tokens so far (best_of)
+  std::string finish_reason;          ///< set on the choice's last chunk: "stop" or "length"
   std::string error;                  ///< set on the last chunk when the server gave up on it
+  int error_status = 0;               ///< with error: the HTTP status it maps to (500, 503)
 };
 
 /// A request's channel between the engine thread (producer) and its HTTP thread.
@@ -47,7 +70,8 @@ class ServeRequest {
   const CompletionParams& params() const { return params_; }
   Clock::time_point arrival() const { return arrival_; }
 
-  /// Engine side: hand out a chunk (the last one has finish_reason or error set).
+  /// Engine side: hand out a chunk. Each choice's last chunk has finish_reason set; a chunk
+  /// with error set is the request's last (every choice ends with it).
   void push(CompletionChunk chunk);
   /// HTTP side: waits up to `timeout` for the next chunk. nullopt on timeout.
   std::optional<CompletionChunk> next(std::chrono::milliseconds timeout);
