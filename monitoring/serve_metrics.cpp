@@ -32,9 +32,10 @@ ServeMetrics::ServeMetrics() : f_(std::make_unique<Families>()) {
   auto& reg = f_->registry;
   auto& req = prometheus::BuildCounter()
                   .Name("olmo2_serve_requests_total")
-                  .Help("Completion requests by outcome: success, error (refused 4xx), rejected (503), cancelled")
+                  .Help("Completion requests by outcome: success, invalid (client error, 4xx), error (server "
+                        "error, 5xx), rejected (503), cancelled")
                   .Register(reg);
-  for (const char* o : {"success", "error", "rejected", "cancelled"}) f_->requests[o] = &req.Add({{"outcome", o}});
+  for (const char* o : {"success", "invalid", "error", "rejected", "cancelled"}) f_->requests[o] = &req.Add({{"outcome", o}});
   f_->prompt_tokens = &prometheus::BuildCounter().Name("olmo2_serve_prompt_tokens_total")
                            .Help("Prompt tokens of served requests").Register(reg).Add({});
   f_->generated_tokens = &prometheus::BuildCounter().Name("olmo2_serve_generated_tokens_total")

@@ -9,7 +9,7 @@
 namespace olmo2::monitoring {
 
 /// The olmo2_serve_* families in their own prometheus-cpp registry. Every outcome label
-/// (success, error, rejected, cancelled) exists at 0 from the start. Thread-safe.
+/// (success, invalid, error, rejected, cancelled) exists at 0 from the start. Thread-safe.
 /// Histogram buckets (seconds) follow vLLM's choices for the same quantities, plus 2 s
 /// (the time-to-first-token alert's threshold is a bucket edge).
 class ServeMetrics {
@@ -17,9 +17,11 @@ class ServeMetrics {
   ServeMetrics();
   ~ServeMetrics();
 
-  /// A request ended: outcome is "success" (finished by stop or length), "error" (a
-  /// refused bad request, 4xx), "rejected" (queue full or shutting down, 503) or
-  /// "cancelled" (client gone, or cancelled at shutdown). Throws Error for another name.
+  /// A request ended: outcome is "success" (finished by stop or length), "invalid" (the
+  /// client's mistake, refused with a 4xx: bad field, wrong key, too large), "error" (the
+  /// server's failure, 5xx: an engine or rank failure), "rejected" (queue full or shutting
+  /// down, 503) or "cancelled" (client gone, or cancelled at shutdown). Throws Error for
+  /// another name.
   void request_finished(const std::string& outcome);
   /// A served request's token counts and latencies (seconds): queue (arrival → first
   /// scheduled), time to first token, end-to-end; inter-token gaps go one by one.

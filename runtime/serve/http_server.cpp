@@ -84,7 +84,7 @@ void HttpServer::routes() {
     std::string auth = req.get_header_value("Authorization");
     for (size_t i = 0; i < std::min<size_t>(auth.size(), 7); ++i) auth[i] = static_cast<char>(std::tolower(auth[i]));
     if (auth != "bearer " + opt_.api_key) {
-      if (req.path == "/v1/completions") metrics_.request_finished("error");
+      if (req.path == "/v1/completions") metrics_.request_finished("invalid");
       send_error(res, 401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -98,7 +98,7 @@ void HttpServer::routes() {
       res.status = 405;
       res.set_header("Allow", req.path == "/v1/completions" ? "POST" : "GET");
     }
-    if (req.path == "/v1/completions" && res.status >= 400 && res.status < 500) metrics_.request_finished("error");
+    if (req.path == "/v1/completions" && res.status >= 400 && res.status < 500) metrics_.request_finished("invalid");
     const std::string msg = res.status == 413   ? "the request body is too large"
                             : res.status == 404 ? "no such endpoint"
                             : res.status == 405 ? req.method + " is not allowed on " + req.path
@@ -141,10 +141,10 @@ void HttpServer::routes() {
       static thread_local std::mt19937_64 seeds{std::random_device{}()};
       params = parse_completion_request(body, model_, tokenizer_, seeds());
     } catch (const ApiError& e) {
-      metrics_.request_finished("error");
+      metrics_.request_finished("invalid");
       return send_error(res, e.status(), e.what(), e.param());
     } catch (const std::exception& e) {  // e.g. a tokenizer error: still the request's fault
-      metrics_.request_finished("error");
+      metrics_.request_finished("invalid");
       return send_error(res, 400, e.what());
     }
     std::shared_ptr<ServeRequest> r;

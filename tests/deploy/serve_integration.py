@@ -29,7 +29,9 @@ Then, through Prometheus's HTTP API, once it has scraped the idle server after t
   * every panel expression of deploy/grafana/olmo2-serving.json (panel_queries.py, job
     and instance substituted) parses and returns data;
   * every serving recording rule is healthy and has a value for this job, and
-    Olmo2ServeErrorRatioHigh is pending (the 400s are far above 5% of the requests).
+    Olmo2ServeClientErrorRatioHigh is pending (the 400s are far above 25% of the requests)
+    while Olmo2ServeErrorRatioHigh stays silent (400s are client mistakes, outcome
+    "invalid", not server errors).
 
 It also checks the server's own /metrics: `promtool check metrics` clean and each
 olmo2_serve_* family's TYPE as in metrics.txt. Finally SIGUSR1 to mpirun (forwarded to
@@ -154,7 +156,7 @@ def make_model(args, tmp):
 
 def send_traffic(client, kill_switch):
     """Every request of the test; returns what the server must have counted."""
-    n = {"success": 0, "error": 0, "cancelled": 0, "prompt_tokens": 0, "generated_tokens": 0, "gaps": 0}
+    n = {"success": 0, "invalid": 0, "cancelled": 0, "prompt_tokens": 0, "generated_tokens": 0, "gaps": 0}
     problems = []
 
     def served(what, body, status, answer):
@@ -183,7 +185,7 @@ def send_traffic(client, kill_switch):
         if status != 400:
             problems.append(f"{what}: HTTP {status}, expected 400: {answer}")
         else:
-            n["error"] += 1
+            n["invalid"] += 1
 
     # A client that hangs up: two events, then the socket is closed. The server notices at
     # its next write and cancels the sequence.
@@ -240,7 +242,8 @@ def check_values(series, n):
             v[m["__name__"] + (f'{{outcome="{m["outcome"]}"}}' if "outcome" in m else "")] = float(s["value"][1])
     want = {
         'olmo2_serve_requests_total{outcome="success"}': n["success"],
-        'olmo2_serve_requests_total{outcome="error"}': n["error"],
+        'olmo2_serve_requests_total{outcome="invalid"}': n["invalid"],
+        'olmo2_serve_requests_total{outcome="error"}': 0,
         'olmo2_serve_requests_total{outcome="cancelled"}': n["cancelled"],
         'olmo2_serve_requests_total{outcome="rejected"}': 0,
         "olmo2_serve_prompt_tokens_total": n["prompt_tokens"],
@@ -327,7 +330,7 @@ def run(args, tmp):
 
         n = send_traffic(client, server_alive)
         print(f"ok: {n['success']} completions (half of the {CONCURRENT} concurrent ones streamed), "
-              f"{n['error']} bad requests answered 400, 1 stream disconnected ({time.time() - t0:.1f} s)")
+              f"{n['invalid']} bad requests answered 400, 1 stream disconnected ({time.time() - t0:.1f} s)")
 
         # Prometheus must have the server idle after the load, in 3+ scrapes of the last minute.
         def scraped_idle():
@@ -351,7 +354,7 @@ def run(args, tmp):
         values, p = check_values(series, n)
         problems += p
         if not p:
-            print(f"ok: requests by outcome {n['success']}/{n['error']}/1/0 (success/error/cancelled/rejected), "
+            print(f"ok: requests by outcome {n['success']}/{n['invalid']}/1/0 (success/invalid/cancelled/rejected), "
                   f"{n['prompt_tokens']} prompt and {n['generated_tokens']} generated tokens, TTFT count "
                   f"{n['success']}, {values['olmo2_serve_preemptions_total']:g} pre-emptions, idle at the end")
 
@@ -365,15 +368,19 @@ def run(args, tmp):
         if not p:
             print(f"ok: {len(names)} serving recording rules healthy with values for {JOB}")
 
-        def error_alert():
+        def active(name):
             server_alive()
             return [a for a in api(prom.base, "alerts")["alerts"]
-                    if a["labels"].get("alertname") == "Olmo2ServeErrorRatioHigh"
+                    if a["labels"].get("alertname") == name
                     and a["labels"].get("job") == JOB and a["state"] in ("pending", "firing")]
         try:
-            alert = wait_for("Olmo2ServeErrorRatioHigh to be pending", error_alert, timeout=15)
-            print(f"ok: Olmo2ServeErrorRatioHigh {alert[0]['state']} "
-                  f"({n['error']} errors of {n['success'] + n['error'] + n['cancelled']} requests)")
+            alert = wait_for("Olmo2ServeClientErrorRatioHigh to be pending",
+                             lambda: active("Olmo2ServeClientErrorRatioHigh"), timeout=15)
+            print(f"ok: Olmo2ServeClientErrorRatioHigh {alert[0]['state']} "
+                  f"({n['invalid']} client errors of {n['success'] + n['invalid'] + n['cancelled']} requests)")
+            # The 400s are the clients' mistakes: the server-error alert must stay silent.
+            if active("Olmo2ServeErrorRatioHigh"):
+                problems.append("Olmo2ServeErrorRatioHigh is active though every error was a 4xx")
         except Failure as e:
             problems.append(str(e))
 

@@ -76,7 +76,7 @@ TEST(Serve, CaseC6BadRequestsHurtNothing) {
   EXPECT_EQ(again["choices"][0]["text"], ref["choices"][0]["text"]);
   EXPECT_EQ(again["usage"], ref["usage"]);
   const auto m = server.metrics();
-  EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"error\"}"), 8);
+  EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"invalid\"}"), 8);
   EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"success\"}"), 1);
   EXPECT_EQ(server.process.wait_for(0), -1) << "the server exited";
 }
@@ -229,7 +229,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr("at capacity"));
   m = server.metrics();
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"rejected\"}"], 1);
-  EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"error\"}"], 7);  // 2 × 401 on completions + 5 × 400
+  EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"invalid\"}"], 7);  // 2 × 401 on completions + 5 × 400
 }
 
 TEST(Serve, HttpDetailsFromAFreshCloneReview) {
@@ -260,7 +260,7 @@ TEST(Serve, HttpDetailsFromAFreshCloneReview) {
   EXPECT_EQ(c.Post("/health", "", "text/plain")->status, 405);
   EXPECT_EQ(server.complete(greedy("\"Hi\"", 2), key).first, 200);
   const auto m = server.metrics();
-  EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"error\"}"), 4);  // big, deep, top_k, GET
+  EXPECT_EQ(m.at("olmo2_serve_requests_total{outcome=\"invalid\"}"), 4);  // big, deep, top_k, GET
 }
 
 // SIGTERM while a request streams: the server stops accepting connections at once, and
