@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# (Boost.Asio and Boost.Beast, the serving HTTP front, are headers of libboost1.74-dev,
+# which libboost-program-options-dev depends on.)
 PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
