@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "runtime/serve/json_body.h"
+
 namespace olmo2 {
 
 namespace {
@@ -62,12 +64,7 @@ bool boolean(const json& body, const char* name, bool fallback) {
 
 CompletionParams parse_completion_request(const std::string& text, const ServedModel& model,
                                           const Tokenizer& tokenizer, uint64_t fallback_seed) {
-  json body;
-  try {
-    body = json::parse(text);
-  } catch (const json::parse_error& e) {
-    bad("", std::string("the request body is not valid JSON: ") + e.what());
-  }
+  const json body = parse_json_body(text);  // ApiError naming the field of a number like 1e999
   if (!body.is_object()) bad("", "the request body must be a JSON object, got " + std::string(body.type_name()));
   CompletionParams p;
   if (const json* m = field(body, "model")) {
