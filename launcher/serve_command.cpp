@@ -1,5 +1,7 @@
 // `olmo2 serve`: the model on every rank, the engine loop in lockstep, and on rank 0
 // the HTTP server (docs/architecture.md §8).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -98,8 +100,9 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
   if (rank == 0) {
     HttpOptions ho;
     ho.host = o.host, ho.port = o.port, ho.api_key = o.api_key, ho.max_body_bytes = o.max_body_bytes;
-    // Every request in the server holds an HTTP thread while it runs or waits; beyond
-    // 1024 threads, the requests past them queue in httplib until a thread is free.
+    // Every request in the server holds an HTTP worker while it runs or waits; beyond
+    // 1024 workers, the requests past them queue (up to 1024, then 503) until one is free.
+    // Connections that are idle or still sending hold none.
     ho.threads = o.http_threads > 0 ? o.http_threads
                                     : static_cast<int>(std::min<int64_t>(o.max_running + o.max_waiting + 8, 1024));
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
@@ -139,18 +142,34 @@ void serve(ServeRank& s, bool rank0) {
   try {
     s.engine->run();
   } catch (...) {
+    // The engine failed (a collective timed out, a rank died): it has answered every
+    // request with an error. Those answers reach the clients before the error ends
+    // the process (MPI_Abort under mpirun): stop() waits for the handlers and their writes.
     done.store(true);
     if (watcher.joinable()) watcher.join();
+    if (s.http) s.http->stop();
     throw;
   }
   done.store(true);
   if (watcher.joinable()) watcher.join();
   if (s.http) s.http->stop();
 }
+
+/// Raises the soft limit of open files to the hard one: every client connection is a
+/// descriptor, and the usual soft limit (1024) would refuse clients long before the
+/// server is busy.
+void raise_open_files_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY ? std::max<rlim_t>(r.rlim_cur, 1 << 20) : r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
 }  // namespace
 
 void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
+  raise_open_files_limit();
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_serve_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();

@@ -1,27 +1,26 @@
-// The HTTP front of the server (cpp-httplib, on rank 0): /v1/completions,
-// /v1/models, /health, /metrics.
+// The HTTP front of the server on rank 0: the API's routes (api_routes.h) on the
+// asynchronous HTTP/1.1 server of runtime/serve/http/ (docs/architecture.md §8).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "monitoring/serve_metrics.h"
 #include "runtime/serve/completion_api.h"
 #include "runtime/serve/serving_engine.h"
 
-namespace httplib {
-class Server;
-}  // namespace httplib
-
 namespace olmo2 {
+
+namespace http {
+class Server;
+}  // namespace http
 
 struct HttpOptions {
   std::string host = "127.0.0.1";  ///< loopback unless told otherwise
   int port = 8000;
   std::string api_key;             ///< "" = no authentication
-  int64_t max_body_bytes = 1 << 20;  ///< larger bodies are refused (400, param "body")
+  int64_t max_body_bytes = 1 << 20;  ///< larger bodies are refused unread (413, param "body")
   int threads = 64;                ///< HTTP worker threads (each holds one request while it runs)
 };
 
@@ -30,30 +29,26 @@ struct HttpOptions {
 /// /v1/models, GET /health, GET /metrics (Prometheus text). With an API key every
 /// endpoint but /health and /metrics needs `Authorization: Bearer KEY` (else 401).
 /// Bad requests get 400 and a JSON error naming the field; a full queue or a stopping
-/// server 503. A streaming client that disconnects has its request cancelled (the
-/// engine frees its KV blocks). An `X-Request-Id` header is echoed back and is only a
-/// label: the response id is the server's own. Every refusal is counted in
+/// server 503; a request line over 8 KiB 414, a header over 64 KiB (or one field over
+/// 8 KiB) 431, a body over max_body_bytes 413 (then the connection closes). A client
+/// that disconnects has its request cancelled (the engine frees its KV blocks). An
+/// `X-Request-Id` header is echoed back and is only a label: the response id is the
+/// server's own. Every refusal of a completion request is counted in
 /// olmo2_serve_requests_total.
 class HttpServer {
  public:
-  /// Binds host:port; throws InputError naming the address when it cannot.
+  /// Binds host:port and starts serving; throws InputError naming the address when it
+  /// cannot listen.
   HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const ServedModel& model,
              monitoring::ServeMetrics& metrics, const HttpOptions& options);
   ~HttpServer();
-  /// Stops accepting connections and waits for the handlers in flight to return.
+  /// Stops accepting connections, waits for the handlers in flight to return and their
+  /// answers to reach the clients (each write bounded by a 30 s deadline). Idempotent.
   void stop();
-  const std::string& address() const { return address_; }
+  const std::string& address() const;
 
  private:
-  void routes();
-  ServingEngine& engine_;
-  const Tokenizer& tokenizer_;
-  ServedModel model_;
-  monitoring::ServeMetrics& metrics_;
-  HttpOptions opt_;
-  std::string address_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<http::Server> server_;
 };
 
 }  // namespace olmo2

@@ -210,7 +210,10 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   expect_400(R"({"prompt":"Hi","n":2})", "n");
   expect_400(R"({"prompt":"Hi","top_p":1.5})", "top_p");
   expect_400(R"({"prompt":"Hi","top_p":0})", "top_p");
-  expect_400(R"({"prompt":")" + std::string(3000, 'a') + "\"}", "body");
+  // Over --max-body-bytes: 413, refused from its Content-Length before the body is read.
+  const auto [too_big, tb] = server.complete(R"({"prompt":")" + std::string(3000, 'a') + "\"}", key);
+  EXPECT_EQ(too_big, 413) << tb;
+  EXPECT_EQ(tb["error"]["param"], "body") << tb;
   // Two requests with the same client id: each gets its own answer.
   const httplib::Headers same = {{"Authorization", "Bearer sekret"}, {"X-Request-Id", "same"}};
   const auto a = server.complete(greedy("\"Apples\"", 6), same), b = server.complete(greedy("\"Boats\"", 6), same);
@@ -229,7 +232,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr("at capacity"));
   m = server.metrics();
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"rejected\"}"], 1);
-  EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"invalid\"}"], 7);  // 2 × 401 on completions + 5 × 400
+  EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"invalid\"}"], 7);  // 2 × 401 on completions + 4 × 400 + 413
 }
 
 TEST(Serve, HttpDetailsFromAFreshCloneReview) {

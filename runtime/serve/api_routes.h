@@ -1,0 +1,37 @@
+// The OpenAI-style API on the HTTP front: its routes, the API-key check and the JSON
+// errors (docs/architecture.md §8). The transport is runtime/serve/http/.
+#pragma once
+
+#include <string>
+
+#include "monitoring/serve_metrics.h"
+#include "runtime/serve/completion_api.h"
+#include "runtime/serve/http/http_listener.h"
+#include "runtime/serve/serving_engine.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace olmo2 {
+
+/// What the routes use; the engine, tokenizer and metrics must outlive the server.
+struct ApiContext {
+  ServingEngine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ServedModel model;
+  monitoring::ServeMetrics* metrics = nullptr;
+  std::string api_key;  ///< "" = no authentication
+};
+
+/// Installs on `server` (before it starts): POST /v1/completions, GET /v1/models,
+/// GET /health, GET /metrics; the guard that answers 401 without `Authorization: Bearer
+/// KEY` (scheme in any case) on every path but /health and /metrics, before any body is
+/// read; and the formatter that makes every refusal {"error": {...}} (error_json) and
+/// counts those of /v1/completions in olmo2_serve_requests_total ("invalid" for 4xx,
+/// "rejected" for 503, "error" for another 5xx).
+void install_api_routes(http::Server& server, const ApiContext& context);
+
+/// The HTTP status of a request the engine gave up on: the chunk's error_status, else
+/// 500 for an "internal …" error (the engine failed) and 503 otherwise (shutdown). The
+/// same for a streamed request (the error event's code) and a non-streamed one.
+int engine_error_status(const CompletionChunk& chunk);
+
+}  // namespace olmo2
