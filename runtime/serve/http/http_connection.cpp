@@ -85,6 +85,8 @@ void Connection::read_request() {
   parser_->eager(false);             // stop at the header's end: nothing of the body before the checks
   request_ = Request{};
   handler_ = nullptr;
+  // A connection that once read a large header gives the memory back between requests.
+  if (buffer_.size() == 0 && buffer_.capacity() > kReadChunk) buffer_.shrink_to_fit();
   got_bytes_ = buffer_.size() > 0;
   scan_ = line_start_ = lines_ = 0;
   header_end_seen_ = false;
