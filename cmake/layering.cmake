@@ -10,6 +10,6 @@ function(olmo2_layer_probe library)
 endfunction()
 
 foreach(lib olmo2_ops olmo2_parallel olmo2_io olmo2_model olmo2_tokenizer olmo2_generation
-            olmo2_train olmo2_serve olmo2_monitoring olmo2_launcher)
+            olmo2_train olmo2_serve olmo2_chat_template olmo2_monitoring olmo2_launcher)
   olmo2_layer_probe(${lib})
 endforeach()
