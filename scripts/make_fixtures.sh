@@ -14,6 +14,7 @@
 #                                                        trained (trained/; needs build/olmo2)
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
 #        tests/model/make_init_fixtures.py               the documented init (pure Python)
+#        tests/serve/fixtures/make_chat_template_fixtures.py  transformers' chat-template renderings
 #      Each script rewrites only its own files: one set can be regenerated alone without
 #      touching the others;
 #   3. prints what changed against the committed fixtures (git status / diff --stat).
@@ -67,7 +68,7 @@ export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OMP_NUM_THREADS=1 M
 # Each script rewrites only its own files: a file that was there before a script ran and is
 # gone after it was another script's output (or the script removed a stale one of its
 # own, e.g. after a change of shard count: then commit the removal knowingly).
-FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures)
+FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures tests/serve/fixtures)
 run() {
   echo "== $*"
   local before after gone
@@ -88,7 +89,8 @@ run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
+run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
 
 echo "== changes against the committed fixtures (git status; nothing listed: reproduced bit for bit)"
-git status --short -- tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures
-git diff --stat -- tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures
+git status --short -- "${FIXTURE_DIRS[@]}"
+git diff --stat -- "${FIXTURE_DIRS[@]}"
