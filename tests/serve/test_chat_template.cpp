@@ -208,6 +208,19 @@ TEST(ChatTemplate, RenderingErrorsNameTheProblemAndPosition) {
   EXPECT_NE(what.find("macros nested over 100 deep"), std::string::npos) << what;
 }
 
+TEST(ChatTemplate, NestingIsBoundedInsteadOfOverflowingTheStack) {
+  std::string deep_expr = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
+  EXPECT_NE(what_of([&] { ChatTemplate::parse(deep_expr); }).find("nested over 200 levels"), std::string::npos);
+  std::string deep_blocks;
+  for (int i = 0; i < 5000; ++i) deep_blocks += "{% if 1 %}";
+  EXPECT_NE(what_of([&] { ChatTemplate::parse(deep_blocks); }).find("nested over 200 levels"), std::string::npos);
+  const std::string deep_json =
+      R"([{"role": "user", "content": "x", "extra": )" + std::string(5000, '[') + std::string(5000, ']') + "}]";
+  EXPECT_NE(what_of([&] { ChatTemplate::parse("{{ 1 }}").render(json::parse(deep_json), true); })
+                .find("JSON nested over 256 levels"),
+            std::string::npos);
+}
+
 TEST(ChatTemplate, MalformedMessagesAreRefused) {
   const auto t = ChatTemplate::parse("{% for m in messages %}{{ m.content }}{% endfor %}");
   const std::pair<const char*, const char*> cases[] = {

@@ -99,10 +99,8 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
   while (i < cps.size()) {
     while (i < cps.size() && is_py_space(cps[i])) ++i;
     if (i == cps.size()) break;
-    if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {  // the rest, right-stripped
-      size_t e = cps.size();
-      while (e > i && is_py_space(cps[e - 1])) --e;
-      out.push_back(encode_utf8(std::u32string_view(cps).substr(i, e - i)));
+    if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {  // the rest, as it is
+      out.push_back(encode_utf8(std::u32string_view(cps).substr(i)));
       break;
     }
     size_t j = i;

@@ -263,13 +263,13 @@ bool apply_test(const std::string& name, const Value& v, const std::vector<Value
   if (name == "lower" || name == "upper") return py_islower_or_upper(to_str(v), name == "lower");
   if (name == "odd" || name == "even" || name == "divisibleby") {
     const Value divisor = name == "divisibleby" ? other() : Value::integer(2);
-    const Value rest = binary_op("%", v, divisor);
-    return name == "odd" ? rest.truthy() : !rest.truthy();
+    return equals(binary_op("%", v, divisor), Value::integer(name == "odd" ? 1 : 0));
   }
   if (name == "sameas") {
     const Value& o = other();
     if (v.is_none() || v.kind() == K::Bool) return v.kind() == o.kind() && equals(v, o);
-    return false;
+    // CPython keeps one object for each int in [-5, 256]
+    return v.kind() == K::Int && o.kind() == K::Int && v.as_int() == o.as_int() && v.as_int() >= -5 && v.as_int() <= 256;
   }
   if (name == "eq" || name == "equalto" || name == "==") return equals(v, other());
   if (name == "ne" || name == "!=") return !equals(v, other());

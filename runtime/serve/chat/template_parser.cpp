@@ -121,6 +121,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement(const std::string& name, size_t pos) {
+    const Nesting nesting(this, pos);
     std::string end;
     if (name == "if") {
       auto s = stmt(Stmt::Kind::If, pos);
@@ -274,6 +275,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    const Nesting nesting(this, cur().pos);
     if (is_name("not")) {
       auto n = node(Expr::Kind::Not, t_[i_++].pos);
       n->items.push_back(parse_not());
@@ -349,6 +351,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter = true) {
+    const Nesting nesting(this, cur().pos);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       const Token& t = t_[i_++];
@@ -528,9 +531,20 @@ class Parser {
     }
   }
 
+  // The parser recurses: nesting is bounded (an InputError) instead of overflowing the stack.
+  static constexpr int kMaxDepth = 200;
+  struct Nesting {
+    Parser* p;
+    Nesting(Parser* parser, size_t pos) : p(parser) {
+      if (++p->depth_ > kMaxDepth) p->fail(pos, "nested over " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~Nesting() { --p->depth_; }
+  };
+
   const std::string& src_;
   std::vector<Token> t_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

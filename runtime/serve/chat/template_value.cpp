@@ -100,8 +100,11 @@ Value Value::function(std::string name) {
 }
 
 namespace {
+constexpr int kMaxJsonDepth = 256;
+
 template <typename Json>
-Value value_from_json(const Json& j) {
+Value value_from_json(const Json& j, int depth = 0) {
+  if (depth > kMaxJsonDepth) OLMO2_THROW(InputError, "chat template: JSON nested over ", kMaxJsonDepth, " levels");
   switch (j.type()) {
     case Json::value_t::null: return Value::none();
     case Json::value_t::boolean: return Value::boolean(j.template get<bool>());
@@ -115,12 +118,12 @@ Value value_from_json(const Json& j) {
     case Json::value_t::string: return Value::string(j.template get<std::string>());
     case Json::value_t::array: {
       List items;
-      for (const auto& e : j) items.push_back(value_from_json(e));
+      for (const auto& e : j) items.push_back(value_from_json(e, depth + 1));
       return Value::list(std::move(items));
     }
     case Json::value_t::object: {
       Dict d;
-      for (const auto& [k, e] : j.items()) d.entries.emplace_back(k, value_from_json(e));
+      for (const auto& [k, e] : j.items()) d.entries.emplace_back(k, value_from_json(e, depth + 1));
       return Value::dict(std::move(d));
     }
     default: OLMO2_THROW(InputError, "chat template: unsupported JSON value of type ", j.type_name());

@@ -53,7 +53,8 @@ class Value {
   static Value function(std::string name);
   /// JSON → Value: objects become dicts (in the JSON value's key order: sorted for
   /// nlohmann::json, as written for nlohmann::ordered_json), arrays lists, numbers int or
-  /// float (an unsigned integer above INT64_MAX is refused with InputError), null None.
+  /// float, null None. Throws InputError for an unsigned integer above INT64_MAX and for
+  /// nesting over 256 levels (the conversions recurse).
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);
 
