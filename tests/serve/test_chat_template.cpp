@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -206,6 +207,13 @@ TEST(ChatTemplate, RenderingErrorsNameTheProblemAndPosition) {
   EXPECT_EQ(what, "Roles must alternate") << "the template's own message, nothing added";
   what = what_of([&] { ChatTemplate::parse("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").render(one, true); });
   EXPECT_NE(what.find("macros nested over 100 deep"), std::string::npos) << what;
+}
+
+TEST(ChatTemplate, StrftimeNowFormatsTheLocalDate) {
+  // transformers' strftime_now(format) is datetime.now().strftime(format): only its shape is fixed.
+  const json one = json::parse(R"([{"role": "user", "content": "hi"}])");
+  const std::string date = ChatTemplate::parse("{{ strftime_now('%Y-%m-%d') }}").render(one, true);
+  EXPECT_TRUE(std::regex_match(date, std::regex(R"(\d{4}-\d{2}-\d{2})"))) << date;
 }
 
 TEST(ChatTemplate, NestingIsBoundedInsteadOfOverflowingTheStack) {

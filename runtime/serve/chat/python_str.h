@@ -31,6 +31,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
 /// str.replace(old, new, count): count < 0 replaces all; an empty `old` inserts `new`
 /// before every code point and at the end, as Python does.
 std::string py_replace(std::string_view s, std::string_view old, std::string_view repl, long count);
+/// str.upper / str.lower on ASCII letters (other characters unchanged).
 std::string py_upper(std::string_view s);
 std::string py_lower(std::string_view s);
 /// str.title: a letter after a letter is lowered, any other letter raised.

@@ -36,6 +36,7 @@ class Value {
 
   /// Jinja2's Undefined; `hint` says what was missing ("'foo' is undefined"), for errors.
   static Value undefined(std::string hint);
+  /// None, bool, int (64-bit: Python's big ints are not modelled), float, str (UTF-8), list.
   static Value none();
   static Value boolean(bool b);
   static Value integer(int64_t i);
@@ -58,6 +59,7 @@ class Value {
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);
 
+  /// Kind tests; a bool is also integral and a number, as in Python.
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::Undefined; }
   bool is_none() const { return kind_ == Kind::None; }
