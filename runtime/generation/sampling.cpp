@@ -23,6 +23,7 @@ void validate(const SamplingParams& p) {
   }
   if (p.top_k < 0) OLMO2_THROW(InputError, "top_k must be ≥ 0 (0: no limit), got ", p.top_k);
   if (!(p.top_p > 0 && p.top_p <= 1)) OLMO2_THROW(InputError, "top_p must be in (0, 1], got ", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) OLMO2_THROW(InputError, "min_p must be in [0, 1], got ", p.min_p);
 }
 
 namespace {
@@ -42,11 +43,19 @@ int32_t sample_sorted(const std::vector<Candidate>& c, const SamplingParams& p, 
   std::vector<double> prob(c.size());
   const double mx = c[0].logit;
   double sum = 0;
-  for (size_t i = 0; i < c.size(); ++i) sum += prob[i] = std::exp((c[i].logit - mx) / p.temperature);
-  size_t keep = c.size();
+  size_t keep = c.size();  // min_p: the most likely prefix whose probability ≥ min_p × the largest (1 here)
+  for (size_t i = 0; i < c.size(); ++i) {
+    prob[i] = std::exp((c[i].logit - mx) / p.temperature);
+    if (prob[i] < p.min_p) {
+      keep = i;
+      break;
+    }
+    sum += prob[i];
+  }
   if (p.top_p < 1) {
     double cum = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
+    const size_t kept = keep;
+    for (size_t i = 0; i < kept; ++i) {
       cum += prob[i] / sum;
       if (cum >= p.top_p) {
         keep = i + 1;
@@ -72,7 +81,14 @@ int32_t sample_whole_vocabulary(const std::vector<Candidate>& c, const SamplingP
   for (const Candidate& k : c) mx = std::max(mx, static_cast<double>(k.logit));
   std::vector<double> prob(n);
   double total = 0;  // in id order: no sort needed
-  for (size_t i = 0; i < n; ++i) total += prob[i] = std::exp((c[i].logit - mx) / p.temperature);
+  size_t kept_by_min_p = 0;  // min_p keeps a most-likely prefix of the sorted order: count it
+  for (size_t i = 0; i < n; ++i) {
+    prob[i] = std::exp((c[i].logit - mx) / p.temperature);
+    if (prob[i] >= p.min_p) {
+      total += prob[i];
+      ++kept_by_min_p;
+    }
+  }
   // order[0 … sorted) are the most likely candidates, most likely first; the rest unsorted.
   std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
@@ -88,11 +104,11 @@ int32_t sample_whole_vocabulary(const std::vector<Candidate>& c, const SamplingP
               by_likelihood);
     sorted = want;
   };
-  size_t keep = n;
+  size_t keep = kept_by_min_p;
   double sum = total;
   if (p.top_p < 1) {
     double cum = 0, kept = 0;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < kept_by_min_p; ++i) {
       sorted_up_to(i + 1);
       cum += prob[order[i]] / total;
       kept += prob[order[i]];
