@@ -9,19 +9,37 @@
 #include "parallel/communicator.h"
 #include "ops/tensor.h"
 #include "runtime/model/shard_spec.h"
+#include "runtime/generation/logits_adjustments.h"
 #include "runtime/generation/sampling.h"
 
 namespace olmo2 {
 
-/// What one sequence asks of this step's token choice.
+/// What one sequence asks of this step's token choice (or, with `target`, of the scoring
+/// of one prompt position).
 struct SelectionRequest {
   SamplingParams params;
   uint64_t draw = 0;     ///< index of the token being drawn (tokens generated so far)
   int32_t logprobs = 0;  ///< alternatives to report with their log-probabilities (0: none)
+  /// logit_bias and the penalties, applied to the raw logits before temperature
+  /// (runtime/generation/logits_adjustments.h), each rank to its own vocab slice.
+  LogitsAdjustments adjust;
+  std::vector<int32_t> banned;      ///< ids set to −∞ first (min_tokens: EOS, stop_token_ids); ascending, unique
+  std::vector<int32_t> prompt_ids;  ///< the prompt's distinct ids, ascending (repetition penalty only)
+  /// (id, times generated) of the output's distinct ids, ascending (any penalty only).
+  std::vector<std::pair<int32_t, int32_t>> output_counts;
+  /// ≥ 0: nothing is sampled (prompt logprobs): the result's id is `target`, its logprob
+  /// the target's log-probability (from the rank whose slice holds it), top the
+  /// `logprobs` most likely tokens; params and the adjustments are ignored.
+  int32_t target = -1;
+  /// Whether the adjustments change the logits this request chooses from.
+  bool adjusted() const { return target < 0 && (adjust.any() || !banned.empty()); }
 };
 
 /// The chosen token, and with logprobs its log-probability and the `logprobs` most
-/// likely tokens' (log_softmax of the raw logits, before temperature, as vLLM reports).
+/// likely tokens' — log_softmax of the raw logits, before the adjustments and temperature,
+/// as vLLM reports by default (its logprobs mode "raw_logprobs"): with a logit_bias or a
+/// penalty, the chosen token's and the alternatives' log-probabilities are those of the
+/// unadjusted distribution, and the alternatives are its most likely tokens.
 struct SelectedToken {
   int32_t id = -1;
   float logprob = 0;
@@ -44,6 +62,17 @@ struct SelectedToken {
 /// top-k, top-p and the seeded draw of runtime/generation/sampling.h). (Under TP the logits themselves
 /// differ from one process's in the last bits: row-parallel sums are split.) `tp` null or of size 1:
 /// the slice is the whole vocabulary. Every TP rank returns the same tokens.
+///
+/// Adjusted rows (logit_bias, penalties, banned ids): each rank applies them to a host
+/// copy of its own slice (ids outside it are skipped: no rank gathers the whole
+/// vocabulary for them; a row on a device is copied to the host whole first) and sends
+/// the candidates of the adjusted slice — with logprobs also their raw logits, and the
+/// raw slice's `logprobs` best candidates — so the token is chosen from the adjusted
+/// distribution and reported from the raw one. Target rows (prompt logprobs) send the
+/// raw slice's `logprobs` best candidates and, from the rank holding it, the target's
+/// raw logit (on a device: the top candidates there and the target's value gathered
+/// there, copied back with them). Throws Error for rows and requests of different
+/// counts, a row of another size or dtype, and adjustment lists out of order.
 std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& rows, const ShardSpec& shard,
                                          const std::vector<SelectionRequest>& requests,
                                          parallel::Communicator* tp);

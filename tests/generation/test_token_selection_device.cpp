@@ -1,5 +1,6 @@
 // select_tokens with the logits on the GPU (candidates made there by ops::top_candidates,
-// docs/architecture.md §8) against the same logits on the host: the same tokens and
+// target rows' logits gathered there, adjusted rows copied to the host; docs/architecture.md
+// §8) against the same logits on the host: the same tokens and
 // alternatives, the log-probabilities within fp32 rounding (the device's Σexp may differ
 // from the host's in its last bit: ≤ 2^-23 relative, so ≤ 1.2e-7 in the log-sum-exp).
 // Skips without a GPU.
@@ -25,6 +26,23 @@ SelectionRequest request(double temperature, int64_t top_k, double top_p, uint64
   return r;
 }
 
+/// A prompt position scored against `target` (held by the whole vocabulary, and by the
+/// second slice only for ids ≥ 50176).
+SelectionRequest scored(int32_t target, int32_t logprobs) {
+  SelectionRequest r = request(0, 0, 1, 0, logprobs);
+  r.target = target;
+  return r;
+}
+
+/// With a logit_bias and penalties: copied to the host whole, chosen there.
+SelectionRequest adjusted(double temperature, int64_t top_k, int32_t logprobs) {
+  SelectionRequest r = request(temperature, top_k, 1, 8, logprobs);
+  r.adjust.logit_bias = {{17, -100.0f}, {60001, 30.0f}};
+  r.adjust.repetition_penalty = 1.5;
+  r.output_counts = {{5, 2}, {60002, 1}};
+  return r;
+}
+
 TEST(TokenSelectionOnDevice, SameTokensAndLogprobsAsTheHostRows) {
   std::string why;
   if (ops::gpu_count(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
@@ -37,7 +55,8 @@ TEST(TokenSelectionOnDevice, SameTokensAndLogprobsAsTheHostRows) {
   const std::vector<SelectionRequest> kinds = {
       request(0, 0, 1, 1, 0),     request(0, 0, 1, 1, 5),      request(0.7, 50, 1, 2, 0),
       request(0.9, 40, 0.8, 3, 20), request(1.0, 0, 0.9, 4, 0), request(1.0, 0, 1, 5, 3),
-      request(0.8, 1, 1, 6, 2),   request(1.0, over, 0.95, 7, 4)};
+      request(0.8, 1, 1, 6, 2),   request(1.0, over, 0.95, 7, 4), scored(60000, 3), scored(100, 0),
+      scored(100277, 2),          adjusted(0, 0, 3),           adjusted(0.9, 30, 2)};
   std::mt19937 rng(21);
   for (const ShardSpec* shard : {&whole, &second}) {
     const int64_t slice = shard->vocab_rows.size();

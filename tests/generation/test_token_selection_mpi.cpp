@@ -1,5 +1,8 @@
 // select_tokens over a vocab-parallel TP group of 2 ranks against the single-process
-// call on the whole logits: same ids, same log-probabilities. Run under mpirun -np 2.
+// call on the whole logits: same ids, same log-probabilities; and with logit_bias,
+// penalties, min_tokens bans, min_p and target rows (prompt logprobs) against PyTorch
+// (tests/generation/fixtures/selection.*), each rank adjusting its own half. Run under
+// mpirun -np 2.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -10,6 +13,7 @@
 
 #include "parallel/mpi_communicator.h"
 #include "runtime/generation/token_selection.h"
+#include "tests/generation/selection_fixture.h"
 #include "tests/parallel/mpi_test_util.h"
 
 namespace olmo2 {
@@ -157,6 +161,76 @@ TEST(TokenSelectionMpi, TiesAcrossTheRankBoundaryPickTheLowerId) {
     EXPECT_EQ(t.top[0].id, i % 2 ? 10 : 499);
     EXPECT_EQ(t.top[1].id, i % 2 ? 900 : 500);
     EXPECT_EQ(t.top[0].logit, t.top[1].logit);
+  }
+}
+
+TEST(TokenSelectionMpi, AdjustmentsMinPAndTargetsOverHalvesMatchPyTorch) {
+  OLMO2_REQUIRE_WORLD(2);
+  const test::SelectionFixture f = test::load_selection_fixture();
+  auto tp = tp_group();
+  const ShardSpec mine = half(tp->rank(), f.vocab, f.vocab);
+  std::vector<TensorView> rows;
+  std::vector<SelectionRequest> reqs;
+  for (const test::SelectionCase& c : f.cases) {
+    rows.push_back(TensorView(const_cast<float*>(c.logits.data()) + mine.vocab_rows.begin, DType::F32,
+                              {mine.vocab_rows.size()}));
+    reqs.push_back(c.request);
+  }
+  const std::vector<SelectedToken> got = select_tokens(rows, mine, reqs, tp.get());
+  for (size_t i = 0; i < f.cases.size(); ++i) {
+    const test::SelectionCase& c = f.cases[i];
+    SCOPED_TRACE(c.name + " rank " + std::to_string(tp->rank()));
+    EXPECT_EQ(got[i].id, c.expected_id);
+    if (c.request.logprobs > 0 || c.request.target >= 0) EXPECT_NEAR(got[i].logprob, c.expected_logprob, 2e-6);
+    ASSERT_EQ(got[i].top.size(), c.expected_top.size());
+    for (size_t j = 0; j < c.expected_top.size(); ++j) {
+      EXPECT_EQ(got[i].top[j].id, c.expected_top[j].first);
+      EXPECT_NEAR(got[i].top[j].logit, c.expected_top[j].second, 2e-6);
+    }
+  }
+}
+
+TEST(TokenSelectionMpi, AdjustedAndTargetRowsOnAPaddedLastRankMatchOneProcess) {
+  OLMO2_REQUIRE_WORLD(2);
+  const int64_t real = 997, padded = 1000;
+  auto tp = tp_group();
+  const ShardSpec mine = half(tp->rank(), real, padded);
+  std::vector<float> logits = random_logits(12 * padded, 31);
+  std::vector<SelectionRequest> reqs;
+  std::vector<TensorView> my_rows, whole_rows;
+  for (int i = 0; i < 12; ++i) {
+    float* row = logits.data() + static_cast<size_t>(i) * padded;
+    for (int64_t j = real; j < padded; ++j) row[j] = 1e9f;  // padding: never chosen
+    SelectionRequest r = request(i % 3 == 0 ? 0.0 : 0.9, i % 3 == 1 ? 30 : 0, i % 2 ? 0.9 : 1.0, 40 + i, 2, i % 4);
+    r.params.min_p = i % 3 == 2 ? 0.05 : 0.0;
+    // The best raw id banned or biased away, ids on both ranks biased up and penalised.
+    const int32_t best = static_cast<int32_t>(std::max_element(row, row + real) - row);
+    r.adjust.logit_bias = {{3, 1.5f}, {best, -100.0f}, {996, 4.0f}};
+    auto& bias = r.adjust.logit_bias;
+    std::sort(bias.begin(), bias.end());
+    bias.erase(std::unique(bias.begin(), bias.end(), [](auto& a, auto& b) { return a.first == b.first; }), bias.end());
+    r.adjust.presence_penalty = 0.5, r.adjust.frequency_penalty = 0.25, r.adjust.repetition_penalty = 1.2;
+    r.prompt_ids = {1, 500, 800};
+    r.output_counts = {{2, 3}, {499, 1}, {996, 2}};
+    r.banned = {0, 995};
+    if (i >= 9) r.target = i == 9 ? 12 : i == 10 ? 700 : 996;  // on rank 0, rank 1, the last real id
+    reqs.push_back(r);
+    whole_rows.push_back(TensorView(row, DType::F32, {real}));
+    my_rows.push_back(TensorView(row + mine.vocab_rows.begin, DType::F32, {mine.vocab_rows.size()}));
+  }
+  const std::vector<SelectedToken> want = select_tokens(whole_rows, whole(real), reqs, nullptr);
+  const std::vector<SelectedToken> got = select_tokens(my_rows, mine, reqs, tp.get());
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("rank " + std::to_string(tp->rank()) + " row " + std::to_string(i));
+    EXPECT_EQ(got[i].id, want[i].id);
+    EXPECT_LT(got[i].id, real);
+    EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-6);
+    if (reqs[i].logprobs > 0 || reqs[i].target >= 0) EXPECT_LT(want[i].logprob, 0.0f);
+    ASSERT_EQ(got[i].top.size(), want[i].top.size());
+    for (size_t j = 0; j < got[i].top.size(); ++j) {
+      EXPECT_EQ(got[i].top[j].id, want[i].top[j].id);
+      EXPECT_NEAR(got[i].top[j].logit, want[i].top[j].logit, 1e-6);
+    }
   }
 }
 

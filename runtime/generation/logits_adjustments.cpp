@@ -1,0 +1,74 @@
+#include "runtime/generation/logits_adjustments.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace olmo2 {
+
+namespace {
+/// The position in `logits` of `id`, or −1 when another rank holds it.
+int64_t local(int64_t id, int64_t first_id, size_t n) {
+  const int64_t j = id - first_id;
+  return j >= 0 && j < static_cast<int64_t>(n) ? j : -1;
+}
+
+template <typename T, typename Id>
+void check_ascending(std::span<const T> list, Id id_of, const char* what) {
+  for (size_t i = 1; i < list.size(); ++i) {
+    OLMO2_CHECK(id_of(list[i - 1]) < id_of(list[i]), what, " not ascending without repeats at position ", i, ": id ",
+                id_of(list[i - 1]), " then ", id_of(list[i]));
+  }
+}
+}  // namespace
+
+void apply_logits_adjustments(std::span<float> logits, int64_t first_id, const LogitsAdjustments& adjust,
+                              std::span<const int32_t> banned, std::span<const int32_t> prompt_ids,
+                              std::span<const std::pair<int32_t, int32_t>> output_counts) {
+  const auto id = [](int32_t x) { return x; };
+  const auto first = [](const auto& p) { return p.first; };
+  check_ascending(banned, id, "banned ids");
+  check_ascending(prompt_ids, id, "prompt ids");
+  check_ascending(std::span<const std::pair<int32_t, float>>(adjust.logit_bias), first, "logit_bias ids");
+  check_ascending(output_counts, first, "output token counts");
+  const size_t n = logits.size();
+  for (int32_t b : banned) {
+    if (const int64_t j = local(b, first_id, n); j >= 0) logits[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity();
+  }
+  for (const auto& [t, bias] : adjust.logit_bias) {
+    if (const int64_t j = local(t, first_id, n); j >= 0) logits[static_cast<size_t>(j)] += bias;
+  }
+  if (adjust.repetition_penalty != 1) {
+    OLMO2_CHECK(adjust.repetition_penalty > 0 && std::isfinite(adjust.repetition_penalty),
+                "repetition penalty must be a finite number > 0, got ", adjust.repetition_penalty);
+    const float r = static_cast<float>(adjust.repetition_penalty);
+    auto penalise = [&](int32_t t) {
+      if (const int64_t j = local(t, first_id, n); j >= 0) {
+        float& l = logits[static_cast<size_t>(j)];
+        l = l > 0 ? l / r : l * r;
+      }
+    };
+    // Each id of prompt ∪ output once: a merge of the two ascending lists.
+    size_t p = 0, o = 0;
+    while (p < prompt_ids.size() || o < output_counts.size()) {
+      const int32_t a = p < prompt_ids.size() ? prompt_ids[p] : std::numeric_limits<int32_t>::max();
+      const int32_t b = o < output_counts.size() ? output_counts[o].first : std::numeric_limits<int32_t>::max();
+      penalise(std::min(a, b));
+      p += a <= b ? 1 : 0;
+      o += b <= a ? 1 : 0;
+    }
+  }
+  const float f = static_cast<float>(adjust.frequency_penalty), pres = static_cast<float>(adjust.presence_penalty);
+  if (f != 0 || pres != 0) {
+    for (const auto& [t, count] : output_counts) {
+      if (const int64_t j = local(t, first_id, n); j >= 0) {
+        float& l = logits[static_cast<size_t>(j)];
+        l -= f * static_cast<float>(count);  // as vLLM's two f32 tensor subtractions
+        l -= pres;
+      }
+    }
+  }
+}
+
+}  // namespace olmo2
