@@ -17,13 +17,21 @@ namespace olmo2 {
 /// however the text is split into pushes. Input is whole UTF-8 (StreamDecoder's output);
 /// pieces end on character boundaries because a held tail starts where a stop string
 /// (valid UTF-8) would. Source: the stop semantics of OpenAI's completions API.
+///
+/// With `include_stop` (vLLM's include_stop_str_in_output) the matched stop string is
+/// kept at the end of the text: nothing is held back (a prefix is sent either way), the
+/// last bytes already sent are kept to find a stop string that spans pushes, and the
+/// text is cut after the match. Among stop strings found at the same position the first
+/// listed wins. A push with `may_stop` false (vLLM's min_tokens: text of the first
+/// min_tokens tokens) ends no match: a stop string must end in text pushed with
+/// `may_stop` true, though it may begin earlier (vLLM's stop_checker search window).
 class StopStringMatcher {
  public:
   /// Throws InputError for an empty stop string.
-  explicit StopStringMatcher(std::vector<std::string> stops);
+  explicit StopStringMatcher(std::vector<std::string> stops, bool include_stop = false);
 
   /// Appends `text`; returns what may be sent now.
-  std::string push(std::string_view text);
+  std::string push(std::string_view text, bool may_stop = true);
   /// Generation ended without a stop string: releases the held tail.
   std::string flush();
   /// True once a stop string has been seen (finish_reason "stop").
@@ -33,6 +41,9 @@ class StopStringMatcher {
 
  private:
   std::vector<std::string> stops_;
+  bool include_stop_ = false;
+  size_t longest_ = 0;   // the longest stop string's length
+  std::string sent_;     // include_stop: the last longest_ − 1 bytes already released
   std::string held_;
   bool stopped_ = false;
 };

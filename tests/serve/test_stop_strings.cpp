@@ -11,11 +11,14 @@
 namespace olmo2 {
 namespace {
 
-/// What a non-streamed request returns: the text cut at the earliest stop string.
-std::string cut(const std::string& text, const std::vector<std::string>& stops) {
-  size_t first = std::string::npos;
-  for (const std::string& s : stops) first = std::min(first, text.find(s));
-  return first == std::string::npos ? text : text.substr(0, first);
+/// What a non-streamed request returns: the text cut at the earliest stop string (after
+/// it with `include`: the first listed among those found there).
+std::string cut(const std::string& text, const std::vector<std::string>& stops, bool include = false) {
+  size_t first = std::string::npos, end = 0;
+  for (const std::string& s : stops) {
+    if (const size_t at = text.find(s); at < first) first = at, end = at + s.size();
+  }
+  return first == std::string::npos ? text : text.substr(0, include ? end : first);
 }
 
 TEST(StopStrings, NothingOfTheStopStringIsReleased) {
@@ -66,7 +69,8 @@ TEST(StopStrings, MultiByteCharactersAreNeverSplit) {
 TEST(StopStrings, StreamingEqualsNonStreamedTextForEverySplit) {
   std::mt19937 rng(17);
   const std::string alphabet = "ab \n:é";
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 4000; ++trial) {
+    const bool include = trial % 2 == 1;
     std::string text;
     const int n = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < n; ++i) {
@@ -74,7 +78,7 @@ TEST(StopStrings, StreamingEqualsNonStreamedTextForEverySplit) {
       text += k == 5 ? std::string("é") : std::string(1, alphabet[k]);
     }
     const std::vector<std::string> stops = {"a:b", "\n\n", "ébé"};
-    StopStringMatcher m(stops);
+    StopStringMatcher m(stops, include);
     std::string streamed;
     for (size_t at = 0; at < text.size();) {
       size_t len = 1 + rng() % 4;
@@ -84,10 +88,39 @@ TEST(StopStrings, StreamingEqualsNonStreamedTextForEverySplit) {
       at += len;
     }
     streamed += m.flush();
-    const std::string want = cut(text, stops);
-    ASSERT_EQ(streamed, want) << "text \"" << text << "\"";
-    EXPECT_EQ(m.stopped(), want.size() != text.size());
+    const std::string want = cut(text, stops, include);
+    ASSERT_EQ(streamed, want) << "text \"" << text << "\"" << (include ? " including the stop string" : "");
+    bool found = false;
+    for (const std::string& stop : stops) found = found || text.find(stop) != std::string::npos;
+    EXPECT_EQ(m.stopped(), found);
   }
+}
+
+TEST(StopStrings, IncludeStopStrKeepsTheMatchAndHoldsNothingBack) {
+  StopStringMatcher m({"STOP", "OP"}, true);
+  EXPECT_EQ(m.push("go ST"), "go ST") << "a prefix is sent either way";
+  EXPECT_EQ(m.held(), 0u);
+  EXPECT_EQ(m.push("OP and more"), "OP") << "STOP spans the pushes; it starts before OP";
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("x"), "");
+  EXPECT_EQ(m.flush(), "");
+  StopStringMatcher tie({"ab", "abc"}, true);
+  EXPECT_EQ(tie.push("xabcd"), "xab") << "at one position the first listed wins";
+}
+
+TEST(StopStrings, TextPushedBeforeMinTokensEndsNoMatch) {
+  // vLLM's min_tokens: a stop string must end in text of a later token.
+  StopStringMatcher m({"ab"});
+  EXPECT_EQ(m.push("xab", false), "xab") << "a whole stop string inside the first min_tokens tokens";
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push("za", false), "z");
+  EXPECT_EQ(m.push("b!", true), "") << "begun before, ended after: it stops";
+  EXPECT_TRUE(m.stopped());
+  StopStringMatcher inc({"ab"}, true);
+  EXPECT_EQ(inc.push("xab", false), "xab");
+  EXPECT_EQ(inc.push("c", true), "c") << "the old match does not count once may_stop turns true";
+  EXPECT_EQ(inc.push("ab", true), "ab");
+  EXPECT_TRUE(inc.stopped());
 }
 
 }  // namespace
