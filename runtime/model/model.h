@@ -32,11 +32,15 @@ struct ForwardOptions {
   /// Under TP, keep each rank's vocab slice of the logits ([rows, vocab_rows.size()],
   /// padding rows included) instead of all-gathering the whole vocabulary.
   bool vocab_parallel_logits = false;
+  /// With last_logits_only: the sequences (by index in the batch; empty: none) that
+  /// still get the logits of every row — prompt logprobs in serving. Under
+  /// batch_invariant the other sequences' logits are the same bits as without them.
+  std::vector<bool> all_logits;
 };
 
 /// The logits (and optionally hidden states) of a forward.
 struct ForwardResult {
-  /// Per sequence: [T_i, V] f32 (or [1, V] with last_logits_only).
+  /// Per sequence: [T_i, V] f32 (or [1, V] with last_logits_only, unless all_logits[i]).
   std::vector<Tensor> logits;
   /// hidden[l][i]: output of layer l for sequence i, [T_i, h] (before the final norm).
   std::vector<std::vector<Tensor>> hidden;

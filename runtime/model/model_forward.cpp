@@ -95,15 +95,29 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   ops::rmsnorm(x.view(), weights_.norm.view(), eps, x.view());
   if (act != DType::F32) ops::round_to(x.view(), act);
   const TensorView head = c.tie_word_embeddings ? weights_.embed_tokens.view() : weights_.lm_head.view();
-  // The rows that get logits: each sequence's last row, or all of them.
+  // The rows that get logits: each sequence's last row (all its rows with all_logits), or
+  // all of them. first[i]: sequence i's first row among them.
+  OLMO2_CHECK(options.all_logits.empty() || options.all_logits.size() == nseq, "all_logits for ",
+              options.all_logits.size(), " sequences, the batch has ", nseq);
+  auto every_row = [&](size_t i) {
+    return !options.last_logits_only || (!options.all_logits.empty() && options.all_logits[i]);
+  };
+  std::vector<int64_t> first(nseq + 1, 0);
+  for (size_t i = 0; i < nseq; ++i) {
+    first[i + 1] = first[i] + (every_row(i) ? packed.offset[i + 1] - packed.offset[i] : 1);
+  }
   Tensor last;
   TensorView rows_in = x.view();
   if (options.last_logits_only) {
-    std::vector<int32_t> rows(nseq);  // made on the host, copied to the model's device
-    for (size_t i = 0; i < nseq; ++i) rows[i] = static_cast<int32_t>(packed.offset[i + 1] - 1);
-    Tensor index = Tensor::zeros({static_cast<int64_t>(nseq)}, DType::I32, device_);
+    std::vector<int32_t> rows;  // made on the host, copied to the model's device
+    for (size_t i = 0; i < nseq; ++i) {
+      for (int64_t r = every_row(i) ? packed.offset[i] : packed.offset[i + 1] - 1; r < packed.offset[i + 1]; ++r) {
+        rows.push_back(static_cast<int32_t>(r));
+      }
+    }
+    Tensor index = Tensor::zeros({first[nseq]}, DType::I32, device_);
     ops::copy(host_view(rows), index.view());
-    last = Tensor::zeros({static_cast<int64_t>(nseq), h}, DType::F32, device_);
+    last = Tensor::zeros({first[nseq], h}, DType::F32, device_);
     ops::gather_rows(x.view(), index.view(), last.view());
     rows_in = last.view();
   }
@@ -116,8 +130,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
                                                             : Tensor();
   const TensorView all = whole.empty() ? local.view() : whole.view();
   for (size_t i = 0; i < nseq; ++i) {
-    const int64_t begin = options.last_logits_only ? static_cast<int64_t>(i) : packed.offset[i];
-    const int64_t rows = options.last_logits_only ? 1 : packed.offset[i + 1] - packed.offset[i];
+    const int64_t begin = first[i], rows = first[i + 1] - first[i];
     Tensor mine = Tensor::zeros({rows, all.size(1)}, DType::F32, device_);
     ops::copy(all.rows(begin, begin + rows), mine.view());
     result.logits.push_back(std::move(mine));

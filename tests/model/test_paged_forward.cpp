@@ -178,6 +178,34 @@ TEST(PagedForward, ASequenceIsBitIdenticalAloneAndInABusyBatch) {
   }
 }
 
+TEST(PagedForward, AllLogitsForSomeSequencesLeavesTheOthersBitIdentical) {
+  // Prompt logprobs in serving: one sequence of the batch gets every row's logits, the
+  // others their last row only — the same bits as a batch where none asks for more.
+  const std::vector<int32_t> a = tokens(5, 30), b = tokens(9, 31), c = tokens(3, 32);
+  const KVCache plain = make_cache(), some = make_cache(), full = make_cache();
+  const std::vector<Part> parts = {{a, 0, {0, 1}}, {b, 0, {2, 3, 4}}, {c, 0, {5}}};
+  const ForwardResult last = paged(plain, parts);
+  const ForwardResult every = paged(full, parts, false);
+  TokenBatch batch;
+  for (const Part& p : parts) {
+    batch.tokens.emplace_back(p.tokens);
+    batch.start.push_back(p.start);
+    batch.block_tables.emplace_back(p.table);
+  }
+  const ForwardOptions o{.last_logits_only = true, .batch_invariant = true, .all_logits = {false, true, false}};
+  const ForwardResult mixed = model().forward(batch, &some, o, ParallelContext{});
+  ASSERT_EQ(mixed.logits.size(), 3u);
+  ASSERT_EQ(mixed.logits[1].view().size(0), 9);
+  EXPECT_TRUE(same_bits(rows(mixed.logits[1], 0, 9), rows(every.logits[1], 0, 9)));
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    ASSERT_EQ(mixed.logits[i].view().size(0), 1);
+    EXPECT_TRUE(same_bits(rows(mixed.logits[i], 0, 1), rows(last.logits[i], 0, 1))) << "sequence " << i;
+  }
+  ForwardOptions wrong = o;
+  wrong.all_logits = {true};
+  EXPECT_THROW(model().forward(batch, &some, wrong, ParallelContext{}), Error);
+}
+
 TEST(PagedForward, RefusesATableTooShortAndPositionsPastTheContext) {
   const KVCache cache = make_cache();
   const std::vector<int32_t> s = tokens(9, 9);
