@@ -6,6 +6,82 @@
 
 namespace olmo2 {
 
+namespace {
+int64_t float_bits(float f) { return std::bit_cast<int32_t>(f); }
+float bits_float(int64_t b) { return std::bit_cast<float>(static_cast<int32_t>(b)); }
+
+/// The selection part of a sequence's entry (see encode_plan).
+void encode_selection(const SelectionRequest& r, std::vector<int64_t>& d) {
+  const SamplingParams& p = r.params;
+  const LogitsAdjustments& a = r.adjust;
+  d.insert(d.end(), {std::bit_cast<int64_t>(p.temperature), p.top_k, std::bit_cast<int64_t>(p.top_p),
+                     std::bit_cast<int64_t>(p.min_p), static_cast<int64_t>(p.seed), static_cast<int64_t>(r.draw),
+                     r.logprobs, r.target, std::bit_cast<int64_t>(a.presence_penalty),
+                     std::bit_cast<int64_t>(a.frequency_penalty), std::bit_cast<int64_t>(a.repetition_penalty),
+                     static_cast<int64_t>(a.logit_bias.size()), static_cast<int64_t>(r.banned.size()),
+                     static_cast<int64_t>(r.prompt_ids.size()), static_cast<int64_t>(r.output_counts.size())});
+  for (const auto& [id, bias] : a.logit_bias) d.insert(d.end(), {id, float_bits(bias)});
+  d.insert(d.end(), r.banned.begin(), r.banned.end());
+  d.insert(d.end(), r.prompt_ids.begin(), r.prompt_ids.end());
+  for (const auto& [id, count] : r.output_counts) d.insert(d.end(), {id, count});
+}
+
+template <typename Next>
+SelectionRequest decode_selection(Next& next, size_t left, int64_t entry) {
+  SelectionRequest r;
+  SamplingParams& p = r.params;
+  LogitsAdjustments& a = r.adjust;
+  p.temperature = std::bit_cast<double>(next());
+  p.top_k = next();
+  p.top_p = std::bit_cast<double>(next());
+  p.min_p = std::bit_cast<double>(next());
+  p.seed = static_cast<uint64_t>(next());
+  r.draw = static_cast<uint64_t>(next());
+  r.logprobs = static_cast<int32_t>(next());
+  r.target = static_cast<int32_t>(next());
+  a.presence_penalty = std::bit_cast<double>(next());
+  a.frequency_penalty = std::bit_cast<double>(next());
+  a.repetition_penalty = std::bit_cast<double>(next());
+  const int64_t nbias = next(), nbanned = next(), nprompt = next(), ncounts = next();
+  for (const int64_t n : {nbias, nbanned, nprompt, ncounts}) {
+    OLMO2_CHECK(n >= 0 && static_cast<size_t>(n) <= left, "malformed step plan entry ", entry, ": a list of ", n);
+  }
+  for (int64_t i = 0; i < nbias; ++i) {
+    const int32_t id = static_cast<int32_t>(next());
+    a.logit_bias.emplace_back(id, bits_float(next()));
+  }
+  for (int64_t i = 0; i < nbanned; ++i) r.banned.push_back(static_cast<int32_t>(next()));
+  for (int64_t i = 0; i < nprompt; ++i) r.prompt_ids.push_back(static_cast<int32_t>(next()));
+  for (int64_t i = 0; i < ncounts; ++i) {
+    const int32_t id = static_cast<int32_t>(next());
+    r.output_counts.emplace_back(id, static_cast<int32_t>(next()));
+  }
+  return r;
+}
+
+/// One SelectedToken's entries: the token, then `alternatives` slots.
+void encode_token(const SelectedToken& t, int32_t alternatives, StepResults& d) {
+  d.ids.push_back(t.id);
+  d.logprobs.push_back(t.logprob);
+  for (int32_t j = 0; j < alternatives; ++j) {
+    const bool have = j < static_cast<int32_t>(t.top.size());
+    d.ids.push_back(have ? t.top[static_cast<size_t>(j)].id : -1);
+    d.logprobs.push_back(have ? t.top[static_cast<size_t>(j)].logit : 0.0f);
+  }
+}
+
+SelectedToken decode_token(std::span<const int32_t> ids, std::span<const float> logprobs, int32_t alternatives,
+                           size_t& at) {
+  SelectedToken t;
+  t.id = ids[at];
+  t.logprob = logprobs[at++];
+  for (int32_t j = 0; j < alternatives; ++j, ++at) {
+    if (ids[at] >= 0) t.top.push_back({logprobs[at], ids[at]});
+  }
+  return t;
+}
+}  // namespace
+
 int64_t StepPlan::sampled() const {
   int64_t n = 0;
   for (const auto& s : sequences) n += s.sample ? 1 : 0;
@@ -15,11 +91,10 @@ int64_t StepPlan::sampled() const {
 std::vector<int64_t> encode_plan(const StepPlan& plan) {
   std::vector<int64_t> d = {plan.shutdown ? 1 : 0, plan.micro_batches, static_cast<int64_t>(plan.sequences.size())};
   for (const PlannedSequence& s : plan.sequences) {
-    const SelectionRequest& r = s.selection;
-    d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0, std::bit_cast<int64_t>(r.params.temperature),
-                       r.params.top_k, std::bit_cast<int64_t>(r.params.top_p), static_cast<int64_t>(r.params.seed),
-                       static_cast<int64_t>(r.draw), r.logprobs, static_cast<int64_t>(s.tokens.size()),
-                       static_cast<int64_t>(s.blocks.size())});
+    d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0});
+    encode_selection(s.selection, d);
+    d.insert(d.end(), {s.score_begin, s.score_end, s.prompt_logprobs, s.next_token,
+                       static_cast<int64_t>(s.tokens.size()), static_cast<int64_t>(s.blocks.size())});
     d.insert(d.end(), s.tokens.begin(), s.tokens.end());
     d.insert(d.end(), s.blocks.begin(), s.blocks.end());
   }
@@ -44,15 +119,17 @@ StepPlan decode_plan(std::span<const int64_t> d) {
     s.micro_batch = static_cast<int32_t>(next());
     s.start = next();
     s.sample = next() != 0;
-    s.selection.params.temperature = std::bit_cast<double>(next());
-    s.selection.params.top_k = next();
-    s.selection.params.top_p = std::bit_cast<double>(next());
-    s.selection.params.seed = static_cast<uint64_t>(next());
-    s.selection.draw = static_cast<uint64_t>(next());
-    s.selection.logprobs = static_cast<int32_t>(next());
+    s.selection = decode_selection(next, d.size() - at, i);
+    s.score_begin = next();
+    s.score_end = next();
+    s.prompt_logprobs = static_cast<int32_t>(next());
+    s.next_token = static_cast<int32_t>(next());
     const int64_t nt = next(), nb = next();
     OLMO2_CHECK(nt >= 1 && nb >= 1 && s.micro_batch >= 0 && s.micro_batch < p.micro_batches,
                 "malformed step plan entry ", i);
+    OLMO2_CHECK(s.score_begin >= 0 && s.score_begin <= s.score_end && s.score_end <= nt && s.prompt_logprobs >= 0,
+                "malformed step plan entry ", i, ": scores positions ", s.score_begin, " … ", s.score_end, " of ",
+                nt, " with ", s.prompt_logprobs, " alternatives");
     for (int64_t t = 0; t < nt; ++t) s.tokens.push_back(static_cast<int32_t>(next()));
     for (int64_t b = 0; b < nb; ++b) s.blocks.push_back(static_cast<int32_t>(next()));
     p.sequences.push_back(std::move(s));
@@ -63,30 +140,35 @@ StepPlan decode_plan(std::span<const int64_t> d) {
 
 int64_t results_size(const StepPlan& plan) {
   int64_t n = 0;
-  for (const auto& s : plan.sequences) n += s.sample ? 1 + s.selection.logprobs : 0;
+  for (const auto& s : plan.sequences) {
+    n += s.sample ? 1 + s.selection.logprobs : 0;
+    n += s.scored() * (1 + s.prompt_logprobs);
+  }
   return n;
 }
 
-StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
+StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+                           const std::vector<std::vector<SelectedToken>>& prompt) {
   StepResults d;
   size_t k = 0;
   for (const auto& s : plan.sequences) {
     if (!s.sample) continue;
     OLMO2_CHECK(k < tokens.size(), "fewer chosen tokens than sampled sequences");
-    const SelectedToken& t = tokens[k++];
-    d.ids.push_back(t.id);
-    d.logprobs.push_back(t.logprob);
-    for (int32_t j = 0; j < s.selection.logprobs; ++j) {
-      const bool have = j < static_cast<int32_t>(t.top.size());
-      d.ids.push_back(have ? t.top[static_cast<size_t>(j)].id : -1);
-      d.logprobs.push_back(have ? t.top[static_cast<size_t>(j)].logit : 0.0f);
-    }
+    encode_token(tokens[k++], s.selection.logprobs, d);
+  }
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& s = plan.sequences[i];
+    if (s.scored() == 0) continue;
+    OLMO2_CHECK(i < prompt.size() && static_cast<int64_t>(prompt[i].size()) == s.scored(), "sequence ", s.seq_id,
+                " scores ", s.scored(), " prompt positions, got ", i < prompt.size() ? prompt[i].size() : 0);
+    for (const SelectedToken& t : prompt[i]) encode_token(t, s.prompt_logprobs, d);
   }
   return d;
 }
 
 std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const int32_t> ids,
-                                          std::span<const float> logprobs) {
+                                          std::span<const float> logprobs,
+                                          std::vector<std::vector<SelectedToken>>* prompt) {
   const int64_t want = results_size(plan);
   OLMO2_CHECK(static_cast<int64_t>(ids.size()) == want && static_cast<int64_t>(logprobs.size()) == want,
               "step results of ", ids.size(), " ids and ", logprobs.size(), " log-probabilities, expected ",
@@ -94,14 +176,15 @@ std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const 
   std::vector<SelectedToken> out;
   size_t at = 0;
   for (const auto& s : plan.sequences) {
-    if (!s.sample) continue;
-    SelectedToken t;
-    t.id = ids[at];
-    t.logprob = logprobs[at++];
-    for (int32_t j = 0; j < s.selection.logprobs; ++j, ++at) {
-      if (ids[at] >= 0) t.top.push_back({logprobs[at], ids[at]});
+    if (s.sample) out.push_back(decode_token(ids, logprobs, s.selection.logprobs, at));
+  }
+  if (prompt) prompt->assign(plan.sequences.size(), {});
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& s = plan.sequences[i];
+    for (int64_t j = 0; j < s.scored(); ++j) {
+      SelectedToken t = decode_token(ids, logprobs, s.prompt_logprobs, at);
+      if (prompt) (*prompt)[i].push_back(std::move(t));
     }
-    out.push_back(std::move(t));
   }
   return out;
 }

@@ -18,6 +18,14 @@ struct PlannedSequence {
   std::vector<int32_t> blocks;  ///< the sequence's whole block table
   bool sample = false;          ///< these tokens end the known text: choose the next token
   SelectionRequest selection;   ///< how (when sample)
+  /// Prompt logprobs (echo): positions score_begin … score_end − 1 of `tokens` are scored,
+  /// position j against tokens[j + 1] (the chunk's last against next_token), with
+  /// prompt_logprobs alternatives each; none when score_end == score_begin. The model
+  /// then computes logits for every position of this sequence (ForwardOptions::all_logits).
+  int64_t score_begin = 0, score_end = 0;
+  int32_t prompt_logprobs = 0;
+  int32_t next_token = -1;      ///< the prompt token after this chunk (−1: the chunk ends the prompt)
+  int64_t scored() const { return score_end - score_begin; }
 };
 
 /// A step: the sequences to run, split into micro-batches for the pipeline stages; or
@@ -32,9 +40,14 @@ struct StepPlan {
 
 /// Flat i64 encoding of a plan for its broadcast from rank 0 (an i64 collective):
 /// shutdown, micro_batches, the sequence count, then per sequence seq_id, micro_batch,
-/// start, sample, temperature (the double's bits), top_k, top_p (bits), seed, draw,
-/// logprobs, the token and block counts, the tokens, the blocks. Every field is an
-/// integer or a double's bits: the plan crosses ranks bit for bit.
+/// start, sample; the selection: temperature (the double's bits), top_k, top_p (bits),
+/// min_p (bits), seed, draw, logprobs, target, the presence, frequency and repetition
+/// penalties (bits), the counts of logit_bias, banned, prompt_ids and output_counts, then
+/// those lists (a bias as id and the float's bits, a count as id and count); then
+/// score_begin, score_end, prompt_logprobs, next_token; the token and block counts, the
+/// tokens, the blocks. Every field is an integer or a floating-point number's bits: the
+/// plan crosses ranks bit for bit. The lists are only as long as the request needs
+/// (the engine fills them only for requests with bias, penalties or a min_tokens ban).
 std::vector<int64_t> encode_plan(const StepPlan& plan);
 /// Inverse of encode_plan. Throws Error for a truncated or malformed buffer.
 StepPlan decode_plan(std::span<const int64_t> data);
@@ -44,21 +57,27 @@ StepPlan decode_plan(std::span<const int64_t> data);
 /// sequence in plan order, 1 + selection.logprobs entries in both buffers: the chosen
 /// token (ids: its id; logprobs: its log-probability), then the alternatives, most
 /// likely first (ids: the id, or -1 where the token had fewer alternatives; logprobs:
-/// the log-probability, 0 there). docs/architecture.md §8 (serving semantics).
+/// the log-probability, 0 there). Then for each sequence with scored prompt positions,
+/// in plan order, scored() × (1 + prompt_logprobs) entries laid out alike (the target
+/// prompt token and its log-probability, then the alternatives). docs/architecture.md §8.
 struct StepResults {
   std::vector<int32_t> ids;      ///< token ids (i32)
   std::vector<float> logprobs;   ///< log-probabilities (f32), same length as ids
 };
 
-/// Encodes `tokens`, one per sampled sequence of `plan` in plan order. Throws Error when
-/// there are fewer tokens than sampled sequences.
-StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
+/// Encodes `tokens`, one per sampled sequence of `plan` in plan order, and `prompt`
+/// (empty, or one list per plan sequence: its scored() prompt positions). Throws Error
+/// when there are fewer tokens than sampled sequences or a prompt list of another length.
+StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+                           const std::vector<std::vector<SelectedToken>>& prompt = {});
 /// The length of each StepResults buffer for `plan`: Σ over sampled sequences of
-/// 1 + selection.logprobs.
+/// 1 + selection.logprobs, plus Σ scored() × (1 + prompt_logprobs).
 int64_t results_size(const StepPlan& plan);
-/// Inverse of encode_results. Throws Error when either buffer's length is not
-/// results_size(plan) (naming both).
+/// Inverse of encode_results: the sampled sequences' tokens, and into `prompt` (when not
+/// null) one list per plan sequence of its scored positions. Throws Error when either
+/// buffer's length is not results_size(plan) (naming both).
 std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const int32_t> ids,
-                                          std::span<const float> logprobs);
+                                          std::span<const float> logprobs,
+                                          std::vector<std::vector<SelectedToken>>* prompt = nullptr);
 
 }  // namespace olmo2

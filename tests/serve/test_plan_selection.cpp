@@ -1,0 +1,96 @@
+// The step plan's selection fields (min_p, logits adjustments, banned ids, targets) and
+// prompt-logprob fields cross ranks bit for bit, and the step results carry the scored
+// prompt positions after the sampled tokens (docs/architecture.md §8).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <tuple>
+
+#include "core/error.h"
+#include "runtime/serve/serve_plan.h"
+
+namespace olmo2 {
+namespace {
+
+auto selection_fields(const PlannedSequence& s) {
+  const SelectionRequest& r = s.selection;
+  std::vector<std::pair<int32_t, uint32_t>> bias;  // floats by their bits
+  for (const auto& [id, b] : r.adjust.logit_bias) bias.emplace_back(id, std::bit_cast<uint32_t>(b));
+  return std::tuple(std::bit_cast<uint64_t>(r.params.min_p), r.target, std::bit_cast<uint64_t>(r.adjust.presence_penalty),
+                    std::bit_cast<uint64_t>(r.adjust.frequency_penalty),
+                    std::bit_cast<uint64_t>(r.adjust.repetition_penalty), bias, r.banned, r.prompt_ids,
+                    r.output_counts, s.score_begin, s.score_end, s.prompt_logprobs, s.next_token, s.tokens, s.blocks);
+}
+
+TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
+  StepPlan p;
+  PlannedSequence a;
+  a.seq_id = 3, a.tokens = {9, 8, 7, 6}, a.blocks = {1}, a.sample = true;
+  a.selection.params = {.temperature = 0.9, .top_k = 0, .top_p = 1.0, .min_p = 0.1 + 0.2, .seed = 5};
+  a.selection.adjust.logit_bias = {{0, -100.0f}, {17, 0.1f}, {100351, 3.3e-7f}};
+  a.selection.adjust.presence_penalty = -1.9999999, a.selection.adjust.frequency_penalty = 0.3;
+  a.selection.adjust.repetition_penalty = 1.0 / 3.0;
+  a.selection.banned = {100257, 100265};
+  a.selection.prompt_ids = {6, 7, 8, 9};
+  a.selection.output_counts = {{4, 1}, {2000, 65536}};
+  a.score_begin = 1, a.score_end = 4, a.prompt_logprobs = 20, a.next_token = 100000;
+  PlannedSequence b;
+  b.seq_id = 4, b.tokens = {2}, b.blocks = {0}, b.selection.target = 77;
+  p.sequences = {a, b};
+  const std::vector<int64_t> d = encode_plan(p);
+  const StepPlan q = decode_plan(d);
+  ASSERT_EQ(q.sequences.size(), 2u);
+  EXPECT_EQ(selection_fields(q.sequences[0]), selection_fields(a));
+  EXPECT_EQ(selection_fields(q.sequences[1]), selection_fields(b));
+  EXPECT_EQ(q.sequences[0].selection.params.min_p, 0.1 + 0.2);
+  // A plan without adjustments carries no lists: one fixed block per sequence.
+  StepPlan plain;
+  plain.sequences = {b};
+  EXPECT_EQ(encode_plan(plain).size(), 3u + 4 + 15 + 6 + 2);
+  // Truncated anywhere, a negative list length or a scored range past the chunk: refused.
+  for (size_t cut = 0; cut < d.size(); cut += 7) {
+    EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
+  }
+  std::vector<int64_t> bad = encode_plan(plain);
+  bad[3 + 4 + 11] = -1;  // the logit_bias count
+  EXPECT_THROW(decode_plan(bad), Error);
+  PlannedSequence past = b;
+  past.score_end = 2;  // one token in the chunk
+  plain.sequences = {past};
+  EXPECT_THROW(decode_plan(encode_plan(plain)), Error);
+}
+
+TEST(PlanSelection, ResultsCarryScoredPromptPositionsAfterTheTokens) {
+  StepPlan p;
+  p.sequences.resize(3);
+  p.sequences[0].sample = true, p.sequences[0].selection.logprobs = 1;
+  p.sequences[1].tokens = {1, 2, 3}, p.sequences[1].score_begin = 0, p.sequences[1].score_end = 2;
+  p.sequences[1].prompt_logprobs = 2;
+  p.sequences[2].sample = true;
+  p.sequences[2].tokens = {4, 5}, p.sequences[2].score_begin = 1, p.sequences[2].score_end = 2;
+  EXPECT_EQ(results_size(p), 2 + 1 + 2 * 3 + 1);
+  const std::vector<SelectedToken> tokens = {{5, -0.5f, {{-0.5f, 5}}}, {6, -1.0f, {}}};
+  const std::vector<std::vector<SelectedToken>> prompt = {
+      {}, {{2, -2.0f, {{-0.1f, 9}, {-2.0f, 2}}}, {3, -3.0f, {{-0.2f, 8}}}}, {{5, -4.0f, {}}}};
+  const StepResults d = encode_results(p, tokens, prompt);
+  EXPECT_EQ(d.ids, (std::vector<int32_t>{5, 5, 6, 2, 9, 2, 3, 8, -1, 5}));
+  EXPECT_EQ(d.logprobs, (std::vector<float>{-0.5f, -0.5f, -1.0f, -2.0f, -0.1f, -2.0f, -3.0f, -0.2f, 0.0f, -4.0f}));
+  std::vector<std::vector<SelectedToken>> back;
+  const std::vector<SelectedToken> out = decode_results(p, d.ids, d.logprobs, &back);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].id, 6);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_TRUE(back[0].empty());
+  ASSERT_EQ(back[1].size(), 2u);
+  EXPECT_EQ(back[1][1].id, 3);
+  EXPECT_EQ(back[1][1].logprob, -3.0f);
+  ASSERT_EQ(back[1][1].top.size(), 1u) << "the missing alternative is dropped";
+  EXPECT_EQ(back[1][1].top[0].id, 8);
+  ASSERT_EQ(back[2].size(), 1u);
+  EXPECT_EQ(back[2][0].logprob, -4.0f);
+  EXPECT_THROW(encode_results(p, tokens, {}), Error) << "scored positions without their results";
+  EXPECT_THROW(encode_results(p, tokens, {{}, {prompt[1][0]}, prompt[2]}), Error) << "one position short";
+}
+
+}  // namespace
+}  // namespace olmo2
