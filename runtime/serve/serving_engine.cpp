@@ -1,6 +1,7 @@
 #include "runtime/serve/serving_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "runtime/serve/stop_strings.h"
@@ -23,9 +24,27 @@ struct ServingEngine::Active {
   bool scheduled = false;
   ServeRequest::Clock::time_point first_scheduled, first_token, last_token;
   CompletionChunk pending;  // tokens since the last released chunk
+  std::vector<int32_t> prompt_ids;  // the prompt's distinct ids, ascending (repetition penalty)
+  std::vector<int32_t> banned;      // EOS and stop_token_ids, ascending: banned before min_tokens
+  int64_t scored = 0;               // prompt positions whose log-probabilities have arrived
+  std::vector<SelectedToken> prompt_tokens;  // their results, in position order
+  bool prompt_done = false;         // prompt_tokens handed to `pending`
   Active(std::shared_ptr<ServeRequest> r, const Tokenizer& tok)
-      : request(std::move(r)), decoder(tok, true), matcher(request->params().stop) {}
+      : request(std::move(r)),
+        decoder(tok, request->params().skip_special_tokens),
+        matcher(request->params().stop, request->params().include_stop_str_in_output) {}
 };
+
+namespace {
+/// `ids` ascending without repeats.
+std::vector<int32_t> distinct(std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+bool contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+}  // namespace
 
 ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer, monitoring::ServeMetrics* metrics,
                              const EngineOptions& options, const EngineRanks& ranks)
@@ -49,6 +68,19 @@ int64_t ServingEngine::cache_capacity_tokens() const {
 }
 
 std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
+  if (params.prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty");
+  if (params.max_tokens < 0) OLMO2_THROW(InputError, "max_tokens must be ≥ 0, got ", params.max_tokens);
+  validate(params.sampling);
+  const auto& bias = params.adjust.logit_bias;
+  for (size_t i = 1; i < bias.size(); ++i) {
+    if (bias[i - 1].first >= bias[i].first) {
+      OLMO2_THROW(InputError, "logit_bias token ids must be ascending and unique: ", bias[i - 1].first, " then ",
+                  bias[i].first);
+    }
+  }
+  if (!(params.adjust.repetition_penalty > 0) || !std::isfinite(params.adjust.repetition_penalty)) {
+    OLMO2_THROW(InputError, "repetition_penalty must be a finite number > 0, got ", params.adjust.repetition_penalty);
+  }
   if (stop_.load()) OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
   if (in_flight_.fetch_add(1) >= opt_.max_waiting + opt_.scheduler.max_running) {
     in_flight_.fetch_sub(1);
@@ -100,7 +132,7 @@ void ServingEngine::run() {
     StepPlan plan;
     broadcast_plan(plan);
     if (plan.shutdown) return;
-    execute(plan);
+    execute(plan, nullptr);
   }
 }
 
@@ -120,17 +152,21 @@ void ServingEngine::broadcast_plan(StepPlan& plan) {
   if (world.rank() != 0) plan = decode_plan(data);
 }
 
-std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
+std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
+                                                  std::vector<std::vector<SelectedToken>>* prompt) {
   const ShardSpec& shard = model_.shard();
   ForwardOptions fo;
   fo.last_logits_only = true;
   fo.batch_invariant = true;
   fo.vocab_parallel_logits = true;
-  // Chosen tokens by plan position: micro-batches run in their order, results go back in plan order.
+  // Chosen tokens and scored prompt positions by plan position: micro-batches run in
+  // their order, results go back in plan order.
   std::vector<SelectedToken> chosen(plan.sequences.size());
+  std::vector<std::vector<SelectedToken>> scored(plan.sequences.size());
   for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
     TokenBatch batch;
     std::vector<size_t> seqs;  // plan positions of this micro-batch
+    fo.all_logits.clear();
     for (size_t i = 0; i < plan.sequences.size(); ++i) {
       const PlannedSequence& s = plan.sequences[i];
       if (s.micro_batch != mb) continue;
@@ -138,22 +174,46 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
       batch.tokens.emplace_back(s.tokens);
       batch.start.push_back(s.start);
       batch.block_tables.emplace_back(s.blocks);
+      fo.all_logits.push_back(s.scored() > 0);  // prompt logprobs: every position's logits
     }
     if (seqs.empty()) continue;
     const ForwardResult out = model_.forward(batch, &cache_, fo, ranks_.groups);
     if (!shard.final_norm) continue;
+    // One select_tokens call for the micro-batch: the sampled rows, then each scored
+    // prompt position as a target row (its logits' row q, against the next prompt token).
     std::vector<TensorView> rows;
     std::vector<SelectionRequest> requests;
-    std::vector<size_t> sampled;
+    std::vector<std::pair<size_t, bool>> owner;  // plan position, whether a prompt position
     for (size_t j = 0; j < seqs.size(); ++j) {
-      if (!plan.sequences[seqs[j]].sample) continue;
-      rows.push_back(out.logits[j].view());
-      requests.push_back(plan.sequences[seqs[j]].selection);
-      sampled.push_back(seqs[j]);
+      const PlannedSequence& s = plan.sequences[seqs[j]];
+      const TensorView logits = out.logits[j].view();
+      if (s.sample) {
+        const int64_t last = logits.size(0) - 1;
+        rows.push_back(logits.rows(last, last + 1));
+        requests.push_back(s.selection);
+        owner.emplace_back(seqs[j], false);
+      }
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      for (int64_t q = s.score_begin; q < s.score_end; ++q) {
+        SelectionRequest r;
+        r.target = q + 1 < n ? s.tokens[static_cast<size_t>(q + 1)] : s.next_token;
+        r.logprobs = s.prompt_logprobs;
+        OLMO2_CHECK(r.target >= 0, "prompt position ", q, " of sequence ", s.seq_id, " has no next token");
+        rows.push_back(logits.rows(q, q + 1));
+        requests.push_back(std::move(r));
+        owner.emplace_back(seqs[j], true);
+      }
     }
     if (rows.empty()) continue;
     std::vector<SelectedToken> got = select_tokens(rows, shard, requests, ranks_.groups.tp);
-    for (size_t j = 0; j < got.size(); ++j) chosen[sampled[j]] = std::move(got[j]);
+    for (size_t j = 0; j < got.size(); ++j) {
+      const auto [i, is_prompt] = owner[j];
+      if (is_prompt) {
+        scored[i].push_back(std::move(got[j]));
+      } else {
+        chosen[i] = std::move(got[j]);
+      }
+    }
   }
   if (rank() != ranks_.results_root && rank() != 0) return {};
   std::vector<SelectedToken> ordered;
@@ -162,10 +222,13 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
       if (plan.sequences[i].sample) ordered.push_back(std::move(chosen[i]));
     }
   }
-  if (ranks_.results_root == 0 || results_size(plan) == 0) return ordered;
+  if (ranks_.results_root == 0 || results_size(plan) == 0) {
+    if (prompt) *prompt = std::move(scored);
+    return ordered;
+  }
   parallel::Communicator& world = *ranks_.world;
   if (rank() == ranks_.results_root) {
-    const StepResults r = encode_results(plan, ordered);
+    const StepResults r = encode_results(plan, ordered, scored);
     world.send(std::span<const int32_t>(r.ids), 0, kResultIdsTag);
     world.send(std::span<const float>(r.logprobs), 0, kResultLogprobsTag);
     return {};
@@ -175,7 +238,7 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan) {
   r.logprobs.resize(r.ids.size());
   world.recv(std::span<int32_t>(r.ids), ranks_.results_root, kResultIdsTag);
   world.recv(std::span<float>(r.logprobs), ranks_.results_root, kResultLogprobsTag);
-  return decode_results(plan, r.ids, r.logprobs);
+  return decode_results(plan, r.ids, r.logprobs, prompt);
 }
 
 void ServingEngine::drain_inbox(bool close) {
@@ -195,7 +258,15 @@ void ServingEngine::drain_inbox(bool close) {
     // is (it is among them or next to them); the API reports `logprobs` of them.
     s.selection.logprobs = r->params().want_logprobs ? std::max(r->params().logprobs, 1) : 0;
     scheduler_->add(std::move(s));
-    active_[r->id()] = std::make_unique<Active>(r, *tokenizer_);
+    auto a = std::make_unique<Active>(r, *tokenizer_);
+    const CompletionParams& p = r->params();
+    if (p.adjust.repetition_penalty != 1) a->prompt_ids = distinct(p.prompt);
+    if (p.min_tokens > 0) {  // vLLM bans EOS (even with ignore_eos) and the stop token ids
+      std::vector<int32_t> ban(p.stop_token_ids);
+      for (int64_t e : model_.config().eos_token_ids) ban.push_back(static_cast<int32_t>(e));
+      a->banned = distinct(std::move(ban));
+    }
+    active_[r->id()] = std::move(a);
   }
   // Cancelled requests (client gone): drop them and free their blocks.
   std::vector<int64_t> gone;
@@ -231,17 +302,78 @@ void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::str
   active_.erase(it);
 }
 
-void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
+void ServingEngine::prepare_plan(StepPlan& plan) {
+  for (PlannedSequence& p : plan.sequences) {
+    const Active& a = *active_.at(p.seq_id);
+    const CompletionParams& params = a.request->params();
+    const int64_t plen = static_cast<int64_t>(params.prompt.size()), n = static_cast<int64_t>(p.tokens.size());
+    // Prompt positions not scored yet (each once, in order: a recomputed prefix is not
+    // scored again), the prompt's last one excluded (it predicts the first new token).
+    if (params.prompt_logprobs && !a.prompt_done) {
+      const int64_t begin = std::max(a.scored, p.start), end = std::min(p.start + n, plen - 1);
+      if (begin == a.scored && begin < end) {
+        p.score_begin = begin - p.start;
+        p.score_end = end - p.start;
+        p.prompt_logprobs = params.logprobs;
+        p.next_token = p.start + n < plen ? params.prompt[static_cast<size_t>(p.start + n)] : -1;
+      }
+    }
+    if (params.max_tokens == 0) p.sample = false;  // scoring only: finished once the prompt is in
+    if (!p.sample) continue;
+    SelectionRequest& r = p.selection;
+    r.adjust = params.adjust;
+    if (static_cast<int64_t>(r.draw) < params.min_tokens) r.banned = a.banned;
+    if (params.adjust.penalties()) {
+      const SchedSequence* seq = scheduler_->find(p.seq_id);
+      OLMO2_CHECK(seq, "planned sequence ", p.seq_id, " is unknown to the scheduler");
+      std::vector<int32_t> out(seq->tokens.begin() + seq->prompt_len, seq->tokens.end());
+      std::sort(out.begin(), out.end());
+      for (size_t i = 0; i < out.size();) {
+        size_t j = i;
+        while (j < out.size() && out[j] == out[i]) ++j;
+        r.output_counts.emplace_back(out[i], static_cast<int32_t>(j - i));
+        i = j;
+      }
+      if (params.adjust.repetition_penalty != 1) r.prompt_ids = a.prompt_ids;
+    }
+  }
+}
+
+void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+                            std::vector<std::vector<SelectedToken>>& prompt) {
   const auto now = ServeRequest::Clock::now();
   const std::vector<int64_t>& eos = model_.config().eos_token_ids;
   size_t k = 0;
-  for (const PlannedSequence& p : plan.sequences) {
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& p = plan.sequences[i];
+    const SelectedToken* t = p.sample ? &tokens[k++] : nullptr;
     const auto it = active_.find(p.seq_id);
-    if (!p.sample) continue;
-    const SelectedToken& t = tokens[k++];
     if (it == active_.end()) continue;
     Active& a = *it->second;
     const CompletionParams& params = a.request->params();
+    const int64_t plen = static_cast<int64_t>(params.prompt.size());
+    if (i < prompt.size() && !prompt[i].empty()) {
+      a.scored += static_cast<int64_t>(prompt[i].size());
+      for (SelectedToken& s : prompt[i]) a.prompt_tokens.push_back(std::move(s));
+    }
+    if (params.prompt_logprobs && !a.prompt_done && a.scored >= plen - 1) {
+      // Entry 0, the first prompt token, has no log-probability (the API reports null).
+      SelectedToken first;
+      first.id = params.prompt[0];
+      a.pending.prompt_tokens.push_back(first);
+      for (SelectedToken& s : a.prompt_tokens) a.pending.prompt_tokens.push_back(std::move(s));
+      a.prompt_tokens.clear();
+      a.prompt_done = true;
+    }
+    if (!t) {
+      if (params.max_tokens == 0 && p.start + static_cast<int64_t>(p.tokens.size()) == plen) {
+        a.first_token = a.last_token = now;
+        CompletionChunk c = std::move(a.pending);
+        c.finish_reason = "length";
+        finish(p.seq_id, std::move(c), "success");
+      }
+      continue;
+    }
     ++a.generated;
     if (a.generated == 1) {
       a.first_token = now;
@@ -249,20 +381,25 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
       metrics_->inter_token(seconds_between(a.last_token, now));
     }
     a.last_token = now;
-    a.pending.tokens.push_back(t);
-    // Ids past the tokenizer's vocabulary (the padding rows of a padded embedding) have no text.
-    const bool has_text = t.id < tokenizer_->vocab_size();
-    std::string released = a.matcher.push(has_text ? a.decoder.push(t.id) : std::string());
+    a.pending.tokens.push_back(*t);
+    // EOS (unless ignore_eos) and the stop token ids end the text; their own text is
+    // dropped unless include_stop_str_in_output (vLLM). Ids past the tokenizer's
+    // vocabulary (the padding rows of a padded embedding) have no text.
+    const bool stop_token = (!params.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<int64_t>(t->id)) !=
+                                                       eos.end()) ||
+                            contains(params.stop_token_ids, t->id);
+    const bool has_text = t->id < tokenizer_->vocab_size() && (!stop_token || params.include_stop_str_in_output);
+    // vLLM's min_tokens: a stop string must end in the text of a later token.
+    const bool may_stop = a.generated > params.min_tokens;
+    std::string released = a.matcher.push(has_text ? a.decoder.push(t->id) : std::string(), may_stop);
     std::string reason;
-    if (a.matcher.stopped()) {
-      reason = "stop";
-    } else if (!params.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<int64_t>(t.id)) != eos.end()) {
+    if (a.matcher.stopped() || stop_token) {
       reason = "stop";
     } else if (a.generated >= params.max_tokens) {
       reason = "length";
     }
     if (!reason.empty() && !a.matcher.stopped()) {
-      released += a.matcher.push(a.decoder.flush());
+      released += a.matcher.push(a.decoder.flush(), may_stop);
       if (!a.matcher.stopped()) released += a.matcher.flush();
       if (a.matcher.stopped()) reason = "stop";
     }
@@ -271,7 +408,7 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
       CompletionChunk c = std::move(a.pending);
       c.finish_reason = reason;
       finish(p.seq_id, std::move(c), "success");
-    } else if (!a.pending.text.empty() || params.want_logprobs) {
+    } else if (!a.pending.text.empty() || params.want_logprobs || !a.pending.prompt_tokens.empty()) {
       a.request->push(std::move(a.pending));
       a.pending = CompletionChunk{};
     }
@@ -320,10 +457,12 @@ void ServingEngine::run_scheduler() {
         a.first_scheduled = now;
       }
     }
+    prepare_plan(plan);
     broadcast_plan(plan);
-    const std::vector<SelectedToken> tokens = execute(plan);
+    std::vector<std::vector<SelectedToken>> prompt;
+    const std::vector<SelectedToken> tokens = execute(plan, &prompt);
     scheduler_->step_done(plan, tokens);
-    deliver(plan, tokens);
+    deliver(plan, tokens, prompt);
     if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
   }
 }

@@ -42,7 +42,12 @@ struct EngineRanks {
 
 /// Runs the model for the scheduler's plans. On rank 0 it also owns the scheduler, the
 /// requests and their detokenization (StreamDecoder, then StopStringMatcher, so no part
-/// of a stop string is ever released). Every rank calls run(); it returns once rank 0
+/// of a stop string is ever released unless include_stop_str_in_output). Generation
+/// stops at EOS (unless ignore_eos) and at stop_token_ids, whose text is dropped unless
+/// include_stop_str_in_output (vLLM); before min_tokens tokens both are banned (−∞) and
+/// no stop string ends the text. With prompt_logprobs the prompt's log-probabilities come
+/// from the prefill's own logits (every chunk, every layout) into the first chunk's
+/// prompt_tokens; max_tokens 0 prefills and scores the prompt only ("length"). Every rank calls run(); it returns once rank 0
 /// has stopped (request_stop(), then in-flight requests finish or, past the grace
 /// period, are cancelled) and every rank has left the loop.
 class ServingEngine {
@@ -53,7 +58,10 @@ class ServingEngine {
                 const EngineOptions& options, const EngineRanks& ranks);
   ~ServingEngine();
 
-  /// Rank 0, any thread: queues a request. Throws ServiceUnavailable when max_running +
+  /// Rank 0, any thread: queues a request. Throws InputError for parameters the engine
+  /// cannot run (naming the value: an empty prompt, max_tokens < 0, sampling parameters
+  /// outside their ranges, logit_bias ids not ascending and unique, a repetition penalty
+  /// ≤ 0) — completion_api.h refuses these first; ServiceUnavailable when max_running +
   /// max_waiting requests are already in the server, or after request_stop().
   std::shared_ptr<ServeRequest> submit(CompletionParams params);
   /// Any thread (a signal watcher): stop accepting and wind down; `now`: without the
@@ -71,9 +79,17 @@ class ServingEngine {
  private:
   int rank() const;
   void run_scheduler();                   // rank 0
-  std::vector<SelectedToken> execute(const StepPlan& plan);  // every rank
+  /// Rank 0: what the scheduler's plan leaves to the requests — the logits adjustments
+  /// and the min_tokens ban of each sampled sequence (the output's token counts and the
+  /// prompt's ids only for requests with penalties), the prompt positions to score, and
+  /// no sampling for requests with max_tokens 0.
+  void prepare_plan(StepPlan& plan);
+  /// Every rank: runs the plan; on rank 0 returns the chosen tokens (plan order of the
+  /// sampled sequences) and, in `prompt`, each plan sequence's scored prompt positions.
+  std::vector<SelectedToken> execute(const StepPlan& plan, std::vector<std::vector<SelectedToken>>* prompt);
   void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
-  void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
+  void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+               std::vector<std::vector<SelectedToken>>& prompt);
   void finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome);
   /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
   /// no request is accepted after this one.
