@@ -5,6 +5,10 @@
 // skip_special_tokens. The tp 2 / pp 2 layouts are in test_engine_selection_mpi.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
+#include "runtime/generation/logits_adjustments.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/serve/engine_fixture.h"
 
@@ -142,6 +146,45 @@ TEST(EngineSelection, StopTokenIdsMinTokensAndTheirText) {
   EXPECT_EQ(o[5].finish_reason, "stop");
   EXPECT_EQ(ids(o[6]), (std::vector<int32_t>{eos, eos, eos}));
   EXPECT_EQ(o[6].finish_reason, "length");
+}
+
+/// Greedy decoding with `adjust` written out step by step: the whole sequence through the
+/// model (no cache), the last logits adjusted by apply_logits_adjustments (checked against
+/// PyTorch in tests/generation/) with the prompt's ids and the output's counts so far.
+std::vector<int32_t> penalised_greedy(const std::vector<int32_t>& prompt, const LogitsAdjustments& adjust, int n) {
+  std::vector<int32_t> seq = prompt, out;
+  std::vector<int32_t> prompt_ids = prompt;
+  std::sort(prompt_ids.begin(), prompt_ids.end());
+  prompt_ids.erase(std::unique(prompt_ids.begin(), prompt_ids.end()), prompt_ids.end());
+  for (int i = 0; i < n; ++i) {
+    const ForwardResult result = tiny().forward({seq});
+    const Tensor& logits = result.logits[0];
+    const int64_t v = logits.view().size(1), last = logits.view().size(0) - 1;
+    std::vector<float> x(logits.f32() + last * v, logits.f32() + (last + 1) * v);
+    std::map<int32_t, int32_t> counts;
+    for (int32_t t : out) ++counts[t];
+    const std::vector<std::pair<int32_t, int32_t>> c(counts.begin(), counts.end());
+    apply_logits_adjustments(x, 0, adjust, {}, prompt_ids, c);
+    out.push_back(static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin()));
+    seq.push_back(out.back());
+  }
+  return out;
+}
+
+TEST(EngineSelection, PenaltiesSeeThePromptAndTheOutputSoFar) {
+  const test::PromptReference ref = test::load_prompt_reference();
+  std::vector<CompletionParams> reqs(3, test::greedy_request(ref.prompt, 6));
+  reqs[0].adjust.repetition_penalty = 1.6;
+  reqs[1].adjust.frequency_penalty = -1.5, reqs[1].adjust.presence_penalty = -1.0;  // repeat!
+  reqs[2].adjust.repetition_penalty = 0.8, reqs[2].adjust.frequency_penalty = -0.4;
+  reqs[2].adjust.logit_bias = {{ref.greedy[1], 0.5f}, {ref.greedy[3], -0.5f}};
+  const std::vector<Outcome> o = serve(reqs);
+  for (size_t r = 0; r < reqs.size(); ++r) {
+    std::vector<int32_t> ids;
+    for (const SelectedToken& t : o[r].tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, penalised_greedy(ref.prompt, reqs[r].adjust, 6)) << "request " << r;
+    if (r < 2) EXPECT_NE(ids, ref.greedy) << "request " << r << ": the penalty changes the greedy text";
+  }
 }
 
 TEST(EngineSelection, SkipSpecialTokensPerRequest) {

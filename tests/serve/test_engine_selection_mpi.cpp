@@ -2,8 +2,8 @@
 // of token selection: prompt logprobs of a prompt longer than the step budget (chunked
 // prefill) against transformers and against the one-process engine — the same bits at
 // pp 2, within fp32 rounding at tp 2 (split row-parallel sums) — next to a greedy request
-// with logprobs, a logit_bias of −100 on the greedy token, and stop token ids with
-// min_tokens. Run under mpirun -np 2.
+// with logprobs, a logit_bias of −100 on the greedy token, stop token ids with
+// min_tokens, and penalties. Run under mpirun -np 2.
 #include <gtest/gtest.h>
 
 #include "parallel/partition.h"
@@ -33,6 +33,9 @@ std::vector<CompletionParams> requests(const test::PromptReference& ref) {
   r.push_back(test::greedy_request(ref.prompt, 5));     // not stopped by greedy[0] at once: banned
   r.back().stop_token_ids = {ref.greedy[0], ref.greedy[2]};
   r.back().min_tokens = 1;
+  r.push_back(test::greedy_request(ref.prompt, 5, 2));  // penalties: prompt ids and output counts
+  r.back().adjust.repetition_penalty = 1.6, r.back().adjust.frequency_penalty = 0.7;
+  r.back().adjust.presence_penalty = 0.3;
   return r;
 }
 
