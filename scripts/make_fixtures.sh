@@ -12,6 +12,8 @@
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
 #                                                        trained (trained/; needs build/olmo2)
+#        tests/golden/make_prompt_logprobs_fixtures.py   prompt log-probabilities of deep-gqa-f32
+#        tests/generation/make_selection_fixtures.py     vLLM's logits processors, min_p, the draw
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
 #        tests/model/make_init_fixtures.py               the documented init (pure Python)
 #        tests/serve/fixtures/make_chat_template_fixtures.py  transformers' chat-template renderings
@@ -68,7 +70,8 @@ export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OMP_NUM_THREADS=1 M
 # Each script rewrites only its own files: a file that was there before a script ran and is
 # gone after it was another script's output (or the script removed a stale one of its
 # own, e.g. after a change of shard count: then commit the removal knowingly).
-FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures tests/serve/fixtures)
+FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures tests/serve/fixtures
+  tests/generation/fixtures)
 run() {
   echo "== $*"
   local before after gone
@@ -87,6 +90,8 @@ run tests/golden/make_train_fixtures.py
 run tests/golden/make_bf16_train_fixtures.py
 run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"
+run tests/golden/make_prompt_logprobs_fixtures.py
+run tests/generation/make_selection_fixtures.py
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
 run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
