@@ -34,7 +34,7 @@ void apply_logits_adjustments(std::span<float> logits, int64_t first_id, const L
   check_ascending(output_counts, first, "output token counts");
   const size_t n = logits.size();
   for (int32_t b : banned) {
-    if (const int64_t j = local(b, first_id, n); j >= 0) logits[static_cast<size_t>(j)] = -std::numeric_limits<float>::infinity();
+    if (const int64_t j = local(b, first_id, n); j >= 0) logits[static_cast<size_t>(j)] = -INFINITY;
   }
   for (const auto& [t, bias] : adjust.logit_bias) {
     if (const int64_t j = local(t, first_id, n); j >= 0) logits[static_cast<size_t>(j)] += bias;

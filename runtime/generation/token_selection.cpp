@@ -359,7 +359,8 @@ std::vector<SelectedToken> select_tokens(const std::vector<TensorView>& row_view
       if (k.id == result[i].id) result[i].logprob = static_cast<float>(k.logit - lse);
     }
     for (int64_t j = 0; j < std::min<int64_t>(req.logprobs, static_cast<int64_t>(c.size())); ++j) {
-      result[i].top.push_back({static_cast<float>(c[static_cast<size_t>(j)].logit - lse), c[static_cast<size_t>(j)].id});
+      const Candidate& a = c[static_cast<size_t>(j)];
+      result[i].top.push_back({static_cast<float>(a.logit - lse), a.id});
     }
   }
   return result;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <map>
 
+#include "ops/device_emulation.h"
+#include "ops/device_runtime.h"
 #include "runtime/generation/logits_adjustments.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/serve/engine_fixture.h"
@@ -204,6 +206,34 @@ TEST(EngineSelection, SkipSpecialTokensPerRequest) {
   EXPECT_EQ(o[0].tokens[0].id, 100257);
   EXPECT_EQ(o[0].text, "");
   EXPECT_EQ(o[1].text, "<|endoftext|><|endoftext|>");
+}
+
+TEST(EngineSelection, OnTheDeviceTheSameAnswers) {
+  // Logits on the device: sampled rows' candidates and prompt positions' targets made
+  // there, adjusted rows copied to the host. Emulated (OLMO2_DEVICE_EMULATION=1, the CPU
+  // kernels) the answers are the host's bits; on a GPU its kernels' logits agree with
+  // transformers within the golden bound.
+  std::string why;
+  if (ops::gpu_count(&why) == 0) GTEST_SKIP() << "no GPU (nor OLMO2_DEVICE_EMULATION=1): " << why;
+  const test::PromptReference ref = test::load_prompt_reference();
+  std::vector<CompletionParams> reqs = {test::scoring_request(ref.prompt, 3, 3), test::greedy_request(ref.prompt, 3, 2)};
+  reqs[1].adjust.logit_bias = {{ref.greedy[0], -100.0f}};
+  reqs[1].adjust.repetition_penalty = 1.3;
+  const Olmo2Model on_device = Olmo2Model::load(test::prompt_logprobs_model(), tiny().shard(), std::nullopt, Device::CUDA);
+  const std::vector<Outcome> dev = test::serve_all(on_device, &tokenizer(), EngineRanks{}, options(), reqs);
+  const std::vector<Outcome> host = serve(reqs);
+  if (ops::device_emulated()) {
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      EXPECT_EQ(test::bits(dev[r].prompt_tokens), test::bits(host[r].prompt_tokens)) << r;
+      EXPECT_EQ(test::bits(dev[r].tokens), test::bits(host[r].tokens)) << r;
+    }
+  } else {
+    test::expect_prompt_logprobs(dev[0].prompt_tokens, ref, 3, 1e-4, "on the GPU");
+    for (size_t r = 0; r < reqs.size(); ++r) {
+      ASSERT_EQ(dev[r].tokens.size(), host[r].tokens.size());
+      for (size_t i = 0; i < host[r].tokens.size(); ++i) EXPECT_EQ(dev[r].tokens[i].id, host[r].tokens[i].id);
+    }
+  }
 }
 
 }  // namespace
