@@ -17,6 +17,7 @@
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
 #        tests/model/make_init_fixtures.py               the documented init (pure Python)
 #        tests/serve/fixtures/make_chat_template_fixtures.py  transformers' chat-template renderings
+#        tests/serve/make_api_fixtures.py                token facts and a chat template for the API tests
 #      Each script rewrites only its own files: one set can be regenerated alone without
 #      touching the others;
 #   3. prints what changed against the committed fixtures (git status / diff --stat).
@@ -95,6 +96,7 @@ run tests/generation/make_selection_fixtures.py
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
 run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
+run tests/serve/make_api_fixtures.py "$TOKENIZER"
 
 echo "== changes against the committed fixtures (git status; nothing listed: reproduced bit for bit)"
 git status --short -- "${FIXTURE_DIRS[@]}"

@@ -1,5 +1,6 @@
-// Validation of /v1/completions bodies: every refusal is a 400 naming its field, and
-// accepted bodies give the documented defaults.
+// Validation of /v1/completions bodies through the single-prompt entry point the current
+// route calls (parse_completion_request): every refusal is a 400 naming its field, and
+// accepted bodies give the documented defaults. The whole API: test_completion_request.cpp.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,7 +62,8 @@ TEST(CompletionApi, EveryRefusalIs400NamingItsField) {
       {R"({"prompt": []})", "prompt"},
       {R"({"prompt": 17})", "prompt"},
       {R"({"prompt": ["a", "b"]})", "prompt"},
-      {R"({"prompt": [[1, 2]]})", "prompt"},
+      {R"({"prompt": [[1, 2], [3]]})", "prompt"},
+      {R"({"prompt": [1], "echo": true, "max_tokens": 0})", "echo"},
       {R"({"max_tokens": 4})", "prompt"},
       {R"({"prompt": [1], "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": [1], "max_tokens": -3})", "max_tokens"},
@@ -82,7 +84,18 @@ TEST(CompletionApi, EveryRefusalIs400NamingItsField) {
       {R"({"prompt": [1], "echo": true})", "echo"},
       {R"({"prompt": [1], "stream": "yes"})", "stream"},
       {R"({"prompt": [1], "seed": 1.5})", "seed"},
+      {R"({"prompt": [1], "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": [1], "return_tokens_as_token_ids": true})", "return_tokens_as_token_ids"},
       {R"({"prompt": [1], "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": [1], "frequency_penalty": 0.5})", "frequency_penalty"},
+      {R"({"prompt": [1], "repetition_penalty": 1.2})", "repetition_penalty"},
+      {R"({"prompt": [1], "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": [1], "min_p": 0.1})", "min_p"},
+      {R"({"prompt": [1], "min_tokens": 2})", "min_tokens"},
+      {R"({"prompt": [1], "stop_token_ids": [5]})", "stop_token_ids"},
+      {R"({"prompt": [1], "include_stop_str_in_output": true})", "include_stop_str_in_output"},
+      {R"({"prompt": [1], "skip_special_tokens": false})", "skip_special_tokens"},
+      {R"({"prompt": [1], "foo": 1})", "foo"},
       {R"({"prompt": [1)", ""},
       {"", ""},
       {R"([{"prompt": [1]}])", ""},
@@ -175,6 +188,12 @@ TEST(CompletionApi, AcceptedFields) {
   EXPECT_EQ(parse(R"({"prompt": [7], "seed": 18446744073709551615})").sampling.seed,
             18446744073709551615ull);
   EXPECT_EQ(parse(R"({"prompt": [7], "max_tokens": 8.0})").max_tokens, 8);
+  // The default values of what this route does not implement are accepted.
+  EXPECT_EQ(parse(R"({"prompt": [7], "presence_penalty": 0, "frequency_penalty": 0.0,
+      "repetition_penalty": 1, "logit_bias": {}, "min_p": 0, "min_tokens": 0, "stop_token_ids": [],
+      "include_stop_str_in_output": false, "skip_special_tokens": true, "best_of": 1,
+      "stream": true, "stream_options": {"include_usage": true}})").prompt,
+            std::vector<int32_t>{7});
 }
 
 TEST(CompletionApi, TextPromptIsEncodedByTheTokenizer) {

@@ -1,0 +1,115 @@
+#include "runtime/serve/chat_request.h"
+
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/json_fields.h"
+#include "runtime/serve/sampling_fields.h"
+
+namespace olmo2 {
+
+using nlohmann::json;
+
+namespace {
+
+std::string content_text(const json* content, const std::string& where) {
+  const auto bad = [&](const std::string& param, const std::string& message) { throw ApiError(400, param, message); };
+  if (!content) bad(where, where + " is required (a string or a list of text parts)");
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) bad(where, where + " must be a string or a list of text parts, got " + brief(*content));
+  std::string text;
+  for (size_t k = 0; k < content->size(); ++k) {
+    const json& part = (*content)[k];
+    const std::string at = where + "[" + std::to_string(k) + "]";
+    if (!part.is_object()) bad(at, at + " must be an object {\"type\": \"text\", \"text\": …}, got " + brief(part));
+    Fields pf(part, at);
+    const json* type = pf.get("type");
+    if (!type || *type != "text") {
+      pf.fail("type", at + ".type must be \"text\" (images, audio and files are not supported), got " +
+                          (type ? brief(*type) : std::string("nothing")));
+    }
+    const json* t = pf.get("text");
+    if (!t || !t->is_string()) pf.fail("text", at + ".text must be a string");
+    pf.refuse_unread();
+    if (k) text += "\n";
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+json check_messages(const json* messages) {
+  if (!messages) throw ApiError(400, "messages", "messages is required (a list of {role, content} objects)");
+  if (!messages->is_array() || messages->empty()) {
+    throw ApiError(400, "messages", "messages must be a non-empty list of {role, content} objects, got " +
+                                        (messages->is_array() ? std::string("an empty list") : brief(*messages)));
+  }
+  json out = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw ApiError(400, at, at + " must be an object {role, content}, got " + brief(m));
+    Fields mf(m, at);
+    const json* role = mf.get("role");
+    if (!role || !role->is_string() || (*role != "system" && *role != "user" && *role != "assistant")) {
+      mf.fail("role", at + ".role must be \"system\", \"user\" or \"assistant\", got " +
+                          (role ? brief(*role) : std::string("nothing")));
+    }
+    const std::string content = content_text(mf.get("content"), at + ".content");
+    mf.refuse_unread();
+    out.push_back({{"role", *role}, {"content", content}});
+  }
+  return out;
+}
+
+ApiRequest parse_chat(const std::string& text, const ServedModel& served, const Tokenizer& tokenizer,
+                      const ChatRenderer& render, uint64_t fallback_seed) {
+  const json body = parse_body(text);
+  Fields f(body);
+  ApiRequest r;
+  r.endpoint = ApiEndpoint::Chat;
+  check_model_field(f, served);
+  const json messages = check_messages(f.get("messages"));
+  const bool add_generation_prompt = f.boolean("add_generation_prompt", true);
+  r.n = static_cast<int32_t>(f.integer("n", 1, 1, std::max<int64_t>(served.max_choices, 1)));
+  r.best_of = r.n;
+  read_stream_fields(f, r);
+  r.echo = f.boolean("echo", false);
+  const int64_t max_tokens = f.integer("max_tokens", -1, 1, INT64_MAX);
+  const int64_t max_completion_tokens = f.integer("max_completion_tokens", -1, 1, INT64_MAX);
+  if (max_tokens >= 0 && max_completion_tokens >= 0 && max_tokens != max_completion_tokens) {
+    f.fail("max_completion_tokens", "max_completion_tokens " + std::to_string(max_completion_tokens) +
+                                        " and its alias max_tokens " + std::to_string(max_tokens) + " differ");
+  }
+  r.want_logprobs = f.boolean("logprobs", false);
+  r.top_logprobs = static_cast<int32_t>(f.integer("top_logprobs", 0, 0, 20));
+  if (f.get("top_logprobs") && !r.want_logprobs) {
+    f.fail("top_logprobs", "top_logprobs needs \"logprobs\": true");
+  }
+  r.return_tokens_as_token_ids = f.boolean("return_tokens_as_token_ids", false);
+  CompletionParams p;
+  read_generation_fields(f, served, fallback_seed, p);
+  read_unimplemented_fields(f);
+  f.refuse_unread();
+  if (!render) throw ApiError(400, "messages", "this server has no chat template (olmo2 serve --chat-template FILE)");
+  std::string prompt;
+  try {
+    prompt = render(messages, add_generation_prompt);
+  } catch (const std::exception& e) {
+    throw ApiError(400, "messages", std::string("the chat template cannot render these messages: ") + e.what());
+  }
+  if (r.echo && messages.back()["role"] == "assistant") r.echo_prefix = messages.back()["content"].get<std::string>();
+  p.prompt = tokenizer.encode(prompt);
+  p.stream = r.stream;
+  p.want_logprobs = r.want_logprobs;
+  p.logprobs = r.top_logprobs;
+  p.choices = r.n;
+  r.skip_special_tokens = p.skip_special_tokens;
+  const std::string max_param = max_completion_tokens >= 0 ? "max_completion_tokens" : "max_tokens";
+  p.max_tokens = max_completion_tokens >= 0 ? max_completion_tokens : max_tokens;
+  if (p.max_tokens < 0) p.max_tokens = std::max<int64_t>(max_tokens_room(p, served), 1);
+  check_lengths(p, served, PromptLabel{"messages", "the rendered prompt", true}, max_param);
+  r.prompts.push_back(std::move(p));
+  return r;
+}
+
+}  // namespace olmo2
