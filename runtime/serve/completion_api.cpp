@@ -29,24 +29,11 @@ CompletionParams parse_completion_request(const std::string& body, const ServedM
 }
 
 nlohmann::json logprobs_json(const std::vector<SelectedToken>& tokens, const Tokenizer& tokenizer, int64_t offset,
-                             int32_t top_n) {
-  using nlohmann::json;
-  json j = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
-            {"text_offset", json::array()}};
-  auto text_of = [&](int32_t id) {  // ids past the tokenizer's vocabulary (padding rows) have no text
-    return id < tokenizer.vocab_size() ? tokenizer.decode(std::span<const int32_t>(&id, 1)) : std::string();
-  };
-  for (const SelectedToken& t : tokens) {
-    const std::string s = text_of(t.id);
-    j["tokens"].push_back(s);
-    j["token_logprobs"].push_back(t.logprob);
-    json top = json::object();
-    for (size_t k = 0; k < t.top.size() && static_cast<int32_t>(k) < top_n; ++k) top[text_of(t.top[k].id)] = t.top[k].logit;
-    j["top_logprobs"].push_back(top);
-    j["text_offset"].push_back(offset);
-    for (const char ch : s) offset += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;  // characters, not bytes
-  }
-  return j;
+                             int32_t top) {
+  CompletionLogprobs lp(tokenizer, top, false);
+  TextOffsets offsets(tokenizer, true, offset);
+  for (const SelectedToken& t : tokens) lp.add(t, offsets.push(t.id));
+  return lp.value();
 }
 
 }  // namespace olmo2

@@ -11,9 +11,14 @@
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/api_request.h"
 #include "runtime/serve/chat_request.h"
+#include "runtime/serve/chat_response.h"
 #include "runtime/serve/completion_request.h"
+#include "runtime/serve/completion_response.h"
+#include "runtime/serve/logprobs_json.h"
+#include "runtime/serve/response_id.h"
 #include "runtime/serve/served_model.h"
 #include "runtime/serve/serve_request.h"
+#include "runtime/serve/token_text.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {
@@ -28,10 +33,9 @@ namespace olmo2 {
 CompletionParams parse_completion_request(const std::string& body, const ServedModel& model,
                                           const Tokenizer& tokenizer, uint64_t fallback_seed);
 
-/// The OpenAI legacy-completions logprobs object of `tokens`: tokens (their text),
-/// token_logprobs, top_logprobs (one {text: logprob} object per token), text_offset
-/// (character offsets, as OpenAI's, from `offset`: the characters already returned); at
-/// most `top` alternatives per token.
+/// The legacy completions logprobs object of `tokens` (CompletionLogprobs): text
+/// offsets from `offset` (the characters already returned), counting the text decoded
+/// with special tokens skipped; at most `top` alternatives per token plus the chosen one.
 nlohmann::json logprobs_json(const std::vector<SelectedToken>& tokens, const Tokenizer& tokenizer, int64_t offset,
                              int32_t top);
 
