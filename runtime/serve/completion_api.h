@@ -19,6 +19,7 @@
 #include "runtime/serve/served_model.h"
 #include "runtime/serve/serve_request.h"
 #include "runtime/serve/token_text.h"
+#include "runtime/serve/tokenize_api.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {
