@@ -1,6 +1,7 @@
 #include "launcher/options.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -31,14 +32,16 @@ const char* kUsage =
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "                                                greedy generation\n"
     "  serve     --model DIR [--port 8000 --host 127.0.0.1 --kv-cache-memory 1GiB --api-key KEY]\n"
-    "            [--tp N --pp N]  (under mpirun: sharded)\n"
+    "            [--chat-template FILE --tokenizer FILE] [--tp N --pp N]  (under mpirun: sharded)\n"
     "                                                OpenAI-style HTTP completions server\n"
     "            (train, generate, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
 
-po::options_description describe(const std::string& command) {
+/// The options of `command`. With `for_help`, only those the command accepts: serve
+/// parses --dp to refuse it with a clear message, but does not list it.
+po::options_description describe(const std::string& command, bool for_help = false) {
   po::options_description d("olmo2 " + command + " options");
   d.add_options()("help,h", "print this help")("config", po::value<std::string>(),
                                                 "INI file with options (the command line wins)")(
@@ -55,11 +58,18 @@ po::options_description describe(const std::string& command) {
         "input", po::value<std::vector<std::string>>(), "input files (positional)");
     return d;
   }
-  d.add_options()("model", po::value<std::string>(), "model directory (config.json + safetensors)");
-  d.add_options()("tp", po::value<int>(), "tensor-parallel ranks (info: print the partition plan)")(
-      "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")(
-      "dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)")(
-      "pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
+  const bool serve = command == "serve";
+  d.add_options()("model", po::value<std::string>(),
+                  serve ? "model directory (config.json + safetensors, and tokenizer.json unless --tokenizer)"
+                        : "model directory (config.json + safetensors)");
+  d.add_options()("tp", po::value<int>(),
+                  command == "info" ? "tensor-parallel ranks (info: print the partition plan)"
+                                    : "tensor-parallel ranks (under mpirun)")(
+      "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)");
+  if (!(serve && for_help)) {
+    d.add_options()("dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)");
+  }
+  d.add_options()("pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
   if (command == "serve") add_serve_options(d);
   if (command == "serve" || command == "generate") add_device_options(d);
   if (command == "generate") {
@@ -143,7 +153,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (vm.count("help")) {
     std::ostringstream s;
-    s << desc;
+    s << describe(cfg.command, true);
     cfg.help = true;
     cfg.help_text = s.str();
     return cfg;
@@ -194,7 +204,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (cfg.command == "serve") {
     if (cfg.dp > 1) OLMO2_THROW(UsageError, "serve: --dp is not supported (run one server per replica)");
-    cfg.serve = read_serve_options(vm);
+    cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
     if (vm.count("collective-timeout")) cfg.collective_timeout = cfg.serve.collective_timeout;
   }
   if (cfg.command == "generate") {

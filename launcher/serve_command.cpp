@@ -82,9 +82,11 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     er.results_root = groups->topology.rank(parallel::Coords{0, 0, groups->topology.layout().pp - 1});
   }
   if (rank == 0) {
-    const std::string tok = o.model + "/tokenizer.json";
+    // --tokenizer (checked readable by read_serve_options), else the model directory's.
+    const std::string tok = o.tokenizer.empty() ? o.model + "/tokenizer.json" : o.tokenizer;
     if (!std::filesystem::is_regular_file(tok)) {
-      OLMO2_THROW(InputError, "no tokenizer: ", tok, " is missing (serve reads the model directory's tokenizer.json)");
+      OLMO2_THROW(InputError, "no tokenizer: ", tok,
+                  " is missing (serve reads the model directory's tokenizer.json; --tokenizer FILE names another)");
     }
     s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
@@ -105,8 +107,10 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     // Connections that are idle or still sending hold none.
     ho.threads = o.http_threads > 0 ? o.http_threads
                                     : static_cast<int>(std::min<int64_t>(o.max_running + o.max_waiting + 8, 1024));
+    // Every choice of a request runs as its own sequence: one prompt forks into at most
+    // as many as the running batch holds.
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
-                   s.engine->cache_capacity_tokens()};
+                   s.engine->cache_capacity_tokens(), o.max_running};
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "

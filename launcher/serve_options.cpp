@@ -1,6 +1,8 @@
 #include "launcher/serve_options.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "launcher/options.h"
 #include "runtime/serve/memory_size.h"
@@ -14,7 +16,12 @@ void add_serve_options(po::options_description& d) {
                   "the name requests use in \"model\" (default: the model directory's name)")(
       "host", po::value<std::string>(), "address to listen on (default 127.0.0.1: this machine only)")(
       "port", po::value<int>(), "HTTP port for the API and /metrics (default 8000)")(
-      "api-key", po::value<std::string>(), "require 'Authorization: Bearer KEY' (all but /health, /metrics)")(
+      "api-key", po::value<std::string>(),
+      "require 'Authorization: Bearer KEY' (all but /health, /metrics); a command line is visible to every "
+      "user (ps): prefer the environment variable OLMO2_API_KEY, read when --api-key is absent")(
+      "tokenizer", po::value<std::string>(), "tokenizer.json (default: the model directory's)")(
+      "chat-template", po::value<std::string>(),
+      "Jinja chat template file for /v1/chat/completions (default: the model's own)")(
       "kv-cache-memory", po::value<std::string>(), "KV-cache bytes on each rank, e.g. 512MiB, 2GiB (default 1GiB)")(
       "block-size", po::value<int64_t>(), "positions per KV-cache block (default 16)")(
       "max-running-requests", po::value<int64_t>(), "sequences in the running batch (default 64)")(
@@ -28,7 +35,19 @@ void add_serve_options(po::options_description& d) {
       "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)");
 }
 
-ServeOptions read_serve_options(const po::variables_map& vm) {
+namespace {
+/// The path of file option `name`, which must name a readable regular file.
+std::string readable_file(const po::variables_map& vm, const char* name) {
+  const std::string path = vm[name].as<std::string>();
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec) || !std::ifstream(path)) {
+    OLMO2_THROW(UsageError, "--", name, ": cannot read \"", path, "\" (not a readable file)");
+  }
+  return path;
+}
+}  // namespace
+
+ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api_key) {
   ServeOptions o;
   if (!vm.count("model")) OLMO2_THROW(UsageError, "serve: --model DIR is required");
   o.model = vm["model"].as<std::string>();
@@ -43,6 +62,20 @@ ServeOptions read_serve_options(const po::variables_map& vm) {
   if (vm.count("api-key")) {
     o.api_key = vm["api-key"].as<std::string>();
     if (o.api_key.empty()) OLMO2_THROW(UsageError, "--api-key must not be empty");
+  } else if (env_api_key) {
+    o.api_key = env_api_key;
+    if (o.api_key.empty()) {
+      OLMO2_THROW(UsageError, "OLMO2_API_KEY is set but empty: unset it to serve without an API key");
+    }
+  }
+  if (vm.count("tokenizer")) o.tokenizer = readable_file(vm, "tokenizer");
+  if (vm.count("chat-template")) {
+    o.chat_template_file = readable_file(vm, "chat-template");
+    std::ifstream in(o.chat_template_file);
+    std::ostringstream text;
+    text << in.rdbuf();
+    o.chat_template = text.str();
+    if (o.chat_template.empty()) OLMO2_THROW(UsageError, "--chat-template: ", o.chat_template_file, " is empty");
   }
   if (vm.count("kv-cache-memory")) {
     try {

@@ -17,7 +17,10 @@ struct ServeOptions {
   std::string served_model_name;  ///< --served-model-name (default: the directory's name)
   std::string host = "127.0.0.1"; ///< --host
   int port = 8000;                ///< --port
-  std::string api_key;            ///< --api-key (Bearer); "" = none
+  std::string api_key;            ///< --api-key, else $OLMO2_API_KEY (Bearer); "" = none
+  std::string tokenizer;          ///< --tokenizer FILE (default: MODEL/tokenizer.json)
+  std::string chat_template_file; ///< --chat-template FILE ("": the model's own)
+  std::string chat_template;      ///< the text of --chat-template, read at start
   int64_t kv_cache_bytes = int64_t{1} << 30;  ///< --kv-cache-memory, per rank
   int64_t block_size = 16;        ///< --block-size, positions per KV block
   int64_t max_running = 64;       ///< --max-running-requests
@@ -33,8 +36,14 @@ struct ServeOptions {
 /// Adds every `olmo2 serve` option (also accepted in an INI --config file).
 void add_serve_options(boost::program_options::options_description& d);
 
-/// Reads and validates them. Throws UsageError naming the option and the value.
-ServeOptions read_serve_options(const boost::program_options::variables_map& vm);
+/// Reads and validates them. Throws UsageError naming the option and the value. The API
+/// key comes from --api-key, else from `env_api_key` (the environment variable
+/// OLMO2_API_KEY, null when unset): a command line is visible to every user of the
+/// machine (ps, /proc/PID/cmdline), the environment only to the process's owner. An
+/// empty key from either is refused (it would silently serve without one).
+/// --tokenizer and --chat-template must be readable files; the template's text is read
+/// here, so that a missing or empty file stops serve before any model is loaded.
+ServeOptions read_serve_options(const boost::program_options::variables_map& vm, const char* env_api_key);
 
 /// Parses a --precision value ("fp32" or "bf16"); UsageError naming it otherwise.
 Precision read_precision(const std::string& text);

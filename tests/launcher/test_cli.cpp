@@ -179,6 +179,52 @@ TEST(CliErrors, BadModelsExitOneWithOneLine) {
                         "prompt id 500 at position 1 is outside the vocabulary [0, 160)");
 }
 
+TEST(CliServe, HelpListsOnlyTheOptionsServeAccepts) {
+  const auto r = run_olmo2("serve --help");
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* listed : {"--tokenizer", "--chat-template", "--api-key", "OLMO2_API_KEY", "--tp", "--pp-layers"}) {
+    EXPECT_THAT(r.out, HasSubstr(listed));
+  }
+  // --dp is parsed only to be refused with a reason; info's wording is not serve's.
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("--dp")));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("info:")));
+  EXPECT_THAT(run_olmo2("generate --help").out, HasSubstr("--dp"));
+}
+
+TEST(CliServe, TokenizerChatTemplateAndApiKeyFromTheEnvironment) {
+  const std::string m = " --model " + kFixtures + "/mha-f32";
+  expect_one_line_error(run_olmo2("serve" + m + " --chat-template /nonexistent/t.jinja"), 2,
+                        "--chat-template: cannot read \"/nonexistent/t.jinja\" (not a readable file)");
+  expect_one_line_error(run_olmo2("serve" + m + " --tokenizer /nonexistent/tokenizer.json"), 2,
+                        "--tokenizer: cannot read \"/nonexistent/tokenizer.json\"");
+  test::TempDir dir;
+  std::ofstream(dir.file("empty.jinja")).close();
+  expect_one_line_error(run_olmo2("serve" + m + " --chat-template " + dir.file("empty.jinja")), 2,
+                        "--chat-template: " + dir.file("empty.jinja") + " is empty");
+  expect_one_line_error(test::run_olmo2_with(std::string("OLMO2_API_KEY= ") + OLMO2_BINARY, "serve" + m), 2,
+                        "OLMO2_API_KEY is set but empty");
+  // In process: the key from the command line wins over the environment's.
+  std::ofstream(dir.file("chat.jinja")) << "{{ messages }}";
+  const std::string model = kFixtures + "/mha-f32", tpl = dir.file("chat.jinja");
+  const auto parse = [&](std::vector<const char*> extra) {
+    std::vector<const char*> argv = {"olmo2", "serve", "--model", model.c_str()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return parse_command_line(static_cast<int>(argv.size()), argv.data()).serve;
+  };
+  ::unsetenv("OLMO2_API_KEY");
+  EXPECT_EQ(parse({}).api_key, "");
+  EXPECT_EQ(parse({"--api-key", "line"}).api_key, "line");
+  ::setenv("OLMO2_API_KEY", "from-env", 1);
+  EXPECT_EQ(parse({}).api_key, "from-env");
+  EXPECT_EQ(parse({"--api-key", "line"}).api_key, "line");
+  ::unsetenv("OLMO2_API_KEY");
+  const ServeOptions o = parse({"--chat-template", tpl.c_str(), "--tokenizer", tpl.c_str()});
+  EXPECT_EQ(o.chat_template, "{{ messages }}");
+  EXPECT_EQ(o.chat_template_file, tpl);
+  EXPECT_EQ(o.tokenizer, tpl);
+  EXPECT_EQ(parse({}).tokenizer, "");
+}
+
 TEST(Options, ParseIdList) {
   EXPECT_EQ(parse_id_list("0,17,100257", "x"), (std::vector<int32_t>{0, 17, 100257}));
   EXPECT_THROW(parse_id_list("1, 2", "x"), UsageError);

@@ -1,7 +1,8 @@
 // `olmo2 serve` as a real process over HTTP (docs/architecture.md §8): requests that must
 // not hurt the server (§11.6) and stop strings while streaming (§11.7), 64 concurrent
-// requests each answered exactly as alone, client disconnects, the API key, a full queue,
-// and the stop signal's grace period, with a request provably in flight when it arrives.
+// requests each answered exactly as alone, client disconnects, the API key (also from
+// OLMO2_API_KEY), --tokenizer, a full queue, and the stop signal's grace period, with a
+// request provably in flight when it arrives.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -233,6 +234,23 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   m = server.metrics();
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"rejected\"}"], 1);
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"invalid\"}"], 7);  // 2 × 401 on completions + 4 × 400 + 413
+}
+
+TEST(Serve, ApiKeyFromTheEnvironmentAndATokenizerOutsideTheModelDirectory) {
+  // The model directory without its tokenizer.json: --tokenizer names the file instead.
+  test::TempDir bare;
+  for (const auto& f : std::filesystem::directory_iterator(model().path)) {
+    if (f.path().filename() == "tokenizer.json") continue;
+    std::filesystem::copy(f.path(), bare.file(f.path().filename().string()),
+                          std::filesystem::copy_options::recursive);
+  }
+  Server server(bare.path(), "--tokenizer " + test::source_path("data/dolma2-tokenizer.json"),
+                "env OLMO2_API_KEY=from-env");
+  EXPECT_EQ(server.complete(greedy("\"Hi\"", 2)).first, 401);
+  const auto [status, j] = server.complete(greedy("\"Hi\"", 2), {{"Authorization", "Bearer from-env"}});
+  EXPECT_EQ(status, 200) << j;
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 1);  // "Hi" is dolma2's token 13347
+  EXPECT_EQ(j["usage"]["completion_tokens"], 2);
 }
 
 TEST(Serve, HttpDetailsFromAFreshCloneReview) {
