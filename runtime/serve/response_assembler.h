@@ -31,7 +31,8 @@ namespace olmo2 {
 /// event has "usage": null and a last event before [DONE] has empty choices and the
 /// usage (OpenAI's shape); without it no event has usage. A chunk with an error ends the
 /// response: streamed, one event {"error": {…, "code": status}} (status = the chunk's
-/// error_status, 500 when 0: the code the non-streamed response gets), then [DONE].
+/// error_status, else 500 for an "internal …" error and 503 otherwise, as the routes'
+/// engine_error_status: the code the non-streamed response gets), then [DONE].
 class ResponseAssembler {
  public:
   /// `request` and `tokenizer` must outlive this. `id` from make_response_id, `created`

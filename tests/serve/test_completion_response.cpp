@@ -224,7 +224,11 @@ TEST(CompletionResponse, AnErrorEndsTheResponseWithTheSameCodeStreamedOrNot) {
   EXPECT_EQ(whole.error_status(), 503);
   EXPECT_EQ(whole.error_message(), "the server is shutting down");
   EXPECT_THROW(whole.body(), Error);
-  failure.error_status = 0;  // no status given: an internal error
+  failure.error_status = 0;  // no status given: 503, or 500 for an internal error
+  CompletionAssembler shutdown(n, tokenizer(), "m", "cmpl-test", kCreated);
+  shutdown.feed(0, failure);
+  EXPECT_EQ(shutdown.error_status(), 503);
+  failure.error = "internal error: rank 1 stopped";
   CompletionAssembler other(n, tokenizer(), "m", "cmpl-test", kCreated);
   other.feed(0, failure);
   EXPECT_EQ(other.error_status(), 500);
