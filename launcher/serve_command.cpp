@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
+#include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/serving_engine.h"
 
@@ -41,7 +43,24 @@ struct ServeRank {
   std::unique_ptr<monitoring::ServeMetrics> metrics;  // rank 0
   std::unique_ptr<ServingEngine> engine;
   std::unique_ptr<HttpServer> http;  // rank 0
+  /// Rank 0: the chat template /v1/chat/completions renders with (chat_request.h's
+  /// ChatRenderer); none: chat requests are refused.
+  std::optional<ChatTemplate> chat_template;
 };
+
+/// The chat template: --chat-template's (parsed already by read_serve_options), else the
+/// model directory's own (ChatTemplate::from_model_dir). A model's template this server
+/// cannot run only disables chat, with a line saying why: completions still serve.
+std::optional<ChatTemplate> load_chat_template(const ServeOptions& o) {
+  if (!o.chat_template.empty()) return ChatTemplate::parse(o.chat_template);
+  try {
+    return ChatTemplate::from_model_dir(o.model);
+  } catch (const InputError& e) {
+    std::cerr << "no chat template: " << e.what() << " (/v1/chat/completions is refused; --chat-template FILE "
+              << "gives one)" << std::endl;
+    return std::nullopt;
+  }
+}
 
 int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
   const int64_t n = o.kv_cache_bytes / bytes_per_block;
@@ -89,6 +108,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
                   " is missing (serve reads the model directory's tokenizer.json; --tokenizer FILE names another)");
     }
     s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
+    s.chat_template = load_chat_template(o);
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
   s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision, dev.device));
@@ -117,7 +137,10 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products"
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
-              << dev.description << ")" << std::endl;
+              << dev.description << "; chat template: "
+              << (!s.chat_template ? std::string("none")
+                  : o.chat_template_file.empty() ? std::string("the model's") : o.chat_template_file)
+              << ")" << std::endl;
   }
 }
 

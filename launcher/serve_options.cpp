@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "launcher/options.h"
+#include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/memory_size.h"
 
 namespace olmo2 {
@@ -76,6 +77,11 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     text << in.rdbuf();
     o.chat_template = text.str();
     if (o.chat_template.empty()) OLMO2_THROW(UsageError, "--chat-template: ", o.chat_template_file, " is empty");
+    try {  // a template the interpreter cannot run is a usage error now, not a 400 per request
+      ChatTemplate::parse(o.chat_template);
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "--chat-template ", o.chat_template_file, ": ", e.what());
+    }
   }
   if (vm.count("kv-cache-memory")) {
     try {

@@ -41,8 +41,9 @@ void add_serve_options(boost::program_options::options_description& d);
 /// OLMO2_API_KEY, null when unset): a command line is visible to every user of the
 /// machine (ps, /proc/PID/cmdline), the environment only to the process's owner. An
 /// empty key from either is refused (it would silently serve without one).
-/// --tokenizer and --chat-template must be readable files; the template's text is read
-/// here, so that a missing or empty file stops serve before any model is loaded.
+/// --tokenizer and --chat-template must be readable files; the template is read and
+/// parsed here (ChatTemplate::parse), so that a missing or empty file or a template the
+/// interpreter cannot run stops serve before any model is loaded.
 ServeOptions read_serve_options(const boost::program_options::variables_map& vm, const char* env_api_key);
 
 /// Parses a --precision value ("fp32" or "bf16"); UsageError naming it otherwise.

@@ -203,6 +203,10 @@ TEST(CliServe, TokenizerChatTemplateAndApiKeyFromTheEnvironment) {
                         "--chat-template: " + dir.file("empty.jinja") + " is empty");
   expect_one_line_error(test::run_olmo2_with(std::string("OLMO2_API_KEY= ") + OLMO2_BINARY, "serve" + m), 2,
                         "OLMO2_API_KEY is set but empty");
+  // A template the interpreter cannot run stops serve before the model loads.
+  std::ofstream(dir.file("bad.jinja")) << "{% for m in messages %}{{ m | frobnicate }}{% endfor %}";
+  expect_one_line_error(run_olmo2("serve" + m + " --chat-template " + dir.file("bad.jinja")), 2,
+                        "--chat-template " + dir.file("bad.jinja") + ": ");
   // In process: the key from the command line wins over the environment's.
   std::ofstream(dir.file("chat.jinja")) << "{{ messages }}";
   const std::string model = kFixtures + "/mha-f32", tpl = dir.file("chat.jinja");

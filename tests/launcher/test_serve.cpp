@@ -53,6 +53,7 @@ TEST(Serve, CaseC6BadRequestsHurtNothing) {
   Server server(model().path, "");
   // Loopback unless --host says otherwise.
   EXPECT_THAT(server.log(), HasSubstr("on http://127.0.0.1:" + std::to_string(server.port) + " "));
+  EXPECT_THAT(server.log(), HasSubstr("; chat template: none)"));  // the test model has none
   auto expect_400 = [&](const std::string& body, const std::string& param, const std::string& text) {
     const auto [status, j] = server.complete(body);
     EXPECT_EQ(status, 400) << body;
@@ -236,7 +237,7 @@ TEST(Serve, ApiKeyLimitsAndRequestIds) {
   EXPECT_EQ(m["olmo2_serve_requests_total{outcome=\"invalid\"}"], 7);  // 2 × 401 on completions + 4 × 400 + 413
 }
 
-TEST(Serve, ApiKeyFromTheEnvironmentAndATokenizerOutsideTheModelDirectory) {
+TEST(Serve, ApiKeyFromTheEnvironmentATokenizerOutsideTheModelDirectoryAndAChatTemplate) {
   // The model directory without its tokenizer.json: --tokenizer names the file instead.
   test::TempDir bare;
   for (const auto& f : std::filesystem::directory_iterator(model().path)) {
@@ -244,13 +245,23 @@ TEST(Serve, ApiKeyFromTheEnvironmentAndATokenizerOutsideTheModelDirectory) {
     std::filesystem::copy(f.path(), bare.file(f.path().filename().string()),
                           std::filesystem::copy_options::recursive);
   }
-  Server server(bare.path(), "--tokenizer " + test::source_path("data/dolma2-tokenizer.json"),
+  std::ofstream(bare.file("chat.jinja")) << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  Server server(bare.path(),
+                "--tokenizer " + test::source_path("data/dolma2-tokenizer.json") + " --chat-template " +
+                    bare.file("chat.jinja"),
                 "env OLMO2_API_KEY=from-env");
+  EXPECT_THAT(server.log(), HasSubstr("chat template: " + bare.file("chat.jinja") + ")"));
   EXPECT_EQ(server.complete(greedy("\"Hi\"", 2)).first, 401);
   const auto [status, j] = server.complete(greedy("\"Hi\"", 2), {{"Authorization", "Bearer from-env"}});
   EXPECT_EQ(status, 200) << j;
   EXPECT_EQ(j["usage"]["prompt_tokens"], 1);  // "Hi" is dolma2's token 13347
   EXPECT_EQ(j["usage"]["completion_tokens"], 2);
+  // A model's own template this server cannot run disables chat only: completions serve.
+  std::ofstream(bare.file("tokenizer_config.json")) << R"({"chat_template": "{{ messages | frobnicate }}"})";
+  Server plain(bare.path(), "--tokenizer " + test::source_path("data/dolma2-tokenizer.json"));
+  EXPECT_THAT(plain.log(), HasSubstr("no chat template: "));
+  EXPECT_THAT(plain.log(), HasSubstr("; chat template: none)"));
+  EXPECT_EQ(plain.complete(greedy("\"Hi\"", 2)).first, 200);
 }
 
 TEST(Serve, HttpDetailsFromAFreshCloneReview) {
