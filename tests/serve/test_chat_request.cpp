@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "runtime/serve/chat/chat_template.h"
 #include "tests/serve/api_test_util.h"
 
 namespace olmo2 {
@@ -57,6 +58,16 @@ TEST(ChatRequest, TheRenderedMessagesAreTokenizedWithAddedTokensWhole) {
   EXPECT_EQ(r.prompts[0].prompt, chat["ids"].get<std::vector<int32_t>>());
   EXPECT_EQ(r.prompts[0].prompt[0], fixture()["eos"]["id"].get<int32_t>());  // "<|endoftext|>" is one token
   EXPECT_TRUE(r.prompt_texts.empty());
+}
+
+TEST(ChatRequest, TheServersChatTemplateRendersTheCheckedMessages) {
+  // ChatTemplate (runtime/serve/chat/) as the renderer, its special tokens given as extra.
+  const json& chat = fixture()["chat"];
+  const ChatTemplate t = ChatTemplate::parse(chat["template"].get<std::string>());
+  const json extra = {{"bos_token", chat["bos_token"]}};
+  const ChatRenderer renderer = [&](const json& m, bool g) { return t.render(m, g, extra); };
+  const ApiRequest r = parse(R"({"messages": )" + messages_with_parts() + "}", kModel, renderer);
+  EXPECT_EQ(r.prompts[0].prompt, chat["ids"].get<std::vector<int32_t>>());
 }
 
 TEST(ChatRequest, FieldsAndDefaults) {
