@@ -11,20 +11,10 @@ CompletionParams parse_completion_request(const std::string& body, const ServedM
   if (r.best_of != 1) refuse("best_of", "best_of must be 1");
   if (r.echo) refuse("echo", "echo is not supported");
   if (r.return_tokens_as_token_ids) refuse("return_tokens_as_token_ids", "return_tokens_as_token_ids is not supported");
-  // What the engine does not do yet is refused, not ignored.
-  const CompletionParams& p = r.prompts[0];
-  const auto unless = [&](bool ok, const char* param) {
-    if (!ok) refuse(param, std::string(param) + " is not supported by this server yet");
-  };
-  unless(p.adjust.logit_bias.empty(), "logit_bias");
-  unless(p.adjust.presence_penalty == 0, "presence_penalty");
-  unless(p.adjust.frequency_penalty == 0, "frequency_penalty");
-  unless(p.adjust.repetition_penalty == 1, "repetition_penalty");
-  unless(p.sampling.min_p == 0, "min_p");
-  unless(p.min_tokens == 0, "min_tokens");
-  unless(p.stop_token_ids.empty(), "stop_token_ids");
-  unless(!p.include_stop_str_in_output, "include_stop_str_in_output");
-  unless(p.skip_special_tokens, "skip_special_tokens");
+  // The route's text offsets (logprobs_json) count the text with special tokens skipped.
+  if (!r.prompts[0].skip_special_tokens) {
+    refuse("skip_special_tokens", "skip_special_tokens false is not supported by this route yet");
+  }
   return std::move(r.prompts[0]);
 }
 

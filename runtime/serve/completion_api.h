@@ -24,13 +24,12 @@
 
 namespace olmo2 {
 
-/// parse_completions (completion_request.h) for the current route and engine, which
-/// handle one prompt, one choice, no echo and none of the logits adjustments: refuses,
-/// naming the field, a list of prompts (prompt), n ≠ 1, best_of ≠ 1, echo,
-/// return_tokens_as_token_ids, and any value other than the default of logit_bias, the
-/// three penalties, min_p, min_tokens, stop_token_ids, include_stop_str_in_output and
-/// skip_special_tokens (so that none is silently ignored); returns the one prompt's
-/// params. Throws ApiError (400).
+/// parse_completions (completion_request.h) for the current route, which handles one
+/// prompt, one choice and no echo: refuses, naming the field, a list of prompts (prompt),
+/// n ≠ 1, best_of ≠ 1, echo, return_tokens_as_token_ids and skip_special_tokens false
+/// (its text offsets count the text without special tokens); returns the one prompt's
+/// params (the engine applies logit_bias, the penalties, min_p, min_tokens,
+/// stop_token_ids and include_stop_str_in_output). Throws ApiError (400).
 CompletionParams parse_completion_request(const std::string& body, const ServedModel& model,
                                           const Tokenizer& tokenizer, uint64_t fallback_seed);
 

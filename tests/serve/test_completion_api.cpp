@@ -86,14 +86,6 @@ TEST(CompletionApi, EveryRefusalIs400NamingItsField) {
       {R"({"prompt": [1], "seed": 1.5})", "seed"},
       {R"({"prompt": [1], "presence_penalty": 2.5})", "presence_penalty"},
       {R"({"prompt": [1], "return_tokens_as_token_ids": true})", "return_tokens_as_token_ids"},
-      {R"({"prompt": [1], "presence_penalty": 0.5})", "presence_penalty"},
-      {R"({"prompt": [1], "frequency_penalty": 0.5})", "frequency_penalty"},
-      {R"({"prompt": [1], "repetition_penalty": 1.2})", "repetition_penalty"},
-      {R"({"prompt": [1], "logit_bias": {"5": 1}})", "logit_bias"},
-      {R"({"prompt": [1], "min_p": 0.1})", "min_p"},
-      {R"({"prompt": [1], "min_tokens": 2})", "min_tokens"},
-      {R"({"prompt": [1], "stop_token_ids": [5]})", "stop_token_ids"},
-      {R"({"prompt": [1], "include_stop_str_in_output": true})", "include_stop_str_in_output"},
       {R"({"prompt": [1], "skip_special_tokens": false})", "skip_special_tokens"},
       {R"({"prompt": [1], "foo": 1})", "foo"},
       {R"({"prompt": [1)", ""},
@@ -188,12 +180,20 @@ TEST(CompletionApi, AcceptedFields) {
   EXPECT_EQ(parse(R"({"prompt": [7], "seed": 18446744073709551615})").sampling.seed,
             18446744073709551615ull);
   EXPECT_EQ(parse(R"({"prompt": [7], "max_tokens": 8.0})").max_tokens, 8);
-  // The default values of what this route does not implement are accepted.
-  EXPECT_EQ(parse(R"({"prompt": [7], "presence_penalty": 0, "frequency_penalty": 0.0,
-      "repetition_penalty": 1, "logit_bias": {}, "min_p": 0, "min_tokens": 0, "stop_token_ids": [],
-      "include_stop_str_in_output": false, "skip_special_tokens": true, "best_of": 1,
-      "stream": true, "stream_options": {"include_usage": true}})").prompt,
-            std::vector<int32_t>{7});
+  // What the engine applies passes through; the default values of what this route does
+  // not do are accepted.
+  p = parse(R"({"prompt": [7], "presence_penalty": 0.5, "frequency_penalty": -0.5,
+      "repetition_penalty": 1.2, "logit_bias": {"5": 1}, "min_p": 0.1, "min_tokens": 2,
+      "stop_token_ids": [5], "include_stop_str_in_output": true, "skip_special_tokens": true,
+      "best_of": 1, "echo": false, "stream": true, "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(p.adjust.presence_penalty, 0.5);
+  EXPECT_EQ(p.adjust.frequency_penalty, -0.5);
+  EXPECT_EQ(p.adjust.repetition_penalty, 1.2);
+  EXPECT_EQ(p.adjust.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 1.0f}}));
+  EXPECT_EQ(p.sampling.min_p, 0.1);
+  EXPECT_EQ(p.min_tokens, 2);
+  EXPECT_EQ(p.stop_token_ids, std::vector<int32_t>{5});
+  EXPECT_TRUE(p.include_stop_str_in_output);
 }
 
 TEST(CompletionApi, TextPromptIsEncodedByTheTokenizer) {
