@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -46,6 +47,7 @@ struct ServeRank {
   /// Rank 0: the chat template /v1/chat/completions renders with (chat_request.h's
   /// ChatRenderer); none: chat requests are refused.
   std::optional<ChatTemplate> chat_template;
+  nlohmann::json chat_extra = nlohmann::json::object();  // rank 0: the model's special tokens
 };
 
 /// The chat template: --chat-template's (parsed already by read_serve_options), else the
@@ -60,6 +62,30 @@ std::optional<ChatTemplate> load_chat_template(const ServeOptions& o) {
               << "gives one)" << std::endl;
     return std::nullopt;
   }
+}
+
+/// The special tokens a chat template sees (bos_token, eos_token, …): the model's own
+/// template carries those of its tokenizer_config.json; with --chat-template they are
+/// read from that file too (when it exists: a template that names none needs none).
+nlohmann::json chat_special_tokens(const ServeOptions& o, const std::optional<ChatTemplate>& own) {
+  nlohmann::json extra = nlohmann::json::object();
+  if (o.chat_template.empty()) {
+    if (own) {
+      for (const auto& [name, text] : own->special_tokens()) extra[name] = text;
+    }
+    return extra;
+  }
+  std::ifstream in(o.model + "/tokenizer_config.json");
+  if (!in) return extra;
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) OLMO2_THROW(InputError, o.model, "/tokenizer_config.json is not a JSON object");
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    const auto it = config.find(name);
+    if (it == config.end()) continue;
+    if (it->is_string()) extra[name] = *it;
+    if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) extra[name] = (*it)["content"];
+  }
+  return extra;
 }
 
 int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
@@ -109,6 +135,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     }
     s.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tok));
     s.chat_template = load_chat_template(o);
+    s.chat_extra = chat_special_tokens(o, s.chat_template);
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
   s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision, dev.device));
@@ -131,7 +158,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     // as many as the running batch holds.
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
                    s.engine->cache_capacity_tokens(), o.max_running};
-    s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho);
+    s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
+                                          s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())

@@ -5,7 +5,12 @@
 #include <optional>
 #include <random>
 
+#include "runtime/serve/chat_response.h"
+#include "runtime/serve/completion_request.h"
+#include "runtime/serve/completion_response.h"
 #include "runtime/serve/http/response_writer.h"
+#include "runtime/serve/response_id.h"
+#include "runtime/serve/tokenize_api.h"
 
 namespace olmo2 {
 
@@ -25,118 +30,147 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-/// One choice object of a response or a stream event.
-json choice(const CompletionChunk& c, const CompletionParams& p, const Tokenizer& tok, int64_t offset) {
-  json ch = {{"index", 0}, {"text", c.text}, {"logprobs", nullptr},
-             {"finish_reason", c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason)}};
-  if (p.want_logprobs) ch["logprobs"] = logprobs_json(c.tokens, tok, offset, p.logprobs);
-  return ch;
-}
-
 void send_json(http::ResponseWriter& w, int status, const json& body, const http::Headers& extra) {
   w.send(status, "application/json", dump_json(body), extra);
 }
 
-/// Waits for the rest of a non-streamed request and answers it whole. A client that
-/// hangs up meanwhile has its request cancelled.
-void answer_whole(const ApiContext& c, ServeRequest& r, const json& head, http::ResponseWriter& w,
-                  const http::Headers& extra) {
-  CompletionChunk all;
-  int64_t generated = 0;
-  for (;;) {
-    if (w.client_gone()) {  // nobody will read the answer: free the sequence now
-      r.cancel();
-      return w.abort();
-    }
-    std::optional<CompletionChunk> ch = r.next(std::chrono::milliseconds(200));
-    if (!ch) continue;
-    all.text += ch->text;
-    generated += static_cast<int64_t>(ch->tokens.size());
-    all.tokens.insert(all.tokens.end(), ch->tokens.begin(), ch->tokens.end());
-    if (!ch->finish_reason.empty() || !ch->error.empty()) {
-      all.finish_reason = ch->finish_reason;
-      all.error = ch->error;
-      all.error_status = ch->error_status;
-      break;
-    }
-  }
-  if (!all.error.empty()) {
-    const int status = engine_error_status(all);
-    return send_json(w, status, error_json(status, all.error, ""), extra);
-  }
-  const int64_t prompt_tokens = static_cast<int64_t>(r.params().prompt.size());
-  json out = head;
-  out["choices"] = json::array({choice(all, r.params(), *c.tokenizer, 0)});
-  out["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", generated},
-                  {"total_tokens", prompt_tokens + generated}};
-  send_json(w, 200, out, extra);
+/// A refusal of the request itself (4xx), counted as the client's mistake.
+void refuse(const ApiContext& c, http::ResponseWriter& w, int status, const std::string& message,
+            const std::string& param, const http::Headers& extra) {
+  c.metrics->request_finished("invalid");
+  send_json(w, status, error_json(status, message, param), extra);
 }
 
-/// Streams a request as server-sent events ending in `data: [DONE]`; an engine error
-/// is one event {"error": …} (its code the status a non-streamed request would get)
-/// before [DONE]. A client that hangs up has its request cancelled.
-void answer_streamed(const ApiContext& c, ServeRequest& r, const json& head, http::ResponseWriter& w,
-                     http::Headers extra) {
-  extra.add("Cache-Control", "no-cache");
-  auto event = [&](const std::string& data) { return w.write("data: " + data + "\n\n"); };
-  bool ok = w.begin_stream(200, "text/event-stream", extra);
-  const int64_t prompt_tokens = static_cast<int64_t>(r.params().prompt.size());
-  int64_t generated = 0, offset = 0;
-  while (ok) {
-    std::optional<CompletionChunk> ch = r.next(std::chrono::milliseconds(200));
-    if (!ch || w.client_gone()) {
-      ok = !w.client_gone();
-      continue;
-    }
-    generated += static_cast<int64_t>(ch->tokens.size());
-    if (!ch->error.empty()) {
-      const int status = engine_error_status(*ch);
-      ok = event(dump_json(error_json(status, ch->error, "")));
-      break;
-    }
-    json ev = head;
-    ev["choices"] = json::array({choice(*ch, r.params(), *c.tokenizer, offset)});
-    for (const char b : ch->text) offset += (static_cast<unsigned char>(b) & 0xC0) != 0x80;
-    if (!ch->finish_reason.empty()) {
-      ev["usage"] = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", generated},
-                     {"total_tokens", prompt_tokens + generated}};
-    }
-    ok = event(dump_json(ev));
-    if (!ch->finish_reason.empty()) break;
-  }
-  if (!ok) {  // the client is gone: free its sequence
-    r.cancel();
-    return w.abort();
-  }
-  event("[DONE]");
-  w.end();
+/// The renderer of chat messages: the server's chat template with the model's special
+/// tokens; none when the server has no template (chat is refused).
+ChatRenderer chat_renderer(const ApiContext& c) {
+  if (!c.chat_template) return ChatRenderer();
+  return [&c](const json& messages, bool add_generation_prompt) {
+    return c.chat_template->render(messages, add_generation_prompt, c.chat_extra);
+  };
 }
 
-void completions(const ApiContext& c, const http::Request& req, http::ResponseWriter& w) {
+/// Reads every request's chunks into the assembler until it is done: the chunks that
+/// are there, in a pass over the requests, then a short wait on one not yet finished.
+/// Streamed: each event is written as it comes; a client that hangs up has every request
+/// cancelled (the engine frees their KV blocks) and the response abandoned.
+void drive(std::vector<std::shared_ptr<ServeRequest>>& requests, ResponseAssembler& a, http::ResponseWriter& w,
+           bool stream) {
+  auto gone = [&] {
+    for (auto& r : requests) r->cancel();
+    w.abort();
+  };
+  // A request is finished when its error came, or the last of its choices finished.
+  std::vector<bool> finished(requests.size(), false);
+  std::vector<int32_t> ended(requests.size(), 0);
+  auto take = [&](size_t i, const CompletionChunk& ch) {
+    if (!ch.error.empty() || (!ch.finish_reason.empty() && ++ended[i] >= requests[i]->params().choices)) {
+      finished[i] = true;
+    }
+    return a.feed(i, ch);
+  };
+  while (!a.done()) {
+    if (w.client_gone()) return gone();
+    bool got = false;
+    for (size_t i = 0; i < requests.size() && !a.done(); ++i) {
+      if (finished[i]) continue;
+      // One request: wait on it; several: take what is there, wait below.
+      const auto wait = requests.size() == 1 ? std::chrono::milliseconds(200) : std::chrono::milliseconds(0);
+      while (std::optional<CompletionChunk> ch = requests[i]->next(wait)) {
+        got = true;
+        for (const std::string& event : take(i, *ch)) {
+          if (stream && !w.write(event)) return gone();
+        }
+        if (finished[i] || a.done() || requests.size() == 1) break;
+      }
+    }
+    if (!got && requests.size() > 1) {
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (finished[i]) continue;
+        if (std::optional<CompletionChunk> ch = requests[i]->next(std::chrono::milliseconds(20))) {
+          for (const std::string& event : take(i, *ch)) {
+            if (stream && !w.write(event)) return gone();
+          }
+        }
+        break;
+      }
+    }
+  }
+}
+
+/// POST /v1/completions and /v1/chat/completions: parse (ApiRequest), submit one engine
+/// request per prompt, assemble the answer (one body, or the stream's events).
+void generate(const ApiContext& c, const http::Request& req, http::ResponseWriter& w, ApiEndpoint endpoint) {
   http::Headers extra;
   if (const std::string* id = req.headers.find("X-Request-Id")) extra.add("X-Request-Id", *id);
-  CompletionParams params;
+  ApiRequest api;
   try {
     static thread_local std::mt19937_64 seeds{std::random_device{}()};
-    params = parse_completion_request(req.body, c.model, *c.tokenizer, seeds());
+    if (endpoint == ApiEndpoint::Completions) {
+      api = parse_completions(req.body, c.model, *c.tokenizer, seeds());
+    } else {
+      const ChatRenderer render = chat_renderer(c);
+      if (!render) {
+        return refuse(c, w, 400, "this server has no chat template: the model directory's tokenizer_config.json has "
+                      "none it can run; start it with --chat-template FILE", "messages", extra);
+      }
+      api = parse_chat(req.body, c.model, *c.tokenizer, render, seeds());
+    }
   } catch (const ApiError& e) {
-    c.metrics->request_finished("invalid");
-    return send_json(w, e.status(), error_json(e.status(), e.what(), e.param()), extra);
-  } catch (const std::exception& e) {  // e.g. a tokenizer error: still the request's fault
-    c.metrics->request_finished("invalid");
-    return send_json(w, 400, error_json(400, e.what(), ""), extra);
+    return refuse(c, w, e.status(), e.what(), e.param(), extra);
+  } catch (const std::exception& e) {  // a tokenizer or template error: still the request's fault
+    return refuse(c, w, 400, e.what(), "", extra);
   }
-  std::shared_ptr<ServeRequest> r;
+  std::vector<std::shared_ptr<ServeRequest>> requests;
   try {
-    r = c.engine->submit(params);
+    for (const CompletionParams& p : api.prompts) requests.push_back(c.engine->submit(p));
   } catch (const ServiceUnavailable& e) {
+    for (auto& r : requests) r->cancel();  // a batch is answered whole or not at all
     c.metrics->request_finished("rejected");
     return send_json(w, 503, error_json(503, e.what(), ""), extra);
+  } catch (const InputError& e) {
+    for (auto& r : requests) r->cancel();
+    return refuse(c, w, 400, e.what(), "", extra);
   }
-  const json head = {{"id", "cmpl-" + std::to_string(r->id())}, {"object", "text_completion"},
-                     {"created", unix_time()}, {"model", c.model.name}};
-  if (params.stream) return answer_streamed(c, *r, head, w, extra);
-  answer_whole(c, *r, head, w, extra);
+  std::unique_ptr<ResponseAssembler> a;
+  if (endpoint == ApiEndpoint::Completions) {
+    a = std::make_unique<CompletionAssembler>(api, *c.tokenizer, c.model.name, make_response_id("cmpl-"), unix_time());
+  } else {
+    a = std::make_unique<ChatAssembler>(api, *c.tokenizer, c.model.name, make_response_id("chatcmpl-"), unix_time());
+  }
+  if (api.stream) {
+    http::Headers h = extra;
+    h.add("Cache-Control", "no-cache");
+    if (!w.begin_stream(200, "text/event-stream", h)) {
+      for (auto& r : requests) r->cancel();
+      return w.abort();
+    }
+    drive(requests, *a, w, true);
+    if (w.finished()) return;  // abandoned: the client is gone
+    for (const std::string& event : a->finish()) {
+      if (!w.write(event)) return w.abort();
+    }
+    return w.end();
+  }
+  drive(requests, *a, w, false);
+  if (w.finished()) return;
+  if (a->error_status() != 0) {
+    return send_json(w, a->error_status(), error_json(a->error_status(), a->error_message(), ""), extra);
+  }
+  send_json(w, 200, a->body(), extra);
+}
+
+/// A route whose body is answered by a pure function: 200 with its JSON, or its
+/// ApiError's status naming the field.
+template <class F>
+void answer(http::ResponseWriter& w, F&& make) {
+  try {
+    send_json(w, 200, make(), {});
+  } catch (const ApiError& e) {
+    send_json(w, e.status(), error_json(e.status(), e.what(), e.param()), {});
+  } catch (const InputError& e) {
+    send_json(w, 400, error_json(400, e.what(), ""), {});
+  }
 }
 }  // namespace
 
@@ -158,7 +192,7 @@ void install_api_routes(http::Server& server, const ApiContext& context) {
                          {{"WWW-Authenticate", "Bearer"}}};
   });
   server.set_refusal_formatter([c](const http::Refusal& r, const http::Request& req) {
-    if (req.path == "/v1/completions" && r.status >= 400) {
+    if ((req.path == "/v1/completions" || req.path == "/v1/chat/completions") && r.status >= 400) {
       c->metrics->request_finished(r.status < 500 ? "invalid" : r.status == 503 ? "rejected" : "error");
     }
     return std::make_pair(std::string("application/json"), dump_json(error_json(r.status, r.message, r.param)));
@@ -171,12 +205,23 @@ void install_api_routes(http::Server& server, const ApiContext& context) {
     w.send(200, "text/plain; version=0.0.4; charset=utf-8", c->metrics->scrape());
   });
   server.route("GET", "/v1/models", [c](const http::Request&, http::ResponseWriter& w) {
-    const json m = {{"id", c->model.name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "olmo2"},
-                    {"max_model_len", c->model.context_length}};
-    send_json(w, 200, {{"object", "list"}, {"data", json::array({m})}}, {});
+    answer(w, [&] { return models_list_json(c->model, c->created); });
   });
-  server.route("POST", "/v1/completions",
-               [c](const http::Request& req, http::ResponseWriter& w) { completions(*c, req, w); });
+  server.route_prefix("GET", "/v1/models/", [c](const http::Request& req, http::ResponseWriter& w) {
+    answer(w, [&] { return model_response(req.path_suffix, c->model, c->created); });
+  });
+  server.route("POST", "/v1/completions", [c](const http::Request& req, http::ResponseWriter& w) {
+    generate(*c, req, w, ApiEndpoint::Completions);
+  });
+  server.route("POST", "/v1/chat/completions", [c](const http::Request& req, http::ResponseWriter& w) {
+    generate(*c, req, w, ApiEndpoint::Chat);
+  });
+  server.route("POST", "/tokenize", [c](const http::Request& req, http::ResponseWriter& w) {
+    answer(w, [&] { return tokenize_response(req.body, c->model, *c->tokenizer, chat_renderer(*c)); });
+  });
+  server.route("POST", "/detokenize", [c](const http::Request& req, http::ResponseWriter& w) {
+    answer(w, [&] { return detokenize_response(req.body, c->model, *c->tokenizer); });
+  });
 }
 
 }  // namespace olmo2

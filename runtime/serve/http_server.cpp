@@ -1,6 +1,7 @@
 #include "runtime/serve/http_server.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "runtime/serve/api_routes.h"
 #include "runtime/serve/http/http_listener.h"
@@ -8,7 +9,8 @@
 namespace olmo2 {
 
 HttpServer::HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const ServedModel& model,
-                       monitoring::ServeMetrics& metrics, const HttpOptions& options) {
+                       monitoring::ServeMetrics& metrics, const HttpOptions& options,
+                       const ChatTemplate* chat_template, nlohmann::json chat_extra) {
   if (options.port < 1 || options.port > 65535) OLMO2_THROW(InputError, "--port must be in 1…65535, got ", options.port);
   http::ServerOptions so;
   so.host = options.host;
@@ -16,7 +18,12 @@ HttpServer::HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const 
   so.max_body_bytes = options.max_body_bytes;
   so.workers = std::max(options.threads, 4);
   server_ = std::make_unique<http::Server>(so);
-  install_api_routes(*server_, ApiContext{&engine, &tokenizer, model, &metrics, options.api_key});
+  ApiContext context{&engine, &tokenizer, model, &metrics, options.api_key};
+  context.chat_template = chat_template;
+  context.chat_extra = std::move(chat_extra);
+  context.created = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch()).count();
+  install_api_routes(*server_, context);
   server_->start();
 }
 

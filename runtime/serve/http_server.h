@@ -7,6 +7,7 @@
 #include <string>
 
 #include "monitoring/serve_metrics.h"
+#include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/completion_api.h"
 #include "runtime/serve/serving_engine.h"
 
@@ -24,9 +25,10 @@ struct HttpOptions {
   int threads = 64;                ///< HTTP worker threads (each holds one request while it runs)
 };
 
-/// Routes requests to the engine. POST /v1/completions (OpenAI legacy completions:
-/// JSON, or server-sent events with "stream": true ending in `data: [DONE]`), GET
-/// /v1/models, GET /health, GET /metrics (Prometheus text). With an API key every
+/// Routes requests to the engine (the routes: api_routes.h). POST /v1/completions and
+/// /v1/chat/completions (JSON, or server-sent events with "stream": true ending in
+/// `data: [DONE]`), GET /v1/models and /v1/models/{id}, POST /tokenize and /detokenize,
+/// GET /health, GET /metrics (Prometheus text). With an API key every
 /// endpoint but /health and /metrics needs `Authorization: Bearer KEY` (else 401).
 /// Bad requests get 400 and a JSON error naming the field; a full queue or a stopping
 /// server 503; a request line over 8 KiB 414, a header over 64 KiB (or one field over
@@ -39,8 +41,11 @@ class HttpServer {
  public:
   /// Binds host:port and starts serving; throws InputError naming the address when it
   /// cannot listen.
+  /// `chat_template` (may be null: chat is refused) must outlive the server; `chat_extra`
+  /// holds the model's special tokens the template sees.
   HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const ServedModel& model,
-             monitoring::ServeMetrics& metrics, const HttpOptions& options);
+             monitoring::ServeMetrics& metrics, const HttpOptions& options,
+             const ChatTemplate* chat_template = nullptr, nlohmann::json chat_extra = nlohmann::json::object());
   ~HttpServer();
   /// Stops accepting connections, waits for the handlers in flight to return and their
   /// answers to reach the clients (each write bounded by a 30 s deadline). Idempotent.
