@@ -68,4 +68,20 @@ void KVCache::write(int64_t layer, const TensorView& rows, const TensorView& k, 
   ops::scatter_rows(v, rows, values(layer));
 }
 
+void KVCache::copy_blocks(std::span<const BlockCopy> copies) const {
+  for (const BlockCopy& c : copies) {
+    if (c.src < 0 || c.src >= num_blocks_ || c.dst < 0 || c.dst >= num_blocks_ || c.src == c.dst) {
+      OLMO2_THROW(InputError, "KV block copy ", c.src, " -> ", c.dst, " in a pool of ", num_blocks_,
+                  " blocks (both must be in the pool and distinct)");
+    }
+  }
+  for (const BlockCopy& c : copies) {
+    const int64_t s = c.src * block_size_, d = c.dst * block_size_;
+    for (size_t l = 0; l < k_.size(); ++l) {
+      ops::copy(k_[l].view().rows(s, s + block_size_), k_[l].view().rows(d, d + block_size_));
+      ops::copy(v_[l].view().rows(s, s + block_size_), v_[l].view().rows(d, d + block_size_));
+    }
+  }
+}
+
 }  // namespace olmo2

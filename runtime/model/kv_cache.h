@@ -15,6 +15,13 @@
 
 namespace olmo2 {
 
+/// One block copy: block `dst` of every pool ← block `src` (the copy-on-write of a forked
+/// sequence's last, partial block; docs/architecture.md §8).
+struct BlockCopy {
+  int32_t src = 0, dst = 0;
+  bool operator==(const BlockCopy&) const = default;
+};
+
 /// What one rank stores for its layers and kv heads: per local layer, keys and values
 /// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). Position p of a
 /// sequence lives in row table[p / block_size]·block_size + p % block_size. Block ids
@@ -59,6 +66,12 @@ class KVCache {
   /// Writes k, v [n, KV_local·hd] into local layer `layer` at the pool rows `rows`
   /// ([n] i32, from rows_of). ShapeError on mismatched shapes.
   void write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const;
+
+  /// Applies `copies` in order: for each, the block_size rows of block dst in every local
+  /// layer's keys and values ← block src's rows, by ops::copy on the pools' row views (so
+  /// on any device: CPU, CUDA, the emulated device). Throws InputError for a block id
+  /// outside the pool or src == dst (naming them), before copying anything.
+  void copy_blocks(std::span<const BlockCopy> copies) const;
 
  private:
   int64_t num_blocks_, block_size_;

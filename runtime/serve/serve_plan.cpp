@@ -89,7 +89,9 @@ int64_t StepPlan::sampled() const {
 }
 
 std::vector<int64_t> encode_plan(const StepPlan& plan) {
-  std::vector<int64_t> d = {plan.shutdown ? 1 : 0, plan.micro_batches, static_cast<int64_t>(plan.sequences.size())};
+  std::vector<int64_t> d = {plan.shutdown ? 1 : 0, plan.micro_batches, static_cast<int64_t>(plan.copies.size())};
+  for (const BlockCopy& c : plan.copies) d.insert(d.end(), {c.src, c.dst});
+  d.push_back(static_cast<int64_t>(plan.sequences.size()));
   for (const PlannedSequence& s : plan.sequences) {
     d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0});
     encode_selection(s.selection, d);
@@ -110,6 +112,12 @@ StepPlan decode_plan(std::span<const int64_t> d) {
   StepPlan p;
   p.shutdown = next() != 0;
   p.micro_batches = static_cast<int32_t>(next());
+  const int64_t copies = next();
+  OLMO2_CHECK(copies >= 0 && copies <= static_cast<int64_t>(d.size()), "malformed step plan: ", copies, " copies");
+  for (int64_t c = 0; c < copies; ++c) {
+    const int64_t src = next(), dst = next();
+    p.copies.push_back({static_cast<int32_t>(src), static_cast<int32_t>(dst)});
+  }
   const int64_t n = next();
   OLMO2_CHECK(n >= 0 && p.micro_batches >= 1, "malformed step plan: ", n, " sequences, ", p.micro_batches,
               " micro-batches");

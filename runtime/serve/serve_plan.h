@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/generation/token_selection.h"
+#include "runtime/model/kv_cache.h"
 
 namespace olmo2 {
 
@@ -28,18 +29,22 @@ struct PlannedSequence {
   int64_t scored() const { return score_end - score_begin; }
 };
 
-/// A step: the sequences to run, split into micro-batches for the pipeline stages; or
-/// the order to stop.
+/// A step: the block copies to make first, then the sequences to run, split into
+/// micro-batches for the pipeline stages; or the order to stop.
 struct StepPlan {
   bool shutdown = false;
   int32_t micro_batches = 1;
+  /// Every rank applies these to its KV cache (KVCache::copy_blocks, in order) before the
+  /// step's forward: copy-on-write of forked sequences' last blocks.
+  std::vector<BlockCopy> copies;
   std::vector<PlannedSequence> sequences;
   /// Sequences with sample set, in plan order (the order of the step's results).
   int64_t sampled() const;
 };
 
 /// Flat i64 encoding of a plan for its broadcast from rank 0 (an i64 collective):
-/// shutdown, micro_batches, the sequence count, then per sequence seq_id, micro_batch,
+/// shutdown, micro_batches, the copy count, the copies (src, dst), the sequence count,
+/// then per sequence seq_id, micro_batch,
 /// start, sample; the selection: temperature (the double's bits), top_k, top_p (bits),
 /// min_p (bits), seed, draw, logprobs, target, the presence, frequency and repetition
 /// penalties (bits), the counts of logit_bias, banned, prompt_ids and output_counts, then
