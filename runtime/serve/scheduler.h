@@ -18,6 +18,7 @@ struct SchedulerOptions {
   int64_t max_running = 64;        ///< sequences in the running batch at most
   int64_t max_batch_tokens = 512;  ///< tokens per step (prefill chunks + decodes), ≥ max_running
   int32_t micro_batches = 1;       ///< pipeline micro-batches per step (the pp size)
+  bool prefix_caching = true;      ///< reuse cached full blocks of equal prefixes
 };
 
 /// One sequence as the scheduler sees it.
@@ -29,9 +30,15 @@ struct SchedSequence {
   std::vector<int32_t> blocks;  ///< block table
   SelectionRequest selection;   ///< sampling parameters (draw = tokens generated)
   int64_t preemptions = 0;
+  /// Prefix caching: the cache identities of the leading full blocks (registered by this
+  /// sequence, or found in the cache or shared from its fork parent).
+  std::vector<CachedBlock> cached;
+  /// Sequences of the same prompt waiting to fork from this one (n > 1; Scheduler::add).
+  std::vector<SchedSequence> forks;
 };
 
-/// vLLM-style scheduling with chunked prefill and recompute pre-emption. Each step:
+/// vLLM-style scheduling with chunked prefill, recompute pre-emption, automatic prefix
+/// caching and forks (docs/architecture.md §8). Each step:
 /// running sequences first (oldest first), each taking min(pending tokens, budget left)
 /// — a decode is one token, a prompt is cut into chunks of the step's token budget;
 /// when a sequence needs a block and none is free, the newest running sequence is
@@ -39,40 +46,79 @@ struct SchedSequence {
 /// with everything it has generated, to be recomputed later (never dropped). Then
 /// waiting sequences are admitted first come, first served, while the budget, the
 /// running limit and free blocks (less a 1% watermark kept for running decodes) allow.
-/// Not thread-safe (the engine thread owns it).
+///
+/// Prefix caching: every full block a sequence has computed is entered in the prefix
+/// cache under its chained key (prefix_cache.h); a sequence admitted with nothing
+/// computed takes references to the cached blocks of its longest cached prefix — never
+/// the block of its last token, whose logits must be computed — and prefills the rest.
+/// Blocks are reference-counted; a cached block nobody holds stays cached and counts as
+/// free (kv_usage, the watermark) until the allocator evicts it, least recently used.
+///
+/// Forks (a request's n > 1 choices): add(seq, forks) queues seq alone; once seq has
+/// computed its prompt but the last token (L−1 positions), each fork takes references to
+/// seq's full blocks below position L−1 and a block of its own for position L−1 on —
+/// a copy of seq's block there when that block is partial (copy-on-write: a BlockCopy in
+/// the next plan, applied before its forward) — and joins the running batch (while the
+/// running limit and free blocks allow; else it waits in seq) to compute position L−1
+/// itself: its own logits, its own draws. A waiting sequence holds no blocks; a sequence
+/// never writes into a block that another holds or that is cached. Not thread-safe (the
+/// engine thread owns it).
 class Scheduler {
  public:
   /// Throws InputError for options that cannot work (no blocks, max_batch_tokens <
   /// max_running, micro_batches < 1).
   explicit Scheduler(const SchedulerOptions& options);
 
-  /// Queues a new sequence (tokens = its prompt, non-empty) at the back.
-  void add(SchedSequence seq);
-  /// Drops a sequence wherever it is and frees its blocks; false when unknown.
+  /// Queues a new sequence (tokens = its prompt, non-empty) at the back. `forks`: more
+  /// sequences of the same prompt (each with its id and selection; tokens and prompt_len
+  /// are taken from seq) that fork from seq as the class comment says; with a one-token
+  /// prompt there is nothing to share and they queue after seq as they are.
+  void add(SchedSequence seq, std::vector<SchedSequence> forks = {});
+  /// Drops a sequence wherever it is (running, waiting, or a fork not yet made) and
+  /// releases its blocks; forks still waiting for it queue on their own (front of the
+  /// queue, nothing computed). False when unknown.
   bool remove(int64_t id);
   /// The next step's plan; no sequences when nothing can run.
   StepPlan schedule();
-  /// Applies a step's outcome: planned positions are now cached, and every sampled
-  /// sequence gets its token appended (tokens in plan order of the sampled entries).
+  /// Applies a step's outcome: planned positions are now cached (their full blocks enter
+  /// the prefix cache), every sampled sequence gets its token appended (tokens in plan
+  /// order of the sampled entries), and forks whose parent is far enough are made.
   void step_done(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
 
   const SchedSequence* find(int64_t id) const;
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
   int64_t waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  /// Share of blocks in use, 0 … 1.
+  /// Share of blocks held by sequences, 0 … 1 (cached blocks nobody holds count as free).
   double kv_usage() const;
   int64_t free_blocks() const { return allocator_.free_count(); }
   int64_t preemptions() const { return preemptions_; }
+  /// Prefix caching, since start, in tokens (as vLLM's prefix_cache_queries and
+  /// prefix_cache_hits): tokens of the sequences admitted with nothing computed, and of
+  /// those, the tokens found in the cache. 0 with prefix caching off.
+  int64_t prefix_cache_queries() const { return cache_queries_; }
+  int64_t prefix_cache_hits() const { return cache_hits_; }
+  const BlockAllocator& blocks() const { return allocator_; }
   const SchedulerOptions& options() const { return opt_; }
 
  private:
   void preempt(SchedSequence& seq);
+  /// The cache identities of seq's longest cached prefix of full blocks, at most
+  /// (tokens − 1) / block_size of them.
+  std::vector<CachedBlock> cached_prefix(const SchedSequence& seq) const;
+  /// Enters seq's computed full blocks not yet in seq.cached into the prefix cache.
+  void cache_full_blocks(SchedSequence& seq);
+  /// Makes the forks of `parent` that its computed positions, the free blocks and the
+  /// running limit allow, appending them to `made`.
+  void fork(SchedSequence& parent, std::vector<SchedSequence>& made);
+  /// Moves parent's unmade forks to the front of the queue, to run on their own.
+  void orphan_forks(SchedSequence& parent);
 
   SchedulerOptions opt_;
   BlockAllocator allocator_;
   std::vector<SchedSequence> running_;  // oldest first
   std::deque<SchedSequence> waiting_;
-  int64_t preemptions_ = 0;
+  std::vector<BlockCopy> copies_;  // for the next plan with sequences
+  int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0;
 };
 
 }  // namespace olmo2

@@ -1,5 +1,6 @@
 // The serving scheduler (chunked prefill, continuous batching, recompute pre-emption,
-// micro-batches), the block allocator, the step-plan encodings and memory sizes.
+// micro-batches), the block allocator, the step-plan encodings and memory sizes. Prefix
+// caching and forks: test_prefix_cache.cpp, test_forks.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,41 +14,17 @@
 #include "runtime/serve/scheduler.h"
 #include "runtime/serve/memory_size.h"
 #include "runtime/serve/serve_plan.h"
+#include "tests/serve/scheduler_test_util.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
 
-SchedSequence seq(int64_t id, int n_prompt, int32_t first = 100) {
-  SchedSequence s;
-  s.id = id;
-  for (int i = 0; i < n_prompt; ++i) s.tokens.push_back(first + i);
-  s.prompt_len = n_prompt;
-  s.selection.params.seed = 7;
-  return s;
-}
-
-std::vector<SelectedToken> chosen(std::initializer_list<int32_t> ids) {
-  std::vector<SelectedToken> out;
-  for (int32_t id : ids) out.push_back({id, 0.0f, {}});
-  return out;
-}
-
-/// Blocks held by the running and waiting sequences + free blocks == total.
-void expect_accounting(const Scheduler& s, const std::vector<int64_t>& ids) {
-  int64_t held = 0;
-  for (int64_t id : ids) {
-    if (const SchedSequence* q = s.find(id)) held += static_cast<int64_t>(q->blocks.size());
-  }
-  EXPECT_GE(s.free_blocks(), 0);
-  EXPECT_EQ(s.free_blocks() + held, s.options().num_blocks);
-}
-
-/// (id, start, new tokens, block-table length, sample, draw) of a planned sequence.
-using Brief = std::tuple<int64_t, int64_t, size_t, size_t, bool, uint64_t>;
-Brief brief(const PlannedSequence& q) {
-  return {q.seq_id, q.start, q.tokens.size(), q.blocks.size(), q.sample, q.selection.draw};
-}
+using test::Brief;
+using test::brief;
+using test::chosen;
+using test::expect_accounting;
+using test::seq;
 
 TEST(Scheduler, ChunkedPrefillInBudgetSizedChunks) {
   Scheduler s({.num_blocks = 64, .block_size = 4, .max_running = 4, .max_batch_tokens = 16});
@@ -96,7 +73,8 @@ TEST(Scheduler, ContinuousBatchingJoinsTheNextStep) {
 TEST(Scheduler, PreemptsTheNewestAndRecomputesIt) {
   // 4 blocks of 4: two sequences of 4 prompt tokens hold 2 blocks each from their
   // fifth position; the ninth position of the older one needs a third block.
-  Scheduler s({.num_blocks = 4, .block_size = 4, .max_running = 4, .max_batch_tokens = 16});
+  // Without prefix caching: all of it is recomputed (test_prefix_cache.cpp: with it).
+  Scheduler s({.num_blocks = 4, .block_size = 4, .max_running = 4, .max_batch_tokens = 16, .prefix_caching = false});
   const std::vector<int64_t> ids = {1, 2, 3};
   s.add(seq(1, 4, 100));
   s.add(seq(2, 4, 200));
@@ -141,8 +119,9 @@ TEST(Scheduler, PreemptsTheNewestAndRecomputesIt) {
 }
 
 TEST(Scheduler, RandomLoadKeepsEveryLimitAndFinishesEverySequence) {
+  // Without prefix caching no block is shared (test_prefix_cache.cpp: the same with it).
   const SchedulerOptions o{
-      .num_blocks = 12, .block_size = 4, .max_running = 3, .max_batch_tokens = 10};
+      .num_blocks = 12, .block_size = 4, .max_running = 3, .max_batch_tokens = 10, .prefix_caching = false};
   Scheduler s(o);
   std::mt19937 rng(5);
   std::vector<int64_t> live;
@@ -271,10 +250,12 @@ TEST(ServePlan, EncodeDecodeRoundTrip) {
   PlannedSequence b;
   b.seq_id = 99, b.tokens = {1}, b.blocks = {0};
   p.sequences = {a, b};
+  p.copies = {{3, 9}, {3, 10}, {0, 2}};
   const std::vector<int64_t> d = encode_plan(p);
   const StepPlan q = decode_plan(d);
   EXPECT_FALSE(q.shutdown);
   EXPECT_EQ(q.micro_batches, 2);
+  EXPECT_EQ(q.copies, (std::vector<BlockCopy>{{3, 9}, {3, 10}, {0, 2}}));
   ASSERT_EQ(q.sequences.size(), 2u);
   auto all = [](const PlannedSequence& s) {  // every field, doubles by their bits
     const SelectionRequest& r = s.selection;
@@ -288,7 +269,8 @@ TEST(ServePlan, EncodeDecodeRoundTrip) {
   StepPlan stop;
   stop.shutdown = true;
   EXPECT_TRUE(decode_plan(encode_plan(stop)).shutdown);
-  for (size_t cut : {d.size() - 1, d.size() - 4, size_t{2}, size_t{0}}) {
+  EXPECT_TRUE(decode_plan(encode_plan(StepPlan{})).copies.empty());
+  for (size_t cut : {d.size() - 1, d.size() - 4, size_t{2}, size_t{5}, size_t{0}}) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
   }
 }
