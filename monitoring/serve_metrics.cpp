@@ -18,6 +18,7 @@ struct ServeMetrics::Families {
   prometheus::Counter *prompt_tokens = nullptr, *generated_tokens = nullptr;
   prometheus::Histogram *ttft = nullptr, *itl = nullptr, *e2e = nullptr, *queue = nullptr;
   prometheus::Counter* preemptions = nullptr;
+  prometheus::Counter *cache_queries = nullptr, *cache_hits = nullptr;
   prometheus::Gauge *running = nullptr, *waiting = nullptr, *kv_usage = nullptr;
 };
 
@@ -54,6 +55,12 @@ ServeMetrics::ServeMetrics() : f_(std::make_unique<Families>()) {
                         "Arrival of a request to its first scheduled step", latency);
   f_->preemptions = &prometheus::BuildCounter().Name("olmo2_serve_preemptions_total")
                          .Help("Sequences pre-empted when KV blocks ran out (recomputed later)").Register(reg).Add({});
+  f_->cache_queries = &prometheus::BuildCounter().Name("olmo2_serve_prefix_cache_queries_total")
+                           .Help("Tokens looked up in the prefix cache (sequences admitted with nothing computed)")
+                           .Register(reg).Add({});
+  f_->cache_hits = &prometheus::BuildCounter().Name("olmo2_serve_prefix_cache_hits_total")
+                        .Help("Tokens of those lookups whose KV blocks were found in the prefix cache")
+                        .Register(reg).Add({});
   f_->running = &prometheus::BuildGauge().Name("olmo2_serve_running_requests")
                      .Help("Requests in the running batch").Register(reg).Add({});
   f_->waiting = &prometheus::BuildGauge().Name("olmo2_serve_waiting_requests")
@@ -96,6 +103,12 @@ void ServeMetrics::engine_state(int64_t running, int64_t waiting, double kv_cach
 void ServeMetrics::preempted(int64_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
   f_->preemptions->Increment(static_cast<double>(count));
+}
+
+void ServeMetrics::prefix_cache(int64_t queries, int64_t hits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  f_->cache_queries->Increment(static_cast<double>(queries));
+  f_->cache_hits->Increment(static_cast<double>(hits));
 }
 
 std::string ServeMetrics::scrape() const {

@@ -32,6 +32,10 @@ class ServeMetrics {
   void engine_state(int64_t running, int64_t waiting, double kv_cache_usage_ratio);
   /// Sequences pre-empted (blocks freed, recomputed later) since the last call.
   void preempted(int64_t count);
+  /// Prefix caching since the last call, in tokens (as vLLM counts them): tokens of the
+  /// sequences admitted with nothing computed (`queries`), and of those the tokens whose
+  /// KV blocks were found in the cache (`hits` ≤ queries).
+  void prefix_cache(int64_t queries, int64_t hits);
 
   /// The whole registry in the Prometheus text format 0.0.4.
   std::string scrape() const;

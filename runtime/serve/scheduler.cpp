@@ -85,7 +85,7 @@ void Scheduler::preempt(SchedSequence& seq) {
 
 std::vector<CachedBlock> Scheduler::cached_prefix(const SchedSequence& s) const {
   std::vector<CachedBlock> hits;
-  if (!opt_.prefix_caching) return hits;
+  if (!opt_.prefix_caching || !s.read_cache) return hits;
   const int64_t bs = opt_.block_size;
   // Never the block of the last token: its logits must be computed.
   const int64_t most = (static_cast<int64_t>(s.tokens.size()) - 1) / bs;
@@ -193,7 +193,7 @@ StepPlan Scheduler::schedule() {
       s.blocks.push_back(h.block);
       s.cached.push_back(h);
     }
-    if (opt_.prefix_caching) {
+    if (opt_.prefix_caching && s.read_cache) {
       cache_queries_ += static_cast<int64_t>(s.tokens.size());
       cache_hits_ += from;
     }

@@ -30,6 +30,10 @@ struct SchedSequence {
   std::vector<int32_t> blocks;  ///< block table
   SelectionRequest selection;   ///< sampling parameters (draw = tokens generated)
   int64_t preemptions = 0;
+  /// Prefix caching: whether admission may start from cached blocks (false: every
+  /// position is computed, e.g. to score the prompt); its full blocks enter the cache
+  /// either way.
+  bool read_cache = true;
   /// Prefix caching: the cache identities of the leading full blocks (registered by this
   /// sequence, or found in the cache or shared from its fork parent).
   std::vector<CachedBlock> cached;
@@ -93,8 +97,9 @@ class Scheduler {
   int64_t free_blocks() const { return allocator_.free_count(); }
   int64_t preemptions() const { return preemptions_; }
   /// Prefix caching, since start, in tokens (as vLLM's prefix_cache_queries and
-  /// prefix_cache_hits): tokens of the sequences admitted with nothing computed, and of
-  /// those, the tokens found in the cache. 0 with prefix caching off.
+  /// prefix_cache_hits): tokens of the sequences admitted with nothing computed (that
+  /// may read the cache), and of those, the tokens found in the cache. 0 with prefix
+  /// caching off.
   int64_t prefix_cache_queries() const { return cache_queries_; }
   int64_t prefix_cache_hits() const { return cache_hits_; }
   const BlockAllocator& blocks() const { return allocator_; }

@@ -15,24 +15,34 @@ double seconds_between(ServeRequest::Clock::time_point a, ServeRequest::Clock::t
 }
 }  // namespace
 
-/// Rank 0's state of one request.
-struct ServingEngine::Active {
-  std::shared_ptr<ServeRequest> request;
+/// Rank 0's state of one choice (one completion) of a request: one scheduler sequence.
+struct ServingEngine::Choice {
+  int64_t seq_id = 0;
   StreamDecoder decoder;
   StopStringMatcher matcher;
   int64_t generated = 0;
-  bool scheduled = false;
-  ServeRequest::Clock::time_point first_scheduled, first_token, last_token;
+  double cumulative_logprob = 0;  // Σ logprob of its tokens (best_of ranks choices by it)
+  ServeRequest::Clock::time_point last_token;
   CompletionChunk pending;  // tokens since the last released chunk
+  Choice(int64_t seq, const Tokenizer& tok, const CompletionParams& params)
+      : seq_id(seq), decoder(tok, params.skip_special_tokens), matcher(params.stop, params.include_stop_str_in_output) {}
+};
+
+/// Rank 0's state of one request: its choices, what all of them share, and its times
+/// for the metrics. Prompt logprobs come from choice 0, which computes the whole prompt.
+struct ServingEngine::Active {
+  std::shared_ptr<ServeRequest> request;
+  std::vector<Choice> choices;
+  int64_t unfinished = 0;           // choices still generating
+  int64_t generated = 0;            // tokens of every choice
+  bool scheduled = false;
+  ServeRequest::Clock::time_point first_scheduled, first_token;
   std::vector<int32_t> prompt_ids;  // the prompt's distinct ids, ascending (repetition penalty)
   std::vector<int32_t> banned;      // EOS and stop_token_ids, ascending: banned before min_tokens
   int64_t scored = 0;               // prompt positions whose log-probabilities have arrived
   std::vector<SelectedToken> prompt_tokens;  // their results, in position order
-  bool prompt_done = false;         // prompt_tokens handed to `pending`
-  Active(std::shared_ptr<ServeRequest> r, const Tokenizer& tok)
-      : request(std::move(r)),
-        decoder(tok, request->params().skip_special_tokens),
-        matcher(request->params().stop, request->params().include_stop_str_in_output) {}
+  bool prompt_done = false;         // prompt_tokens handed to choice 0's `pending`
+  explicit Active(std::shared_ptr<ServeRequest> r) : request(std::move(r)) {}
 };
 
 namespace {
@@ -132,6 +142,7 @@ void ServingEngine::run() {
     StepPlan plan;
     broadcast_plan(plan);
     if (plan.shutdown) return;
+    cache_.copy_blocks(plan.copies);  // copy-on-write of forks, before the step's forward
     execute(plan, nullptr);
   }
 }
@@ -249,17 +260,32 @@ void ServingEngine::drain_inbox(bool close) {
     if (close) closed_ = true;
   }
   for (auto& r : fresh) {
-    SchedSequence s;
-    s.id = r->id();
-    s.tokens = r->params().prompt;
-    s.prompt_len = static_cast<int64_t>(s.tokens.size());
-    s.selection.params = r->params().sampling;
-    // At least one alternative is computed so that the chosen token's own log-probability
-    // is (it is among them or next to them); the API reports `logprobs` of them.
-    s.selection.logprobs = r->params().want_logprobs ? std::max(r->params().logprobs, 1) : 0;
-    scheduler_->add(std::move(s));
-    auto a = std::make_unique<Active>(r, *tokenizer_);
     const CompletionParams& p = r->params();
+    auto a = std::make_unique<Active>(r);
+    const int32_t n = std::max(p.choices, 1);
+    a->choices.reserve(static_cast<size_t>(n));
+    std::vector<SchedSequence> seqs(static_cast<size_t>(n));
+    for (int32_t c = 0; c < n; ++c) {
+      SchedSequence& s = seqs[static_cast<size_t>(c)];
+      s.id = next_seq_++;
+      s.selection.params = p.sampling;
+      s.selection.params.seed = choice_seed(p.sampling.seed, c);
+      // At least one alternative is computed so that the chosen token's own log-probability
+      // is (it is among them or next to them); the API reports `logprobs` of them. Several
+      // choices need it too: best_of ranks them by their cumulative log-probability.
+      s.selection.logprobs = p.want_logprobs ? std::max(p.logprobs, 1) : (n > 1 ? 1 : 0);
+      a->choices.emplace_back(s.id, *tokenizer_, p);
+      seq_owner_[s.id] = {r->id(), c};
+    }
+    seqs[0].tokens = p.prompt;
+    seqs[0].prompt_len = static_cast<int64_t>(p.prompt.size());
+    // Prompt logprobs need the logits of every prompt position: computed, not found cached.
+    seqs[0].read_cache = !p.prompt_logprobs;
+    a->unfinished = n;
+    SchedSequence first = std::move(seqs[0]);
+    seqs.erase(seqs.begin());
+    // The other choices fork from the first: its prompt is prefilled once.
+    scheduler_->add(std::move(first), std::move(seqs));
     if (p.adjust.repetition_penalty != 1) a->prompt_ids = distinct(p.prompt);
     if (p.min_tokens > 0) {  // vLLM bans EOS (even with ignore_eos) and the stop token ids
       std::vector<int32_t> ban(p.stop_token_ids);
@@ -280,12 +306,15 @@ void ServingEngine::drain_inbox(bool close) {
   }
 }
 
-void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome) {
-  const auto it = active_.find(seq_id);
+void ServingEngine::finish(int64_t request_id, CompletionChunk chunk, const std::string& outcome) {
+  const auto it = active_.find(request_id);
   if (it == active_.end()) return;
   Active& a = *it->second;
   in_flight_.fetch_sub(1);
-  scheduler_->remove(seq_id);
+  for (Choice& ch : a.choices) {  // every choice ends with the request
+    scheduler_->remove(ch.seq_id);
+    seq_owner_.erase(ch.seq_id);
+  }
   if (metrics_) {
     metrics_->request_finished(outcome);
     if (outcome == "success") {
@@ -302,14 +331,29 @@ void ServingEngine::finish(int64_t seq_id, CompletionChunk chunk, const std::str
   active_.erase(it);
 }
 
+void ServingEngine::finish_choice(Active& a, int32_t c, CompletionChunk chunk) {
+  Choice& ch = a.choices[static_cast<size_t>(c)];
+  chunk.choice = c;
+  chunk.cumulative_logprob = ch.cumulative_logprob;
+  if (--a.unfinished == 0) {  // the request's last chunk: finish() ends it
+    finish(a.request->id(), std::move(chunk), "success");
+    return;
+  }
+  scheduler_->remove(ch.seq_id);
+  seq_owner_.erase(ch.seq_id);
+  a.request->push(std::move(chunk));
+}
+
 void ServingEngine::prepare_plan(StepPlan& plan) {
   for (PlannedSequence& p : plan.sequences) {
-    const Active& a = *active_.at(p.seq_id);
+    const auto [request_id, choice] = seq_owner_.at(p.seq_id);
+    const Active& a = *active_.at(request_id);
     const CompletionParams& params = a.request->params();
     const int64_t plen = static_cast<int64_t>(params.prompt.size()), n = static_cast<int64_t>(p.tokens.size());
     // Prompt positions not scored yet (each once, in order: a recomputed prefix is not
     // scored again), the prompt's last one excluded (it predicts the first new token).
-    if (params.prompt_logprobs && !a.prompt_done) {
+    // Choice 0 computes the whole prompt; the others fork after it.
+    if (params.prompt_logprobs && !a.prompt_done && choice == 0) {
       const int64_t begin = std::max(a.scored, p.start), end = std::min(p.start + n, plen - 1);
       if (begin == a.scored && begin < end) {
         p.score_begin = begin - p.start;
@@ -347,41 +391,41 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& p = plan.sequences[i];
     const SelectedToken* t = p.sample ? &tokens[k++] : nullptr;
-    const auto it = active_.find(p.seq_id);
-    if (it == active_.end()) continue;
-    Active& a = *it->second;
+    const auto owner = seq_owner_.find(p.seq_id);
+    if (owner == seq_owner_.end()) continue;
+    Active& a = *active_.at(owner->second.first);
+    const int32_t c = owner->second.second;
+    Choice& ch = a.choices[static_cast<size_t>(c)];
     const CompletionParams& params = a.request->params();
     const int64_t plen = static_cast<int64_t>(params.prompt.size());
     if (i < prompt.size() && !prompt[i].empty()) {
       a.scored += static_cast<int64_t>(prompt[i].size());
       for (SelectedToken& s : prompt[i]) a.prompt_tokens.push_back(std::move(s));
     }
-    if (params.prompt_logprobs && !a.prompt_done && a.scored >= plen - 1) {
+    if (params.prompt_logprobs && !a.prompt_done && c == 0 && a.scored >= plen - 1) {
       // Entry 0, the first prompt token, has no log-probability (the API reports null).
       SelectedToken first;
       first.id = params.prompt[0];
-      a.pending.prompt_tokens.push_back(first);
-      for (SelectedToken& s : a.prompt_tokens) a.pending.prompt_tokens.push_back(std::move(s));
+      ch.pending.prompt_tokens.push_back(first);
+      for (SelectedToken& s : a.prompt_tokens) ch.pending.prompt_tokens.push_back(std::move(s));
       a.prompt_tokens.clear();
       a.prompt_done = true;
     }
     if (!t) {
       if (params.max_tokens == 0 && p.start + static_cast<int64_t>(p.tokens.size()) == plen) {
-        a.first_token = a.last_token = now;
-        CompletionChunk c = std::move(a.pending);
-        c.finish_reason = "length";
-        finish(p.seq_id, std::move(c), "success");
+        a.first_token = ch.last_token = now;
+        CompletionChunk out = std::move(ch.pending);
+        out.finish_reason = "length";
+        finish_choice(a, c, std::move(out));
       }
       continue;
     }
-    ++a.generated;
-    if (a.generated == 1) {
-      a.first_token = now;
-    } else if (metrics_) {
-      metrics_->inter_token(seconds_between(a.last_token, now));
-    }
-    a.last_token = now;
-    a.pending.tokens.push_back(*t);
+    ++ch.generated;
+    if (++a.generated == 1) a.first_token = now;
+    if (ch.generated > 1 && metrics_) metrics_->inter_token(seconds_between(ch.last_token, now));
+    ch.last_token = now;
+    ch.cumulative_logprob += t->logprob;
+    ch.pending.tokens.push_back(*t);
     // EOS (unless ignore_eos) and the stop token ids end the text; their own text is
     // dropped unless include_stop_str_in_output (vLLM). Ids past the tokenizer's
     // vocabulary (the padding rows of a padded embedding) have no text.
@@ -390,27 +434,30 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
                             contains(params.stop_token_ids, t->id);
     const bool has_text = t->id < tokenizer_->vocab_size() && (!stop_token || params.include_stop_str_in_output);
     // vLLM's min_tokens: a stop string must end in the text of a later token.
-    const bool may_stop = a.generated > params.min_tokens;
-    std::string released = a.matcher.push(has_text ? a.decoder.push(t->id) : std::string(), may_stop);
+    const bool may_stop = ch.generated > params.min_tokens;
+    std::string released = ch.matcher.push(has_text ? ch.decoder.push(t->id) : std::string(), may_stop);
     std::string reason;
-    if (a.matcher.stopped() || stop_token) {
+    if (ch.matcher.stopped() || stop_token) {
       reason = "stop";
-    } else if (a.generated >= params.max_tokens) {
+    } else if (ch.generated >= params.max_tokens) {
       reason = "length";
     }
-    if (!reason.empty() && !a.matcher.stopped()) {
-      released += a.matcher.push(a.decoder.flush(), may_stop);
-      if (!a.matcher.stopped()) released += a.matcher.flush();
-      if (a.matcher.stopped()) reason = "stop";
+    if (!reason.empty() && !ch.matcher.stopped()) {
+      released += ch.matcher.push(ch.decoder.flush(), may_stop);
+      if (!ch.matcher.stopped()) released += ch.matcher.flush();
+      if (ch.matcher.stopped()) reason = "stop";
     }
-    a.pending.text += released;
+    ch.pending.text += released;
     if (!reason.empty()) {
-      CompletionChunk c = std::move(a.pending);
-      c.finish_reason = reason;
-      finish(p.seq_id, std::move(c), "success");
-    } else if (!a.pending.text.empty() || params.want_logprobs || !a.pending.prompt_tokens.empty()) {
-      a.request->push(std::move(a.pending));
-      a.pending = CompletionChunk{};
+      CompletionChunk out = std::move(ch.pending);
+      out.finish_reason = reason;
+      finish_choice(a, c, std::move(out));
+    } else if (!ch.pending.text.empty() || params.want_logprobs || !ch.pending.prompt_tokens.empty()) {
+      CompletionChunk out = std::move(ch.pending);
+      ch.pending = CompletionChunk{};
+      out.choice = c;
+      out.cumulative_logprob = ch.cumulative_logprob;
+      a.request->push(std::move(out));
     }
   }
 }
@@ -439,9 +486,14 @@ void ServingEngine::run_scheduler() {
       }
     }
     const int64_t preempted_before = scheduler_->preemptions();
+    const int64_t queries_before = scheduler_->prefix_cache_queries(), hits_before = scheduler_->prefix_cache_hits();
     StepPlan plan = scheduler_->schedule();
     if (metrics_ && scheduler_->preemptions() > preempted_before) {
       metrics_->preempted(scheduler_->preemptions() - preempted_before);
+    }
+    if (metrics_) {
+      metrics_->prefix_cache(scheduler_->prefix_cache_queries() - queries_before,
+                             scheduler_->prefix_cache_hits() - hits_before);
     }
     if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
     if (plan.sequences.empty()) {
@@ -451,7 +503,7 @@ void ServingEngine::run_scheduler() {
     }
     const auto now = Clock::now();
     for (const PlannedSequence& p : plan.sequences) {
-      Active& a = *active_.at(p.seq_id);
+      Active& a = *active_.at(seq_owner_.at(p.seq_id).first);
       if (!a.scheduled) {
         a.scheduled = true;
         a.first_scheduled = now;
@@ -459,6 +511,7 @@ void ServingEngine::run_scheduler() {
     }
     prepare_plan(plan);
     broadcast_plan(plan);
+    cache_.copy_blocks(plan.copies);  // copy-on-write of forks, before the step's forward
     std::vector<std::vector<SelectedToken>> prompt;
     const std::vector<SelectedToken> tokens = execute(plan, &prompt);
     scheduler_->step_done(plan, tokens);

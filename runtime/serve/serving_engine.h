@@ -90,12 +90,16 @@ class ServingEngine {
   void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
   void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
                std::vector<std::vector<SelectedToken>>& prompt);
-  void finish(int64_t seq_id, CompletionChunk chunk, const std::string& outcome);
+  struct Active;  // rank 0's state of one request
+  struct Choice;  // … and of one of its choices
+  /// Ends a request: every choice's sequence leaves the scheduler, `chunk` is its last.
+  void finish(int64_t request_id, CompletionChunk chunk, const std::string& outcome);
+  /// Ends choice `c` of `a` with `chunk` (finish_reason set); the last one ends the request.
+  void finish_choice(Active& a, int32_t c, CompletionChunk chunk);
   /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
   /// no request is accepted after this one.
   void drain_inbox(bool close = false);
 
-  struct Active;  // rank 0's state of one request
   const Olmo2Model& model_;
   const Tokenizer* tokenizer_;
   monitoring::ServeMetrics* metrics_;
@@ -103,7 +107,9 @@ class ServingEngine {
   EngineRanks ranks_;
   KVCache cache_;
   std::unique_ptr<Scheduler> scheduler_;  // rank 0
-  std::map<int64_t, std::unique_ptr<Active>> active_;
+  std::map<int64_t, std::unique_ptr<Active>> active_;               // by request id
+  std::map<int64_t, std::pair<int64_t, int32_t>> seq_owner_;          // sequence id → (request id, choice)
+  int64_t next_seq_ = 1;                                              // scheduler sequence ids (rank 0)
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

@@ -164,6 +164,30 @@ TEST(PrefixCaching, ReusesTheLongestCachedPrefixButNeverTheLastToken) {
             (std::tuple(0, 0, 0)));
 }
 
+TEST(PrefixCaching, ASequenceThatMustNotReadTheCacheComputesEverythingAndFillsIt) {
+  Scheduler s({.num_blocks = 32, .block_size = 4, .max_running = 8, .max_batch_tokens = 64});
+  int32_t next = 1000;
+  s.add(seq(1, 10));
+  run(s, s.schedule(), next);
+  SchedSequence scoring = seq(2, 10);  // the same prompt, to be scored: every position computed
+  scoring.read_cache = false;
+  s.add(scoring);
+  StepPlan p = s.schedule();
+  ASSERT_EQ(p.sequences.size(), 2u);
+  EXPECT_EQ(brief(p.sequences[1]), (Brief{2, 0, 10, 3, true, 0}));
+  EXPECT_EQ((std::tuple(s.prefix_cache_queries(), s.prefix_cache_hits())), (std::tuple(10, 0)));
+  run(s, p, next);
+  // Its own new blocks do enter the cache.
+  SchedSequence other = seq(3, 10, 300);
+  other.read_cache = false;
+  s.add(other);
+  run(s, s.schedule(), next);
+  s.add(seq(4, 11, 300));
+  p = s.schedule();
+  ASSERT_EQ(p.sequences.size(), 4u);
+  EXPECT_EQ(brief(p.sequences[3]), (Brief{4, 8, 3, 3, true, 0}));
+}
+
 TEST(PrefixCaching, FreeCachedBlocksAreEvictedLeastRecentlyUsedFirst) {
   Scheduler s({.num_blocks = 6, .block_size = 4, .max_running = 4, .max_batch_tokens = 32});
   int32_t next = 1000;
