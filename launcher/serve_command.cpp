@@ -117,6 +117,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
   eo.scheduler.block_size = o.block_size;
   eo.scheduler.max_running = o.max_running;
   eo.scheduler.max_batch_tokens = o.max_batch_tokens;
+  eo.scheduler.prefix_caching = o.prefix_caching;
   eo.scheduler.micro_batches = plan ? static_cast<int32_t>(plan->topology.layout().pp) : 1;
   eo.max_waiting = o.max_waiting;
   eo.shutdown_grace_s = o.shutdown_grace;
@@ -163,7 +164,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
-              << " with " << product_path << " batch-invariant products"
+              << " with " << product_path << " batch-invariant products, prefix caching "
+              << (o.prefix_caching ? "on" : "off")
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
               << dev.description << "; chat template: "
               << (!s.chat_template ? std::string("none")

@@ -28,6 +28,9 @@ void add_serve_options(po::options_description& d) {
       "max-running-requests", po::value<int64_t>(), "sequences in the running batch (default 64)")(
       "max-batch-tokens", po::value<int64_t>(), "tokens per engine step: decodes + prefill chunks (default 512)")(
       "max-waiting-requests", po::value<int64_t>(), "queued requests beyond the running batch; more get 503 (default 256)")(
+      "no-prefix-caching", po::bool_switch(), "compute every prompt in full: no reuse of cached KV blocks of equal prefixes")(
+      "enable-prefix-caching", po::value<bool>()->implicit_value(true),
+      "reuse the cached KV blocks of equal prompt prefixes: true (default) or false")(
       "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
@@ -111,6 +114,14 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     OLMO2_THROW(UsageError, "--max-batch-tokens ", o.max_batch_tokens, " is below --max-running-requests ",
                 o.max_running, ": every running sequence needs one token per step");
   }
+  const bool off = vm.count("no-prefix-caching") && vm["no-prefix-caching"].as<bool>();
+  if (vm.count("enable-prefix-caching")) {
+    o.prefix_caching = vm["enable-prefix-caching"].as<bool>();
+    if (o.prefix_caching && off) {
+      OLMO2_THROW(UsageError, "--enable-prefix-caching=true and --no-prefix-caching contradict each other");
+    }
+  }
+  if (off) o.prefix_caching = false;
   if (vm.count("shutdown-grace")) o.shutdown_grace = vm["shutdown-grace"].as<double>();
   if (!(o.shutdown_grace >= 0)) OLMO2_THROW(UsageError, "--shutdown-grace must be ≥ 0 seconds, got ", o.shutdown_grace);
   if (vm.count("http-threads")) {

@@ -26,6 +26,7 @@ struct ServeOptions {
   int64_t max_running = 64;       ///< --max-running-requests
   int64_t max_batch_tokens = 512; ///< --max-batch-tokens per step (prefill chunk budget)
   int64_t max_waiting = 256;      ///< --max-waiting-requests (beyond: 503)
+  bool prefix_caching = true;     ///< off with --no-prefix-caching (or --enable-prefix-caching=false)
   int64_t max_body_bytes = 1 << 20;  ///< --max-body-bytes
   double shutdown_grace = 30;     ///< --shutdown-grace seconds
   double collective_timeout = 300;  ///< --collective-timeout seconds

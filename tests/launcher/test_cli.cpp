@@ -145,6 +145,9 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
                         "--block-size must be at most 4096 positions");
   expect_one_line_error(run_olmo2("serve" + m + " --max-waiting-requests 4294967000"), 2,
                         "--max-waiting-requests must be in 0…1000000");
+  expect_one_line_error(run_olmo2("serve" + m + " --enable-prefix-caching=true --no-prefix-caching"), 2,
+                        "--enable-prefix-caching=true and --no-prefix-caching contradict each other");
+  expect_one_line_error(run_olmo2("serve" + m + " --enable-prefix-caching=maybe"), 2, "enable-prefix-caching");
   expect_one_line_error(run_olmo2("serve" + m), 1, "no tokenizer: " + kFixtures + "/mha-f32/tokenizer.json is missing");
   expect_one_line_error(run_olmo2("train" + m), 2, "train: --seq-len is required");
   EXPECT_EQ(run_olmo2("").status, 2);
