@@ -1,7 +1,8 @@
 // A small random OLMo 2 model with the dolma2 tokenizer, written as a checkpoint that
 // `olmo2 serve` loads, a running server with an HTTP client for it, a streamed request
-// watched event by event, and waits that fail the test, saying what they waited for,
-// when their time runs out (docs/architecture.md §8, §10).
+// watched event by event, waits that fail the test, saying what they waited for, when
+// their time runs out, and requests sharing a system prompt served with prefix caching
+// on and off (docs/architecture.md §8, §10).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -217,5 +219,56 @@ class StreamedRequest {
   nlohmann::json usage_, error_;
   std::thread thread_;
 };
+
+/// 12 requests sharing a 60-token system prompt (ids), each with 3 … 10 of its own;
+/// greedy and seeded, 10 tokens with 2 alternatives each.
+inline std::vector<std::string> shared_prefix_bodies() {
+  std::mt19937 rng(17);
+  nlohmann::json system = nlohmann::json::array();
+  for (int t = 0; t < 60; ++t) system.push_back(1000 + static_cast<int>(rng() % 40000));
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 12; ++i) {
+    nlohmann::json ids = system;
+    for (int t = 0, n = 3 + i % 8; t < n; ++t) ids.push_back(1000 + static_cast<int>(rng() % 40000));
+    const std::string sampling = i % 3 == 2 ? R"("temperature":0.8,"seed":)" + std::to_string(i) : R"("temperature":0)";
+    bodies.push_back(R"({"prompt":)" + ids.dump() + R"(,"max_tokens":10,"ignore_eos":true,"logprobs":2,)" + sampling +
+                     "}");
+  }
+  return bodies;
+}
+
+/// Sends `bodies` one by one, then all at once, to `on` (prefix caching on) and `off`
+/// (--no-prefix-caching, same layout): every answer's choices (text, tokens,
+/// log-probabilities) and usage must be the same bits. With caching, every request but
+/// the first finds the 60-token system prompt's 3 full blocks of 16 cached; without,
+/// nothing is looked up.
+inline void expect_prefix_caching_keeps_the_bits(const Server& on, const Server& off,
+                                                 const std::vector<std::string>& bodies, const std::string& layout) {
+  std::vector<nlohmann::json> answers[2];
+  std::map<std::string, double> m[2];
+  const Server* servers[2] = {&on, &off};
+  for (int k = 0; k < 2; ++k) {
+    for (const std::string& b : bodies) answers[k].push_back(servers[k]->complete(b).second);
+    std::vector<nlohmann::json> together(bodies.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      threads.emplace_back([&, i, k] { together[i] = servers[k]->complete(bodies[i]).second; });
+    }
+    for (auto& t : threads) t.join();
+    answers[k].insert(answers[k].end(), together.begin(), together.end());
+    m[k] = servers[k]->metrics();
+  }
+  for (size_t i = 0; i < answers[0].size(); ++i) {
+    ASSERT_TRUE(answers[0][i].contains("choices")) << layout << ": " << answers[0][i] << on.log();
+    EXPECT_EQ(answers[0][i]["choices"], answers[1][i]["choices"]) << layout << " request " << i;
+    EXPECT_EQ(answers[0][i]["usage"], answers[1][i]["usage"]) << layout << " request " << i;
+  }
+  EXPECT_EQ(m[0].at("olmo2_serve_prefix_cache_queries_total"), m[0].at("olmo2_serve_prompt_tokens_total")) << layout;
+  EXPECT_GE(m[0].at("olmo2_serve_prefix_cache_hits_total"), 48.0 * (2 * static_cast<double>(bodies.size()) - 1))
+      << layout;
+  EXPECT_EQ(m[1].at("olmo2_serve_prefix_cache_queries_total"), 0) << layout;
+  EXPECT_EQ(m[1].at("olmo2_serve_prefix_cache_hits_total"), 0) << layout;
+  EXPECT_EQ(m[0].at("olmo2_serve_kv_cache_usage_ratio"), 0) << layout << ": cached blocks nobody holds count as free";
+}
 
 }  // namespace olmo2::test

@@ -1,8 +1,8 @@
 // `olmo2 serve` as a real process over HTTP (docs/architecture.md §8): requests that must
 // not hurt the server (§11.6) and stop strings while streaming (§11.7), 64 concurrent
-// requests each answered exactly as alone, client disconnects, the API key (also from
-// OLMO2_API_KEY), --tokenizer, a full queue, and the stop signal's grace period, with a
-// request provably in flight when it arrives.
+// requests each answered exactly as alone, the same bits with prefix caching on and off,
+// client disconnects, the API key (also from OLMO2_API_KEY), --tokenizer, a full queue,
+// and the stop signal's grace period, with a request provably in flight when it arrives.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -163,6 +163,14 @@ TEST(Serve, SixtyFourConcurrentRequestsGetWhatTheyGetAlone) {
   EXPECT_LE(m.at("olmo2_serve_time_to_first_token_seconds_sum"), m.at("olmo2_serve_end_to_end_latency_seconds_sum"));
   EXPECT_EQ(m.at("olmo2_serve_kv_cache_usage_ratio"), 0);
   EXPECT_EQ(m.at("olmo2_serve_running_requests"), 0);
+}
+
+TEST(Serve, PrefixCachingGivesTheSameBits) {
+  const std::vector<std::string> bodies = test::shared_prefix_bodies();
+  Server on(model().path, ""), off(model().path, "--no-prefix-caching");
+  EXPECT_THAT(on.log(), HasSubstr("prefix caching on"));
+  EXPECT_THAT(off.log(), HasSubstr("prefix caching off"));
+  test::expect_prefix_caching_keeps_the_bits(on, off, bodies, "one process");
 }
 
 TEST(Serve, ADisconnectedStreamIsCancelledAndItsBlocksFreed) {

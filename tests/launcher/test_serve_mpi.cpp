@@ -1,5 +1,6 @@
 // `mpirun olmo2 serve --tp 2` and `--pp 2` (docs/architecture.md §8): concurrent greedy
-// requests get exactly the single-process server's answers, seeded sampling too; SIGTERM
+// requests get exactly the single-process server's answers, seeded sampling too; with
+// prefix caching on and off each layout gives the same bits; SIGTERM
 // to every rank (what Slurm's scancel does) and SIGUSR1 to mpirun both stop accepting at
 // once, let a request that is streaming then run to its end, and end every rank with
 // status 0.
@@ -138,6 +139,18 @@ TEST(ServeUnderMpirun, Bf16AnswersInEveryLayout) {
     moved = std::max(moved, std::fabs(a[0].get<double>() - b[0].get<double>()));
   }
   EXPECT_GT(moved, 1e-4);
+}
+
+TEST(ServeUnderMpirun, PrefixCachingKeepsEveryLayoutsBits) {
+  const std::vector<std::string> bodies = test::shared_prefix_bodies();
+  for (const std::string layout : {"--tp 2", "--pp 2 --max-batch-tokens 32 --max-running-requests 8"}) {
+    Server on(model().path, layout, kMpirun), off(model().path, layout + " --no-prefix-caching", kMpirun);
+    test::expect_prefix_caching_keeps_the_bits(on, off, bodies, layout);
+    for (Server* s : {&on, &off}) {
+      s->process.signal(SIGUSR1);
+      EXPECT_EQ(s->process.wait_for(60), 0) << s->log();
+    }
+  }
 }
 
 TEST(ServeUnderMpirun, ALayoutTheModelCannotTakeIsReportedOnce) {
