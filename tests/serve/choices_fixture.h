@@ -1,6 +1,7 @@
 // The serving engine in a test process (docs/architecture.md §8): a small random OLMo 2
 // checkpoint with the dolma2 tokenizer, requests run through a ServingEngine to their
-// end, and each answer's choices collected chunk by chunk, to be compared bit for bit.
+// end, each answer's choices collected chunk by chunk and compared bit for bit, and
+// the requests with n > 1 choices the engine tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +122,83 @@ inline void expect_same_bits(const ChoiceOut& got, const ChoiceOut& want, const 
   }
   EXPECT_EQ(got.text, want.text) << what;
   EXPECT_EQ(got.finish_reason, want.finish_reason) << what;
+}
+
+/// `n` token ids in [1, 500], a function of `seed`.
+inline std::vector<int32_t> ids(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = 1 + static_cast<int32_t>(rng() % 500);
+  return t;
+}
+
+/// `prompt`, `choices` completions of `max_tokens`, greedy (temperature 0) or sampled,
+/// with the chosen tokens' log-probabilities and 2 alternatives.
+inline CompletionParams request(std::vector<int32_t> prompt, int32_t choices, double temperature, uint64_t seed,
+                                int64_t max_tokens = 6, int64_t top_k = 0, double top_p = 1.0) {
+  CompletionParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = temperature;
+  p.sampling.top_k = top_k;
+  p.sampling.top_p = top_p;
+  p.sampling.seed = seed;
+  p.want_logprobs = true;
+  p.logprobs = 2;
+  p.ignore_eos = true;
+  p.choices = choices;
+  return p;
+}
+
+/// Prompts of 1, 5 (its last token starts a block), 7 and 30 tokens (partial last blocks)
+/// and 45 (a chunked prefill); greedy and sampled (top-k, top-p, neither); max_tokens 1.
+inline std::vector<CompletionParams> choice_requests() {
+  return {request(ids(1, 1), 3, 0.0, 11),           request(ids(5, 2), 3, 0.9, 12, 6, 50),
+          request(ids(7, 3), 4, 1.0, 13, 6, 0, 0.9), request(ids(30, 4), 2, 0.8, 14, 1),
+          request(ids(45, 5), 2, 0.0, 15),           request(ids(9, 6), 3, 1.2, 16, 8)};
+}
+
+/// Each choice as a request of its own: choices 1, seed choice_seed(seed, c).
+inline std::vector<CompletionParams> separately(const std::vector<CompletionParams>& batch) {
+  std::vector<CompletionParams> out;
+  for (const CompletionParams& p : batch) {
+    for (int32_t c = 0; c < p.choices; ++c) {
+      CompletionParams q = p;
+      q.choices = 1;
+      q.sampling.seed = choice_seed(p.sampling.seed, c);
+      out.push_back(q);
+    }
+  }
+  return out;
+}
+
+/// Checks the choices of `got` against the separate answers `alone` (in separately()'s
+/// order), and the cumulative log-probability of every choice.
+inline void expect_choices_as_alone(const std::vector<CompletionParams>& batch, const std::vector<Answer>& got,
+                                    const std::vector<Answer>& alone, const std::string& what) {
+  ASSERT_EQ(got.size(), batch.size());
+  size_t k = 0;
+  int differing = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ASSERT_TRUE(got[i].error.empty()) << what << ": " << got[i].error;
+    ASSERT_EQ(got[i].choices.size(), static_cast<size_t>(batch[i].choices)) << what;
+    for (size_t c = 0; c < got[i].choices.size(); ++c, ++k) {
+      const ChoiceOut& ch = got[i].choices[c];
+      ASSERT_EQ(alone.at(k).choices.size(), 1u);
+      expect_same_bits(ch, alone[k].choices[0], what + " request " + std::to_string(i) + " choice " + std::to_string(c));
+      EXPECT_EQ(ch.tokens.size(), static_cast<size_t>(batch[i].max_tokens));
+      double sum = 0;
+      for (const SelectedToken& t : ch.tokens) sum += t.logprob;
+      EXPECT_EQ(ch.cumulative_logprob, sum) << what;
+      if (c > 0 && ch.tokens.size() > 1) {
+        differing += ch.text != got[i].choices[0].text ? 1 : 0;
+        if (batch[i].sampling.temperature == 0) {
+          EXPECT_EQ(ch.text, got[i].choices[0].text) << "greedy choices";
+        }
+      }
+    }
+  }
+  EXPECT_GE(differing, 6) << what << ": sampled choices should differ (their seeds do)";
 }
 
 /// The value of an unlabelled series in a Prometheus text scrape (−1 when absent).
