@@ -106,6 +106,7 @@ struct RunInfo {
   long long requests = 0, concurrency = 0, prompt_tokens = 0, max_tokens = 0, warmup = 0;
   long long seed = 0;
   bool ignore_eos = true;
+  long long shared_prefix_tokens = 0;  ///< ids every prompt starts with, before its prompt_tokens
 };
 
 /// Prints the summary of the timed `records` (wall = seconds of the timed phase) to stdout,

@@ -73,6 +73,7 @@ void print_summary(const RunInfo& info, const std::vector<RequestRecord>& record
         {"requests", info.requests},
         {"concurrency", info.concurrency},
         {"prompt_tokens", info.prompt_tokens},
+        {"shared_prefix_tokens", info.shared_prefix_tokens},
         {"max_tokens", info.max_tokens},
         {"ignore_eos", info.ignore_eos},
         {"warmup", info.warmup},
@@ -107,10 +108,10 @@ void print_summary(const RunInfo& info, const std::vector<RequestRecord>& record
     std::printf("olmo2_load_gen  %s:%d  model %s\n", info.host.c_str(), info.port,
                 info.model.c_str());
     std::printf(
-        "  %lld requests (+%lld warm-up), concurrency %lld, prompt %lld tokens, "
+        "  %lld requests (+%lld warm-up), concurrency %lld, prompt %lld shared + %lld tokens, "
         "max_tokens %lld, ignore_eos %s, seed %lld\n\n",
-        info.requests, info.warmup, info.concurrency, info.prompt_tokens, info.max_tokens,
-        info.ignore_eos ? "on" : "off", info.seed);
+        info.requests, info.warmup, info.concurrency, info.shared_prefix_tokens, info.prompt_tokens,
+        info.max_tokens, info.ignore_eos ? "on" : "off", info.seed);
     std::printf("requests          %lld ok, %lld failed%s\n", ok, failed, by_kind.c_str());
     std::printf("wall time         %.3f s\n", wall);
     std::printf("requests/s        %.2f\n", rps);

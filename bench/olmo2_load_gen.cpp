@@ -1,6 +1,7 @@
 // olmo2_load_gen: a load generator for `olmo2 serve` (bench/README.md, "Serving load").
 // C worker threads, each with its own HTTP connection, send N streaming completion
-// requests of seeded random token-id prompts and time every server-sent event; the summary
+// requests of seeded random token-id prompts (optionally all starting with one shared
+// prefix, a system prompt) and time every server-sent event; the summary
 // gives throughput and TTFT / ITL / TPOT / end-to-end latency percentiles. A benchmark
 // client, not a test: it is not registered with ctest.
 #include <httplib.h>
@@ -29,7 +30,7 @@ using olmo2::bench::RequestRecord;
 struct Options {
   std::string host = "127.0.0.1", api_key, model;
   int port = 8000;
-  long long requests = 64, concurrency = 8, prompt_tokens = 128, max_tokens = 64;
+  long long requests = 64, concurrency = 8, prompt_tokens = 128, max_tokens = 64, shared_prefix_tokens = 0;
   long long warmup = 0, seed = 0;
   double timeout = 300;
   bool ignore_eos = true, json_out = false;
@@ -56,6 +57,8 @@ Options parse_options(int argc, char** argv) {
       "requests in flight at once (one worker thread and connection each)")(
       "prompt-tokens", po::value(&o.prompt_tokens)->default_value(o.prompt_tokens),
       "prompt length; ids drawn uniformly from [1000, 50000)")(
+      "shared-prefix-tokens", po::value(&o.shared_prefix_tokens)->default_value(o.shared_prefix_tokens),
+      "ids every prompt starts with (a system prompt, drawn once), before its own --prompt-tokens")(
       "max-tokens", po::value(&o.max_tokens)->default_value(o.max_tokens),
       "tokens to generate per request")("seed", po::value(&o.seed)->default_value(o.seed),
                                         "seed of the prompts (and requests)")(
@@ -88,6 +91,7 @@ Options parse_options(int argc, char** argv) {
   at_least("concurrency", o.concurrency, 1);
   at_least("prompt-tokens", o.prompt_tokens, 1);
   at_least("max-tokens", o.max_tokens, 1);
+  at_least("shared-prefix-tokens", o.shared_prefix_tokens, 0);
   at_least("warmup", o.warmup, 0);
   if (o.port < 1 || o.port > 65535) usage_error("--port must be in 1..65535", desc);
   if (!(o.timeout > 0)) usage_error("--timeout must be > 0 seconds", desc);
@@ -291,16 +295,20 @@ std::vector<RequestRecord> run_phase(const Options& o, const std::vector<std::st
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   const auto [model, max_len] = probe_server(o);
-  if (max_len > 0 && o.prompt_tokens + o.max_tokens > max_len) {
-    std::cerr << "--prompt-tokens + --max-tokens = " << o.prompt_tokens + o.max_tokens
+  const long long need = o.shared_prefix_tokens + o.prompt_tokens + o.max_tokens;
+  if (max_len > 0 && need > max_len) {
+    std::cerr << "--shared-prefix-tokens + --prompt-tokens + --max-tokens = " << need
               << " exceeds the model's max_model_len " << max_len << "\n";
     return 1;
   }
-  // Prompts (warm-up first, then the timed ones) from one seeded stream: reproducible.
+  // Prompts (the shared prefix, then warm-up first, then the timed ones) from one seeded
+  // stream: reproducible.
   std::mt19937_64 rng(static_cast<uint64_t>(o.seed));
+  std::vector<int> shared(static_cast<size_t>(o.shared_prefix_tokens));
+  for (int& id : shared) id = 1000 + static_cast<int>(rng() % 49000);
   auto body = [&](long long i) {
-    std::vector<int> ids(static_cast<size_t>(o.prompt_tokens));
-    for (int& id : ids) id = 1000 + static_cast<int>(rng() % 49000);
+    std::vector<int> ids = shared;
+    for (long long t = 0; t < o.prompt_tokens; ++t) ids.push_back(1000 + static_cast<int>(rng() % 49000));
     return json{{"model", model},    {"prompt", ids},  {"max_tokens", o.max_tokens},
                 {"temperature", 0},  {"stream", true}, {"ignore_eos", o.ignore_eos},
                 {"seed", o.seed + i}}
@@ -327,7 +335,7 @@ int main(int argc, char** argv) {
   auto records = run_phase(o, timed, clients, wall);
   const olmo2::bench::RunInfo info{o.host,        model,           o.port,       o.requests,
                                    o.concurrency, o.prompt_tokens, o.max_tokens, o.warmup,
-                                   o.seed,        o.ignore_eos};
+                                   o.seed,        o.ignore_eos,    o.shared_prefix_tokens};
   olmo2::bench::print_summary(info, records, wall, o.json_out);
   for (const auto& r : records)
     if (!r.ok) return 1;
