@@ -43,16 +43,17 @@ TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
   EXPECT_EQ(selection_fields(q.sequences[0]), selection_fields(a));
   EXPECT_EQ(selection_fields(q.sequences[1]), selection_fields(b));
   EXPECT_EQ(q.sequences[0].selection.params.min_p, 0.1 + 0.2);
-  // A plan without adjustments carries no lists: one fixed block per sequence.
+  // A plan without adjustments carries no lists: one fixed block per sequence (after
+  // the header: shutdown, micro-batches, the copy count (no copies), the sequence count).
   StepPlan plain;
   plain.sequences = {b};
-  EXPECT_EQ(encode_plan(plain).size(), 3u + 4 + 15 + 6 + 2);
+  EXPECT_EQ(encode_plan(plain).size(), 4u + 4 + 15 + 6 + 2);
   // Truncated anywhere, a negative list length or a scored range past the chunk: refused.
   for (size_t cut = 0; cut < d.size(); cut += 7) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
   }
   std::vector<int64_t> bad = encode_plan(plain);
-  bad[3 + 4 + 11] = -1;  // the logit_bias count
+  bad[4 + 4 + 11] = -1;  // the logit_bias count
   EXPECT_THROW(decode_plan(bad), Error);
   PlannedSequence past = b;
   past.score_end = 2;  // one token in the chunk
