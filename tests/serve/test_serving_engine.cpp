@@ -173,6 +173,31 @@ TEST(EnginePrefixCaching, PromptLogprobsScoreEveryPositionOfACachedPrompt) {
   for (size_t c = 0; c < 2; ++c) test::expect_same_bits(answers[0].choices[c], answers[1].choices[c], "scoring");
 }
 
+TEST(EngineChoices, ScoringOnlyEndsEveryChoiceWithThePromptOnChoiceZero) {
+  // max_tokens 0 (echo): nothing is generated; each choice ends with "length", and the
+  // prompt's log-probabilities come once, with choice 0.
+  const Olmo2Model model = Olmo2Model::load(checkpoint().path, ShardSpec::whole(checkpoint().config));
+  CompletionParams p = request(ids(14, 21), 3, 0.0, 9, 0);
+  p.prompt_logprobs = true;
+  ServingEngine engine(model, &tokenizer(), nullptr, options(true), EngineRanks{});
+  EngineThread running(engine);
+  std::shared_ptr<ServeRequest> r = engine.submit(p);
+  std::vector<std::string> reasons(3);
+  size_t prompt_entries = 0, done = 0;
+  while (done < 3) {
+    const std::optional<CompletionChunk> c = r->next(std::chrono::seconds(60));
+    ASSERT_TRUE(c.has_value() && c->error.empty());
+    EXPECT_TRUE(c->tokens.empty());
+    if (!c->prompt_tokens.empty()) {
+      EXPECT_EQ(c->choice, 0);
+      prompt_entries += c->prompt_tokens.size();
+    }
+    if (!c->finish_reason.empty()) reasons.at(static_cast<size_t>(c->choice)) = c->finish_reason, ++done;
+  }
+  EXPECT_EQ(reasons, (std::vector<std::string>{"length", "length", "length"}));
+  EXPECT_EQ(prompt_entries, 14u);
+}
+
 TEST(EnginePrefixCaching, ACancelledRequestEndsEveryChoice) {
   const Olmo2Model model = Olmo2Model::load(checkpoint().path, ShardSpec::whole(checkpoint().config));
   monitoring::ServeMetrics metrics;
