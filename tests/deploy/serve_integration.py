@@ -9,7 +9,7 @@ deploy/prometheus/prometheus.yml whose olmo2-serve static target is this server,
 scrape and evaluation intervals, the real rule files). It sends, with urllib:
 
   * two warm-up completions (one streamed), then bad requests that must get HTTP 400
-    (empty prompt, max_tokens 0, a negative temperature, n = 2, an unknown model, an id
+    (empty prompt, max_tokens 0, a negative temperature, n = 0, an unknown model, an id
     outside the vocabulary, a prompt plus max_tokens over the context, a body that is
     not JSON, a streamed empty prompt);
   * a streamed request whose client hangs up after two events (outcome "cancelled");
@@ -80,7 +80,7 @@ BAD_REQUESTS = [  # (what, body): each must be answered 400
     ("empty prompt", {"prompt": "", "max_tokens": 4}),
     ("max_tokens 0", {"prompt": "Hello", "max_tokens": 0}),
     ("negative temperature", {"prompt": "Hello", "temperature": -1}),
-    ("n = 2", {"prompt": "Hello", "n": 2}),
+    ("n = 0", {"prompt": "Hello", "n": 0}),
     ("unknown model", {"prompt": "Hello", "model": "no-such-model"}),
     ("id outside the vocabulary", {"prompt": [10 ** 7]}),
     ("prompt + max_tokens over the context", {"prompt": "Hello", "max_tokens": 10 * CONTEXT}),
@@ -96,6 +96,8 @@ class Client:
         self.base = base
 
     def open(self, body, timeout=120):
+        if isinstance(body, dict) and body.get("stream"):  # the usage comes in a last chunk of its own
+            body = dict(body, stream_options={"include_usage": True})
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.base}/v1/completions", data=data,
                                      headers={"Content-Type": "application/json"})
@@ -110,7 +112,7 @@ class Client:
                     c = answer["choices"][0]
                     return resp.status, {"text": c["text"], "finish_reason": c["finish_reason"],
                                          "usage": answer["usage"], "events": None}
-                text, last, events, done = "", None, 0, False
+                text, last, events, done, usage = "", None, 0, False, None
                 for line in resp:
                     line = line.decode().rstrip("\r\n")
                     if not line.startswith("data: "):
@@ -121,13 +123,16 @@ class Client:
                     ev = json.loads(line[6:])
                     if "error" in ev:
                         raise Failure(f"stream of {body} ended in an error: {ev}")
+                    if not ev["choices"]:  # include_usage's chunk: usage only
+                        usage = ev["usage"]
+                        continue
                     events += 1
                     text += ev["choices"][0]["text"]
                     last = ev
                 if not done or last is None:
                     raise Failure(f"stream of {body} ended without data: [DONE] ({events} events)")
                 return resp.status, {"text": text, "finish_reason": last["choices"][0]["finish_reason"],
-                                     "usage": last.get("usage"), "events": events}
+                                     "usage": usage, "events": events}
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode(errors="replace")
 

@@ -173,11 +173,13 @@ class StreamedRequest {
     const nlohmann::json e = nlohmann::json::parse(data, nullptr, false);
     if (e.contains("error")) {
       error_ = e;
+    } else if (e.contains("choices") && e["choices"].empty()) {  // include_usage's last chunk
+      usage_ = e["usage"];
     } else if (e.contains("choices")) {
       const nlohmann::json& c = e["choices"][0];
       text_ += c["text"].get<std::string>();
       if (c.contains("logprobs") && c["logprobs"].is_object()) tokens_ += static_cast<int64_t>(c["logprobs"]["tokens"].size());
-      if (!c["finish_reason"].is_null()) finish_reason_ = c["finish_reason"], usage_ = e["usage"];
+      if (!c["finish_reason"].is_null()) finish_reason_ = c["finish_reason"];
     }
     cv_.notify_all();
   }

@@ -38,7 +38,7 @@ const test::ServeModel& long_context_model() {
 }
 constexpr int kLong = 500;
 const std::string kLongStream = R"({"prompt":"Count:","max_tokens":)" + std::to_string(kLong) +
-                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0})";
+                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0,"stream_options":{"include_usage":true}})";
 const std::string kShutDown = "the server shut down before this request finished";
 
 std::string greedy(const std::string& prompt, int max_tokens, const std::string& extra = "") {
@@ -101,7 +101,8 @@ TEST(Serve, CaseC7StopStringsWhileStreaming) {
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "stop");
   // Streamed: the deltas add up to the same text; nothing of the stop string is sent.
   std::string events;
-  auto r = server.client().Post("/v1/completions", body.substr(0, body.size() - 1) + R"(,"stream":true})",
+  auto r = server.client().Post("/v1/completions",
+                                body.substr(0, body.size() - 1) + R"(,"stream":true,"stream_options":{"include_usage":true}})",
                                 "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
@@ -117,9 +118,15 @@ TEST(Serve, CaseC7StopStringsWhileStreaming) {
   EXPECT_EQ(data.back(), "[DONE]");
   for (size_t i = 0; i + 1 < data.size(); ++i) {
     const json e = json::parse(data[i]);
+    if (e["choices"].empty()) {  // include_usage: the last chunk, usage only
+      EXPECT_EQ(i + 2, data.size()) << "the usage chunk comes last, before [DONE]";
+      usage = e["usage"];
+      continue;
+    }
+    EXPECT_TRUE(e["usage"].is_null()) << "with include_usage, content chunks carry usage null: " << e;
     streamed += e["choices"][0]["text"].get<std::string>();
     EXPECT_EQ(streamed, full.substr(0, streamed.size())) << "a delta left the non-streamed text";
-    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"], usage = e["usage"];
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
   }
   EXPECT_EQ(streamed, full.substr(0, cut));
   EXPECT_EQ(finish, "stop");

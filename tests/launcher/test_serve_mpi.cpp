@@ -27,7 +27,7 @@ const test::ServeModel& model() {
 
 constexpr int kLong = 300;
 const std::string kLongStream = R"({"prompt":"Count:","max_tokens":)" + std::to_string(kLong) +
-                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0})";
+                                R"(,"temperature":0,"ignore_eos":true,"stream":true,"logprobs":0,"stream_options":{"include_usage":true}})";
 
 /// Runs `stop` while a long streamed request is in flight (its first token arrived) and
 /// checks the grace path: the server stops accepting while the request still streams,
