@@ -4,6 +4,7 @@ with the offending field in `param`, the API key from OLMO2_API_KEY, response id
 not change."""
 import concurrent.futures
 import re
+import urllib.request
 
 import openai
 
@@ -117,3 +118,24 @@ class Api(SdkCase):
         with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
             got = list(pool.map(lambda p: self.greedy(p, 8), prompts + prompts[:2]))
         self.assertEqual(got, [refs[p] for p in prompts + prompts[:2]])
+
+    def metric(self, name):
+        """A counter of the server's /metrics (no key needed there)."""
+        with urllib.request.urlopen(f"{self.ctx.server.base}/metrics", timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        self.fail(f"/metrics has no {name}")
+
+    def test_prefix_cache_hits_are_counted(self):
+        # Two prompts sharing their first full KV blocks (16 positions, the default): the
+        # second finds them cached, counted in olmo2_serve_prefix_cache_hits_total.
+        prefix = " ".join(f"block{i}" for i in range(40))
+        a, b = self.refs.tokenize(prefix + " apple"), self.refs.tokenize(prefix + " banana")
+        common = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        self.assertGreaterEqual(common, 48)
+        self.greedy(a, 4)  # fills the cache
+        before = self.metric("olmo2_serve_prefix_cache_hits_total")
+        self.assertEqual(self.greedy(b, 4), self.refs.generate(4, text=prefix + " banana")["text"])
+        hits = self.metric("olmo2_serve_prefix_cache_hits_total") - before
+        self.assertGreaterEqual(hits, common // 16 * 16, f"{common} prompt tokens in common")
