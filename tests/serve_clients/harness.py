@@ -35,7 +35,7 @@ MODEL_CONFIG = {  # 2 layers, hidden 64, the dolma2 vocabulary, weights N(0, 0.2
 }
 LAYOUTS = {"single": [], "tp2": ["--tp", "2"], "pp2": ["--pp", "2"]}
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this suite
-CONTEXT_ = None  # the running Context, set by sdk_suite.py
+RUNNING = None  # the Context of this run, set by sdk_suite.py
 
 
 def ensure_sdk(python):
@@ -205,15 +205,15 @@ class SdkCase(unittest.TestCase):
 
     @property
     def ctx(self):
-        return CONTEXT_
+        return RUNNING
 
     @property
     def client(self):
-        return CONTEXT_.client
+        return RUNNING.client
 
     @property
     def refs(self):
-        return CONTEXT_.refs
+        return RUNNING.refs
 
     def complete(self, **kw):
         """client.completions.create for the served model; vLLM's fields go in extra_body."""

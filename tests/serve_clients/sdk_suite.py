@@ -53,7 +53,7 @@ def main():
         loader.testNamePatterns = [f"*{k}*" for k in args.patterns]
     suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in MODULES[args.layout])
     t0 = time.time()
-    harness.CONTEXT_ = ctx = harness.Context(args)
+    harness.RUNNING = ctx = harness.Context(args)
     try:
         result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     finally:
