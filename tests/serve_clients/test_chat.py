@@ -1,13 +1,28 @@
 """/v1/chat/completions through the openai SDK: the prompt is OLMo 2 Instruct's chat
 template rendered as transformers does (olmo2_chat.render, written out by hand), so
 greedy chat equals `olmo2 generate` on that text; streams, usage, logprobs, n."""
-from harness import SdkCase
+import json
+import os
+
+from harness import REPO, SdkCase
 from olmo2_chat import CONVERSATIONS, render
 
 N = 12
 
 
 class Chat(SdkCase):
+    def test_render_equals_transformers(self):
+        # The expected prompts themselves, against transformers' apply_chat_template on the
+        # published template (tests/serve/fixtures/chat_templates.json, its OLMo 2 cases
+        # with string contents).
+        with open(os.path.join(REPO, "tests", "serve", "fixtures", "chat_templates.json"), encoding="utf-8") as f:
+            cases = [c for c in json.load(f)["cases"] if c["template"] == "olmo2" and "expected" in c
+                     and all(isinstance(m.get("content"), str) for m in c["messages"])]
+        self.assertGreaterEqual(len(cases), 8)
+        for c in cases:
+            with self.subTest(c["name"]):
+                self.assertEqual(render(c["messages"], c["add_generation_prompt"]), c["expected"])
+
     def test_greedy_chat_equals_olmo2_generate_on_the_rendered_prompt(self):
         for messages in CONVERSATIONS:
             with self.subTest(turns=len(messages)):
