@@ -35,6 +35,9 @@ MODEL_CONFIG = {  # 2 layers, hidden 64, the dolma2 vocabulary, weights N(0, 0.2
 }
 LAYOUTS = {"single": [], "tp2": ["--tp", "2"], "pp2": ["--pp", "2"]}
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this suite
+# Seconds a client waits for one answer: the tiny model answers in well under a second,
+# so a request that hangs fails its case and leaves time for the others (ctest: 300 s).
+REQUEST_TIMEOUT = 30
 RUNNING = None  # the Context of this run, set by sdk_suite.py
 
 
@@ -184,11 +187,11 @@ class Context:
         print(f"server up in {time.time() - t0:.1f} s ({args.layout}) at {self.server.base}")
         self.client = self.make_client(self.server.key)
         self.root_client = openai.OpenAI(base_url=self.server.base, api_key=self.server.key, max_retries=0,
-                                         timeout=120)
+                                         timeout=REQUEST_TIMEOUT)
 
     def make_client(self, key):
         import openai
-        return openai.OpenAI(base_url=f"{self.server.base}/v1", api_key=key, max_retries=0, timeout=120)
+        return openai.OpenAI(base_url=f"{self.server.base}/v1", api_key=key, max_retries=0, timeout=REQUEST_TIMEOUT)
 
     def close(self):
         status = self.server.stop()
