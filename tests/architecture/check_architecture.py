@@ -148,7 +148,7 @@ def check_citations(root: Path) -> list:
              and (p.suffix in CITATION_FILES or p.name == "CMakeLists.txt")]
     this = Path(__file__).resolve()
     for p in sorted(paths):
-        if p.resolve() == this or not (p.relative_to(root).parts[0] not in {"build", "data", "runs"}):
+        if p.resolve() == this or not (p.relative_to(root).parts[0] not in {"build", "data", "runs", ".venv-clients"}):
             continue
         rel = p.relative_to(root).as_posix()
         for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
