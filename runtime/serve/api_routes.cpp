@@ -160,6 +160,27 @@ void generate(const ApiContext& c, const http::Request& req, http::ResponseWrite
   send_json(w, 200, a->body(), extra);
 }
 
+/// A path segment with its %XX escapes decoded (RFC 3986 §2.1): clients escape the "/"
+/// of a name like "allenai/OLMo-2-1B" as %2F. A "%" not followed by two hex digits stays.
+std::string percent_decoded(const std::string& s) {
+  auto hex = [](char ch) -> int {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 /// A route whose body is answered by a pure function: 200 with its JSON, or its
 /// ApiError's status naming the field.
 template <class F>
@@ -208,7 +229,7 @@ void install_api_routes(http::Server& server, const ApiContext& context) {
     answer(w, [&] { return models_list_json(c->model, c->created); });
   });
   server.route_prefix("GET", "/v1/models/", [c](const http::Request& req, http::ResponseWriter& w) {
-    answer(w, [&] { return model_response(req.path_suffix, c->model, c->created); });
+    answer(w, [&] { return model_response(percent_decoded(req.path_suffix), c->model, c->created); });
   });
   server.route("POST", "/v1/completions", [c](const http::Request& req, http::ResponseWriter& w) {
     generate(*c, req, w, ApiEndpoint::Completions);

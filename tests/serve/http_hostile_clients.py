@@ -366,6 +366,15 @@ def huge(port, pid):
         if total == 200 * MiB:
             check(sent < total, f"{what}: the server read all {sent} bytes")
         notes.append(f"{what} → {status} after the client sent {sent / MiB:.1f} MiB")
+    # A header whose lines are each within the field limit but whose whole is over 64 KiB,
+    # sent at once: 75 fields of 1000 bytes (75 KB) must get 431, not 200.
+    c = Conn(port, timeout=10)
+    c.send(b"GET /health HTTP/1.1\r\nHost: t\r\n" +
+           b"".join(b"X-%d: " % i + b"a" * 1000 + b"\r\n" for i in range(75)) + b"\r\n")
+    r = c.response()
+    c.close()
+    check(r is not None and r[0] == 431, f"a 75 KB header of short fields: HTTP {r[0] if r else None}, expected 431")
+    notes.append(f"a 75 KB header of 1000-byte fields → {r[0] if r else None}")
     time.sleep(0.5)
     after = proc_status(pid, "VmRSS")
     grown = (after - before) / 1024

@@ -4,6 +4,7 @@ with the offending field in `param`, the API key from OLMO2_API_KEY, response id
 not change."""
 import concurrent.futures
 import re
+import json
 import urllib.request
 
 import openai
@@ -86,6 +87,14 @@ class Api(SdkCase):
         self.assertEqual((m.id, m.object), (MODEL_NAME, "model"))
         with self.assertRaises(openai.NotFoundError):
             self.client.models.retrieve("no-such-model")
+        # The id is a path segment: its escapes are decoded (the SDK sends the "/" of an
+        # "allenai/…" name as %2F). Sent raw here, since the SDK would escape the "%".
+        escaped = MODEL_NAME.replace("-", "%2D")
+        self.assertNotEqual(escaped, MODEL_NAME)
+        req = urllib.request.Request(f"{self.ctx.server.base}/v1/models/{escaped}",
+                                     headers={"Authorization": f"Bearer {self.ctx.server.key}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            self.assertEqual(json.load(r)["id"], MODEL_NAME)
 
     def post_root(self, path, body):
         """POST to a path outside /v1 (vLLM's /tokenize, /detokenize), with the key."""

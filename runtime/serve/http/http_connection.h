@@ -108,6 +108,7 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   bool deadline_passed_ = false;
   size_t scan_ = 0, line_start_ = 0, lines_ = 0;
   bool header_end_seen_ = false;
+  size_t header_consumed_ = 0;  // header bytes the parser has taken so far (it may take them field by field)
   bool writing_ = false, response_done_ = false, reusable_ = true;
   std::deque<std::string> pending_;
   std::string current_;
