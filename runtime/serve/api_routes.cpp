@@ -1,5 +1,6 @@
 #include "runtime/serve/api_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -50,51 +51,51 @@ ChatRenderer chat_renderer(const ApiContext& c) {
   };
 }
 
-/// Reads every request's chunks into the assembler until it is done: the chunks that
-/// are there, in a pass over the requests, then a short wait on one not yet finished.
-/// Streamed: each event is written as it comes; a client that hangs up has every request
-/// cancelled (the engine frees their KV blocks) and the response abandoned.
+/// Reads every request's chunks into the assembler until it is done: first what is
+/// there from every request, then, when nothing was, a short wait on one not yet
+/// finished. Streamed: each event is written as it comes; a client that hangs up has
+/// every request cancelled (the engine frees their KV blocks) and the response abandoned.
 void drive(std::vector<std::shared_ptr<ServeRequest>>& requests, ResponseAssembler& a, http::ResponseWriter& w,
            bool stream) {
-  auto gone = [&] {
-    for (auto& r : requests) r->cancel();
-    w.abort();
-  };
   // A request is finished when its error came, or the last of its choices finished.
   std::vector<bool> finished(requests.size(), false);
   std::vector<int32_t> ended(requests.size(), 0);
+  // Feeds one chunk; false when the client is gone.
   auto take = [&](size_t i, const CompletionChunk& ch) {
     if (!ch.error.empty() || (!ch.finish_reason.empty() && ++ended[i] >= requests[i]->params().choices)) {
       finished[i] = true;
     }
-    return a.feed(i, ch);
+    for (const std::string& event : a.feed(i, ch)) {
+      if (stream && !w.write(event)) return false;
+    }
+    return true;
   };
+  // One request: a long wait returns as soon as its chunk comes; several: a short one.
+  const auto wait = std::chrono::milliseconds(requests.size() == 1 ? 200 : 20);
   while (!a.done()) {
-    if (w.client_gone()) return gone();
-    bool got = false;
-    for (size_t i = 0; i < requests.size() && !a.done(); ++i) {
-      if (finished[i]) continue;
-      // One request: wait on it; several: take what is there, wait below.
-      const auto wait = requests.size() == 1 ? std::chrono::milliseconds(200) : std::chrono::milliseconds(0);
-      while (std::optional<CompletionChunk> ch = requests[i]->next(wait)) {
+    bool ok = !w.client_gone(), got = false;
+    for (size_t i = 0; ok && i < requests.size() && !a.done(); ++i) {
+      while (ok && !finished[i]) {
+        std::optional<CompletionChunk> ch = requests[i]->next(std::chrono::milliseconds(0));
+        if (!ch) break;
         got = true;
-        for (const std::string& event : take(i, *ch)) {
-          if (stream && !w.write(event)) return gone();
-        }
-        if (finished[i] || a.done() || requests.size() == 1) break;
+        ok = take(i, *ch);
       }
     }
-    if (!got && requests.size() > 1) {
-      for (size_t i = 0; i < requests.size(); ++i) {
-        if (finished[i]) continue;
-        if (std::optional<CompletionChunk> ch = requests[i]->next(std::chrono::milliseconds(20))) {
-          for (const std::string& event : take(i, *ch)) {
-            if (stream && !w.write(event)) return gone();
-          }
-        }
-        break;
+    if (ok && !got && !a.done()) {
+      const size_t i = static_cast<size_t>(std::find(finished.begin(), finished.end(), false) - finished.begin());
+      if (i < requests.size()) {
+        if (std::optional<CompletionChunk> ch = requests[i]->next(wait)) ok = take(i, *ch);
       }
     }
+    if (!ok) {
+      for (auto& r : requests) r->cancel();
+      return w.abort();
+    }
+  }
+  // An error ended the response: the batch's other prompts are not needed any more.
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!finished[i]) requests[i]->cancel();
   }
 }
 
