@@ -260,7 +260,9 @@ TEST(Serve, ApiKeyFromTheEnvironmentATokenizerOutsideTheModelDirectoryAndAChatTe
     std::filesystem::copy(f.path(), bare.file(f.path().filename().string()),
                           std::filesystem::copy_options::recursive);
   }
-  std::ofstream(bare.file("chat.jinja")) << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  // --chat-template's template sees the model's special tokens (tokenizer_config.json).
+  std::ofstream(bare.file("chat.jinja")) << "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+  std::ofstream(bare.file("tokenizer_config.json")) << R"({"bos_token": {"content": "<|endoftext|>"}})";
   Server server(bare.path(),
                 "--tokenizer " + test::source_path("data/dolma2-tokenizer.json") + " --chat-template " +
                     bare.file("chat.jinja"),
@@ -271,6 +273,19 @@ TEST(Serve, ApiKeyFromTheEnvironmentATokenizerOutsideTheModelDirectoryAndAChatTe
   EXPECT_EQ(status, 200) << j;
   EXPECT_EQ(j["usage"]["prompt_tokens"], 1);  // "Hi" is dolma2's token 13347
   EXPECT_EQ(j["usage"]["completion_tokens"], 2);
+  // The chat prompt is the override's rendering: "<|endoftext|>" (dolma2's 100257) then "Hi".
+  const std::string messages = R"({"messages": [{"role": "user", "content": "Hi"}]})";
+  auto t = server.client().Post("/tokenize", {{"Authorization", "Bearer from-env"}}, messages, "application/json");
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->status, 200) << t->body;
+  EXPECT_EQ(json::parse(t->body)["tokens"], json::parse("[100257, 13347]")) << t->body;
+  auto chat = server.client().Post("/v1/chat/completions", {{"Authorization", "Bearer from-env"}},
+                                   R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                                       "temperature": 0})",
+                                   "application/json");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(json::parse(chat->body)["usage"]["prompt_tokens"], 2) << chat->body;
   // A model's own template this server cannot run disables chat only: completions serve.
   std::ofstream(bare.file("tokenizer_config.json")) << R"({"chat_template": "{{ messages | frobnicate }}"})";
   Server plain(bare.path(), "--tokenizer " + test::source_path("data/dolma2-tokenizer.json"));
