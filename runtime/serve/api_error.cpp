@@ -17,4 +17,9 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 
 std::string sse_event(const std::string& payload) { return "data: " + payload + "\n\n"; }
 
+int engine_error_status(const CompletionChunk& chunk) {
+  if (chunk.error_status != 0) return chunk.error_status;
+  return chunk.error.rfind("internal", 0) == 0 ? 500 : 503;
+}
+
 }  // namespace olmo2

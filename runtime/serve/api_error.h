@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/serve/serve_request.h"
 
 namespace olmo2 {
 
@@ -35,5 +36,10 @@ std::string dump_json(const nlohmann::json& j);
 
 /// One server-sent event: "data: " + `payload` + "\n\n".
 std::string sse_event(const std::string& payload);
+
+/// The HTTP status of a request the engine gave up on: the chunk's error_status, else
+/// 500 for an "internal …" error (the engine failed) and 503 otherwise (shutdown). The
+/// same for a streamed request (the error event's code) and a non-streamed one.
+int engine_error_status(const CompletionChunk& chunk);
 
 }  // namespace olmo2

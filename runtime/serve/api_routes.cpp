@@ -196,11 +196,6 @@ void answer(http::ResponseWriter& w, F&& make) {
 }
 }  // namespace
 
-int engine_error_status(const CompletionChunk& chunk) {
-  if (chunk.error_status != 0) return chunk.error_status;
-  return chunk.error.rfind("internal", 0) == 0 ? 500 : 503;
-}
-
 void install_api_routes(http::Server& server, const ApiContext& context) {
   const Context c = std::make_shared<const ApiContext>(context);
   server.set_guard([c](const http::Request& req) -> std::optional<http::Refusal> {

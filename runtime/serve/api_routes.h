@@ -40,9 +40,4 @@ struct ApiContext {
 /// "rejected" for 503, "error" for another 5xx).
 void install_api_routes(http::Server& server, const ApiContext& context);
 
-/// The HTTP status of a request the engine gave up on: the chunk's error_status, else
-/// 500 for an "internal …" error (the engine failed) and 503 otherwise (shutdown). The
-/// same for a streamed request (the error event's code) and a non-streamed one.
-int engine_error_status(const CompletionChunk& chunk);
-
 }  // namespace olmo2

@@ -47,11 +47,7 @@ std::vector<std::string> ResponseAssembler::feed(size_t p, const CompletionChunk
   std::vector<std::string> out;
   if (done()) return out;
   if (!chunk.error.empty()) {
-    // The chunk's status, else the rule of the routes (api_routes.h engine_error_status):
-    // 500 for an "internal …" error (the engine failed), 503 otherwise (shutdown).
-    error_status_ = chunk.error_status != 0              ? chunk.error_status
-                    : chunk.error.rfind("internal", 0) == 0 ? 500
-                                                            : 503;
+    error_status_ = engine_error_status(chunk);
     error_message_ = chunk.error;
     if (request_.stream) out.push_back(sse_event(dump_json(error_json(error_status_, error_message_, ""))));
     return out;

@@ -32,7 +32,7 @@ namespace olmo2 {
 /// usage (OpenAI's shape); without it no event has usage. A chunk with an error ends the
 /// response: streamed, one event {"error": {…, "code": status}} (status = the chunk's
 /// error_status, else 500 for an "internal …" error and 503 otherwise, as the routes'
-/// engine_error_status: the code the non-streamed response gets), then [DONE].
+/// engine_error_status in api_error.h: the code the non-streamed response gets), then [DONE].
 class ResponseAssembler {
  public:
   /// `request` and `tokenizer` must outlive this. `id` from make_response_id, `created`
