@@ -1,6 +1,7 @@
 #include "runtime/train/checkpoint.h"
 
 #include "runtime/io/safetensors_writer.h"
+#include "runtime/io/file_checksum.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -58,6 +59,7 @@ int64_t step_of(const std::string& name) {
 
 // A file written with POSIX calls so that every failure (ENOSPC, EIO) is reported with
 // its errno; close() fsyncs before closing. Destroying an open writer just closes it.
+// Every byte written is also hashed (checksum()), for training_state.json's "files".
 class FileWriter {
  public:
   explicit FileWriter(std::string path) : path_(std::move(path)) {
@@ -80,11 +82,13 @@ class FileWriter {
         OLMO2_THROW(Error, "writing ", path_, " failed: ", os_error(errno));
       }
       if (w == 0) OLMO2_THROW(Error, "writing ", path_, " failed: no progress");
+      hash_.update(p, static_cast<size_t>(w));
       p += w;
       n -= static_cast<size_t>(w);
     }
   }
   void write(const std::string& s) { write(s.data(), s.size()); }
+  FileChecksum checksum() const { return {hash_.bytes(), hash_.hex()}; }
 
   void close() {
     if (::fsync(fd_) != 0) OLMO2_THROW(Error, "fsync of ", path_, " failed: ", os_error(errno));
@@ -96,6 +100,7 @@ class FileWriter {
  private:
   std::string path_;
   int fd_ = -1;
+  Xxh3Stream hash_;
 };
 
 void fsync_dir(const std::string& dir) {
@@ -111,7 +116,7 @@ void fsync_dir(const std::string& dir) {
 // that it is fsynced and every OS error is reported.
 // A device view is copied to the host one tensor at a time (ops::copy into one reused
 // host buffer), so a save never holds more than the largest tensor in host memory.
-void write_safetensors(const std::string& path, const std::map<std::string, TensorView>& tensors) {
+FileChecksum write_safetensors(const std::string& path, const std::map<std::string, TensorView>& tensors) {
   const std::string header = safetensors_header(tensors);
   FileWriter out(path);
   out.write(header);
@@ -127,15 +132,17 @@ void write_safetensors(const std::string& path, const std::map<std::string, Tens
     out.write(host.data(), host.bytes());
   }
   out.close();
+  return out.checksum();
 }
 
-void write_text(const std::string& path, const std::string& text) {
+FileChecksum write_text(const std::string& path, const std::string& text) {
   FileWriter out(path);
   out.write(text);
   out.close();
+  return out.checksum();
 }
 
-void copy_file(const std::string& from, const std::string& to) {
+FileChecksum copy_file(const std::string& from, const std::string& to) {
   std::ifstream in(from, std::ios::binary);
   if (!in) OLMO2_THROW(InputError, "cannot read ", from, ": ", os_error(errno));
   FileWriter out(to);
@@ -147,6 +154,7 @@ void copy_file(const std::string& from, const std::string& to) {
   }
   if (in.bad()) OLMO2_THROW(Error, "reading ", from, " failed: ", os_error(errno));
   out.close();
+  return out.checksum();
 }
 
 // Throws InputError for contents save_checkpoint cannot write (checked before any file
@@ -369,14 +377,18 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, const Che
     crash_point();
   };
   auto at = [&](const std::string& file) { return (fs::path(tmp) / file).string(); };
+  json checksums = json::object();  // every file but training_state.json: {bytes, xxh3_128}
+  auto record = [&](const std::string& file, const FileChecksum& sum) {
+    checksums[file] = {{"bytes", sum.bytes}, {kChecksumAlgorithm, sum.xxh3_128}};
+  };
 
   try {
     crash_point();
     ModelConfig config = c.config;
     config.dtype = c.model_tensors.front().second.dtype();  // f32 or bf16, checked above
-    write_text(at("config.json"), config.to_json().dump(2) + "\n");
+    record("config.json", write_text(at("config.json"), config.to_json().dump(2) + "\n"));
     file_done();
-    write_text(at("generation_config.json"), generation_config(config).dump(2) + "\n");
+    record("generation_config.json", write_text(at("generation_config.json"), generation_config(config).dump(2) + "\n"));
     file_done();
 
     json weight_map = json::object();
@@ -393,25 +405,27 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, const Che
         total_size += view.bytes();
         total_parameters += view.numel();
       }
-      write_safetensors(at(file), tensors);
+      record(file, write_safetensors(at(file), tensors));
       file_done();
     }
     if (shards.size() > 1) {
       const json index = {
           {"metadata", {{"total_parameters", total_parameters}, {"total_size", total_size}}},
           {"weight_map", weight_map}};
-      write_text(at("model.safetensors.index.json"), index.dump(2) + "\n");
+      record("model.safetensors.index.json", write_text(at("model.safetensors.index.json"), index.dump(2) + "\n"));
       file_done();
     }
     if (!c.tokenizer_file.empty()) {
-      copy_file(c.tokenizer_file, at("tokenizer.json"));
+      record("tokenizer.json", copy_file(c.tokenizer_file, at("tokenizer.json")));
       file_done();
     }
-    write_safetensors(at(kStateTensors), c.state_tensors);
+    record(kStateTensors, write_safetensors(at(kStateTensors), c.state_tensors));
     file_done();
     // Last: its presence marks a complete checkpoint (latest_checkpoint).
-    const json state = {
-        {"format_version", kTrainingStateFormatVersion}, {"step", step}, {"state", c.state}};
+    const json state = {{"format_version", kTrainingStateFormatVersion},
+                         {"step", step},
+                         {"state", c.state},
+                         {"files", checksums}};
     write_text(at(kStateJson), state.dump(2) + "\n");
     file_done();
 

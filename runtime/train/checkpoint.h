@@ -12,7 +12,10 @@
 //                                      save_pretrained splits a state dict
 //   tokenizer.json                   when CheckpointContents::tokenizer_file is set
 //   training_state.safetensors       CheckpointContents::state_tensors
-//   training_state.json              {"format_version": 1, "step": N, "state": {...}}
+//   training_state.json              {"format_version": 1, "step": N, "state": {...},
+//                                      "files": {file: {"bytes": n, "xxh3_128": "32 hex"}}}
+//                                      — a checksum of every other file of the directory,
+//                                      hashed as it was written (runtime/io/file_checksum.h)
 // A step directory without training_state.json is incomplete and never resumed from.
 #pragma once
 

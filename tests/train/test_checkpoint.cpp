@@ -20,6 +20,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/model/model.h"
 #include "runtime/model/parameters.h"
+#include "runtime/io/file_checksum.h"
 #include "runtime/io/safetensors.h"
 #include "tests/test_util.h"
 
@@ -493,6 +494,35 @@ TEST_F(CheckpointTest, LoadTrainingStateErrorsNameTheFile) {
   write_file(tmp.file("training_state.safetensors"), "garbage");
   EXPECT_THAT(test::input_error([&] { load_training_state(dir); }),
               HasSubstr("training_state.safetensors"));
+}
+
+}  // namespace
+}  // namespace olmo2
+
+namespace olmo2 {
+namespace {
+
+// training_state.json lists every other file of the checkpoint with its size and the
+// XXH3-128 that checksum_file computes by reading it back (hashed while written).
+TEST_F(CheckpointTest, TrainingStateListsAChecksumOfEveryOtherFile) {
+  const Loaded src(fixture_dir());
+  CheckpointContents c = src.contents();
+  write_file(tmp.file("tok.json"), "{\"model\": {\"type\": \"BPE\"}}\n");
+  c.tokenizer_file = tmp.file("tok.json");
+  const std::string dir = save_checkpoint(tmp.file("ckpt"), 7, c, 0, 32 << 10);
+  const json files = read_json(dir + "/training_state.json").at("files");
+  std::vector<std::string> listed;
+  for (const auto& [name, entry] : files.items()) listed.push_back(name);
+  std::vector<std::string> on_disk = entries(dir);
+  on_disk.erase(std::find(on_disk.begin(), on_disk.end(), "training_state.json"));
+  EXPECT_EQ(listed, on_disk);  // both sorted
+  EXPECT_GT(listed.size(), 6u);  // sharded: several model-0000k-of-0000N files
+  for (const auto& [name, entry] : files.items()) {
+    const FileChecksum sum = checksum_file(dir + "/" + name);
+    EXPECT_EQ(entry.at("bytes").get<uint64_t>(), sum.bytes) << name;
+    EXPECT_EQ(entry.at("xxh3_128").get<std::string>(), sum.xxh3_128) << name;
+    EXPECT_EQ(sum.xxh3_128.size(), 32u);
+  }
 }
 
 }  // namespace
