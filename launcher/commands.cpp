@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/device_options.h"
+#include "launcher/placement_log.h"
 #include "launcher/rank_errors.h"
 #include "ops/bf16_gemm.h"
 #include "ops/blas_core.h"
-#include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
@@ -67,7 +67,6 @@ void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& o
 
 void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_launcher) {
   CliConfig cfg = given;
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   if (!cfg.prompt.empty()) {
     if (!std::filesystem::is_regular_file(cfg.tokenizer)) {
       OLMO2_THROW(InputError, "--prompt needs a tokenizer: no file ", cfg.tokenizer,
@@ -77,6 +76,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   }
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
+    place_single_process(cfg.threads);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
     const Olmo2Model model =
@@ -98,6 +98,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   // 2. Anything later may fail on some ranks only: report it and end the whole job.
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
+    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
@@ -169,13 +170,13 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
 }  // namespace
 
 void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   const TrainOptions& o = cfg.train;
   // SIGTERM/SIGINT (Slurm pre-emption, Ctrl-C) and SIGUSR1 (which mpirun forwards to
   // every rank without killing the job) stop after the current step, with a checkpoint.
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
   const bool layout = o.tp > 1 || o.pp > 1 || o.dp > 1 || !o.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
+    place_single_process(cfg.threads);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     Trainer trainer(o);
     print_banner(trainer, o, "", dev);
@@ -188,6 +189,7 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   checks_alike_on_every_rank(mpi, [&] { topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp); });
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
+    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     Trainer trainer(o, &groups);
     const parallel::Layout l = topology.layout();

@@ -45,7 +45,9 @@ po::options_description describe(const std::string& command, bool for_help = fal
   po::options_description d("olmo2 " + command + " options");
   d.add_options()("help,h", "print this help")("config", po::value<std::string>(),
                                                 "INI file with options (the command line wins)")(
-      "threads", po::value<int>(), "CPU threads (default: all cores)");
+      "threads", po::value<int>(),
+      "CPU threads per rank (default: SLURM_CPUS_PER_TASK, else OMP_NUM_THREADS, else the rank's share of "
+      "its affinity mask; tokenize: all cores)");
   if (command == "train") {
     add_train_options(d);
     add_device_options(d);

@@ -35,7 +35,7 @@ struct CliConfig {
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::optional<Precision> precision;  ///< generate: --precision (unset: the checkpoint's, default_precision)
   std::string format = "text";      ///< --format text|json
-  int threads = 0;                  ///< --threads N (0: all cores)
+  int threads = 0;                  ///< --threads N (0: the placement rule, docs/architecture.md §7 "Placement")
   std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json)
   std::string output;               ///< --output DIR
   std::vector<std::string> inputs;  ///< positional input files

@@ -15,10 +15,10 @@
 
 #include "launcher/commands.h"
 #include "launcher/device_options.h"
+#include "launcher/placement_log.h"
 #include "launcher/rank_errors.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
-#include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
@@ -225,12 +225,12 @@ void raise_open_files_limit() {
 }  // namespace
 
 void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   raise_open_files_limit();
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_serve_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
+    place_single_process(cfg.threads);
     ServeRank s;
     build(s, cfg, nullptr, nullptr, use_device_of_rank(cfg.device_options, nullptr));
     serve(s, true);
@@ -251,6 +251,7 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   });
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.serve.collective_timeout);
+    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
     ServeRank s;
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan, dev); });
