@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <regex>
 #include <string>
 
@@ -85,6 +86,44 @@ TEST(PlacementUnderMpirun, RanksBoundToACoreEachUseTheirOwnCores) {
   ASSERT_TRUE(std::regex_match(r.err, m, line)) << r.err;
   EXPECT_EQ(m[1], m[3]);
   EXPECT_EQ(m[2], m[3]);
+}
+
+/// 4 ranks of generate --tp 2 --pp 2, each in its own UTS namespace named by `host_of_rank`
+/// (a shell expression of $OMPI_COMM_WORLD_RANK): "hosts" told apart by name alone, as
+/// network namespaces are in the two-host tests.
+test::RunResult on_named_hosts(const std::string& host_of_rank, const std::string& env) {
+  return test::run_olmo2_with(
+      std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root --bind-to none unshare --uts sh -c '" +
+          "hostname " + host_of_rank + " && exec env -u SLURM_CPUS_PER_TASK " + env + " " + OLMO2_BINARY,
+      "generate --model " + kModel + " --prompt-ids 1,2 --max-tokens 2 --tp 2 --pp 2'");
+}
+
+TEST(PlacementUnderMpirun, TpGroupsAcrossHostsAreWarnedAboutAndBlockPlacementIsNot) {
+  if (std::system("unshare --uts true 2>/dev/null") != 0) GTEST_SKIP() << "unshare --uts is not permitted here";
+  // Cyclic: even ranks on host a, odd ranks on host b; every TP group spans both.
+  auto r = on_named_hosts("pl-a$((OMPI_COMM_WORLD_RANK % 2))", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string warn = ": its all-reduces cross the network every layer; place TP within a node: "
+                           "srun -m block / --ntasks-per-node\n";
+  EXPECT_EQ(r.err,
+            "placement: host pl-a0: rank 0 (tp 0, pp 0, dp 0) local 0 threads 1, rank 2 (tp 0, pp 1, dp 0) local 1 "
+            "threads 1; threads from OMP_NUM_THREADS\n"
+            "placement: host pl-a1: rank 1 (tp 1, pp 0, dp 0) local 0 threads 1, rank 3 (tp 1, pp 1, dp 0) local 1 "
+            "threads 1; threads from OMP_NUM_THREADS\n"
+            "olmo2: warning: TP group {0,1} spans nodes pl-a0, pl-a1" + warn +
+            "olmo2: warning: TP group {2,3} spans nodes pl-a0, pl-a1" + warn);
+  // Block: ranks 0, 1 on one host, 2, 3 on the other: no warning, and each host's two
+  // unbound ranks split the mask (they share it with each other, not with the other host).
+  r = on_named_hosts("pl-b$((OMPI_COMM_WORLD_RANK / 2))", "-u OMP_NUM_THREADS");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const int cpus = cpus_of_this_process();
+  const std::string t = " threads " + std::to_string(std::max(1, cpus / 2));
+  const std::string from = "; threads from the affinity mask (" + std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs") +
+                           " ÷ 2 ranks)\n";
+  EXPECT_EQ(r.err, "placement: host pl-b0: rank 0 (tp 0, pp 0, dp 0) local 0" + t +
+                       ", rank 1 (tp 1, pp 0, dp 0) local 1" + t + from +
+                       "placement: host pl-b1: rank 2 (tp 0, pp 1, dp 0) local 0" + t +
+                       ", rank 3 (tp 1, pp 1, dp 0) local 1" + t + from);
 }
 
 TEST(PlacementUnderMpirun, AnInvalidSettingOnOneRankStopsEveryRankWithOneMessage) {
