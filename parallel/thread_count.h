@@ -44,7 +44,8 @@ ThreadSettings thread_settings_from_environment(int flag);
 /// InputError naming the variable and the value. OMP_NUM_THREADS is the OpenMP list of
 /// per-nesting-level counts ("8" or "8,2"): its first entry is the count, same range;
 /// anything else is an InputError naming it. Spaces around entries are allowed. A
-/// variable is not read (nor checked) when a setting before it decides.
+/// variable is not read (nor checked) when a setting before it decides. A flag < 0 is
+/// an InputError too.
 std::optional<ThreadChoice> threads_from_settings(const ThreadSettings& settings);
 
 /// The count derived from the affinity mask: `affinity_cpus` (CPUs this rank may run on)
