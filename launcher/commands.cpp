@@ -4,16 +4,20 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/device_options.h"
+#include "launcher/exit_status.h"
 #include "launcher/placement_log.h"
 #include "launcher/rank_errors.h"
 #include "ops/bf16_gemm.h"
@@ -167,9 +171,31 @@ void print_banner(const Trainer& trainer, const TrainOptions& o, const std::stri
             << dev.description << "\n";
   std::cerr << line.str();
 }
+
+/// A job that ends with a non-zero status ends this long after rank 0 decided it: every
+/// rank exits at that one moment (see the end of run_train).
+constexpr int64_t kExitDelayUs = 500'000;
+
+/// The exit status for how a run ended (docs/architecture.md §12 "Exit status"); a stop
+/// with nothing to resume from is a failure, said once (by `root`).
+int train_exit_status(RunEnd end, const Trainer& trainer, bool root) {
+  switch (end) {
+    case RunEnd::kFinished:
+      return kExitFinished;
+    case RunEnd::kStoppedWithCheckpoint:
+      return kExitStoppedEarly;
+    case RunEnd::kStoppedWithoutCheckpoint:
+      if (root) {
+        std::cerr << "olmo2: error: stopped at step " << trainer.steps_done()
+                  << " without a checkpoint (no --save-dir)" << std::endl;
+      }
+      return kExitFailed;
+  }
+  return kExitFailed;
+}
 }  // namespace
 
-void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
+int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   const TrainOptions& o = cfg.train;
   // SIGTERM/SIGINT (Slurm pre-emption, Ctrl-C) and SIGUSR1 (which mpirun forwards to
   // every rank without killing the job) stop after the current step, with a checkpoint.
@@ -180,13 +206,15 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     Trainer trainer(o);
     print_banner(trainer, o, "", dev);
-    trainer.run([] { return g_stop_signal != 0; });
-    return;
+    return train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, true);
   }
-  parallel::MpiRuntime mpi;
+  std::optional<parallel::MpiRuntime> runtime(std::in_place);
+  parallel::MpiRuntime& mpi = *runtime;
   const int rank = mpi.world_rank();
   parallel::Topology topology;
   checks_alike_on_every_rank(mpi, [&] { topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp); });
+  int status = kExitFailed;
+  int64_t exit_at_us = 0;  // rank 0's system clock, in µs since the epoch
   report_errors_on_every_rank(rank, [&] {
     parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
     place_and_log(*groups.world, topology, cfg.threads, std::cerr);
@@ -200,13 +228,31 @@ void run_train(const CliConfig& cfg, bool under_mpi_launcher) {
                    dev);
     }
     try {
-      trainer.run([] { return g_stop_signal != 0; });
+      status = train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, rank == 0);
     } catch (const TrainingStopped& e) {  // decided on every rank alike
       if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
       throw SilentExit{};
     }
-    groups.world->barrier();
+    if (status != kExitFinished) {  // alike on every rank
+      exit_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count() + kExitDelayUs;
+      groups.world->broadcast(std::span<int64_t>(&exit_at_us, 1), 0);
+    }
   });
+  // Every rank has let go of the run (checkpoint written, groups freed) before any ends.
+  mpi.barrier();
+  if (status == kExitFinished) return status;
+  // Open MPI's mpirun answers the first non-zero exit by signalling the ranks still
+  // running: SIGCONT, SIGTERM and, measured here, SIGKILL within a few milliseconds. A
+  // rank a little behind its peers in MPI_Finalize would end killed, not with `status`
+  // (3 of 15 runs of tp 2 × pp 2 lost one rank so). So every rank finalizes, then exits
+  // at the moment rank 0 set (0 of 15 lost one); the stop handlers stay installed, so a
+  // SIGTERM changes nothing (docs/architecture.md §12 "Exit status").
+  runtime.reset();
+  std::cout.flush();
+  std::cerr.flush();
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(exit_at_us)));
+  std::_Exit(status);
 }
 
 }  // namespace olmo2

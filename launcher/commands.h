@@ -25,13 +25,17 @@ void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launch
 
 /// `olmo2 train`: builds the Trainer (every check before any work), then runs it;
 /// SIGTERM, SIGINT and SIGUSR1 (mpirun forwards SIGUSR1 to every rank) stop it after the
-/// current step with a checkpoint (when --save-dir is set). On one process unless a
+/// current step with a checkpoint (when --save-dir is set). Returns the exit status
+/// (launcher/exit_status.h), the same on every rank: kExitFinished when --steps were
+/// taken, kExitStoppedEarly after a stop that wrote its checkpoint, kExitFailed (rank 0
+/// says "stopped at step N without a checkpoint (no --save-dir)") after a stop without
+/// a save directory. On one process unless a
 /// layout option is given or `under_mpi_launcher`; then on every rank of the MPI job:
 /// errors every rank sees alike (options, layout, data, checkpoint, a non-finite stop)
 /// are printed once by rank 0 and every rank exits 1 (SilentExit); anything else is
 /// printed with its rank and ends the job through MPI_Abort. Throws InputError for bad
 /// options or data, TrainingStopped.
-void run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
+int run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 
 /// `olmo2 serve`: the OpenAI-style completions server (runtime/serve/http_server.h) on
 /// --host:--port, until SIGTERM, SIGINT or SIGUSR1 (mpirun forwards SIGUSR1 to every

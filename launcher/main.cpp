@@ -1,9 +1,11 @@
 // olmo2: one binary, subcommands (docs/architecture.md §12). Every error ends here as one line on
-// stderr and a non-zero exit: 2 for a bad command line, 1 for anything else.
+// stderr and a non-zero exit: 2 for a bad command line, 1 for anything else; a training
+// run stopped early with a checkpoint exits 75 (launcher/exit_status.h).
 #include <cstdlib>
 #include <iostream>
 
 #include "launcher/commands.h"
+#include "launcher/exit_status.h"
 #include "launcher/options.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
@@ -65,19 +67,21 @@ int main(int argc, char** argv) {
       // UsageError (one line from rank 0, status 2) before MPI starts or a file is read.
       check_device_available(cfg.device_options.device);
     }
+    int status = kExitFinished;
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
-    else if (cfg.command == "train") run_train(cfg, launched_by_mpi());
-    else if (cfg.command == "serve") run_serve(cfg, launched_by_mpi());
+    else if (cfg.command == "train") status = run_train(cfg, launched_by_mpi());
+    else if (cfg.command == "serve") run_serve(cfg, launched_by_mpi());  // a signal stop is a finish
     else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);
-    return finish_output();
+    const int output = finish_output();
+    return output != kExitFinished ? output : status;
   } catch (const SilentExit&) {
-    return 1;
+    return kExitFailed;
   } catch (const UsageError& e) {
     if (rank_from_launcher() == 0) std::cerr << "olmo2: error: " << e.what() << "\n";
-    return 2;
+    return kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "olmo2: error: " << e.what() << "\n";
-    return 1;
+    return kExitFailed;
   }
 }

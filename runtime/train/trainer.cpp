@@ -410,7 +410,7 @@ std::string Trainer::save() {
   return path;
 }
 
-void Trainer::run(const std::function<bool()>& stop_requested) {
+RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
   const TrainOptions& o = options_;
   const bool json = o.log_format == "json";
   const bool root = is_root();
@@ -458,14 +458,15 @@ void Trainer::run(const std::function<bool()>& stop_requested) {
                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
       }
     }
-    if (stop) {
+    if (stop && step_ < o.steps) {
       if (root) {
         std::cerr << "stop requested: stopped after step " << step_
                   << (last_saved == step_ ? " (checkpoint written)" : "") << "\n";
       }
-      return;
+      return last_saved == step_ ? RunEnd::kStoppedWithCheckpoint : RunEnd::kStoppedWithoutCheckpoint;
     }
   }
+  return RunEnd::kFinished;
 }
 
 }  // namespace olmo2

@@ -35,6 +35,13 @@ class TrainingStopped : public Error {
   using Error::Error;
 };
 
+/// How Trainer::run ended; the same on every rank (the stop is one world vote).
+enum class RunEnd {
+  kFinished,                  ///< every one of --steps was taken
+  kStoppedWithCheckpoint,     ///< a stop request ended it early, after saving its last step
+  kStoppedWithoutCheckpoint,  ///< a stop request ended it early and there is no --save-dir
+};
+
 /// One training run, on one process (no groups) or on every rank of a (tp, pp, dp)
 /// layout (ProcessGroups). Under MPI every public member is collective: every rank calls
 /// it in the same order. Rank 0 prints, locks the save directory and writes checkpoints.
@@ -84,8 +91,11 @@ class Trainer {
   std::string save();
 
   /// Runs until `steps`, logging and saving as configured; stops early (after saving)
-  /// when `stop_requested()` turns true between steps (SIGTERM/SIGINT).
-  void run(const std::function<bool()>& stop_requested);
+  /// when `stop_requested()` turns true on any rank between steps (SIGTERM/SIGINT/
+  /// SIGUSR1) or at --debug-stop-after. Returns how it ended (a stop at the last step
+  /// counts as finished), alike on every rank; throws TrainingStopped for
+  /// --on-nonfinite stop (after saving the unchanged weights when there is a save dir).
+  RunEnd run(const std::function<bool()>& stop_requested);
 
   int64_t steps_done() const { return step_; }
   /// This rank's parameters (its shards), in HF state-dict order.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -96,7 +97,7 @@ TEST(TrainCli, ResumeContinuesTheExactSameRun) {
   ASSERT_EQ(full.status, 0) << full.err;
   const test::RunResult first = test::run_olmo2(s.base(b) + " --steps 6 --save-interval 3 --log-format json "
                                                              "--debug-stop-after 3");
-  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(first.status, 75) << "stopped early with a checkpoint: " << first.err;
   ASSERT_TRUE(fs::exists(b + "/step-00000003/model.safetensors"));
   ASSERT_FALSE(fs::exists(b + "/step-00000006"));
   const test::RunResult second = test::run_olmo2(s.base(b) + " --steps 6 --resume --log-format json");
@@ -140,7 +141,7 @@ TEST(TrainCli, Bf16TrainsResumesExactlyAndSavesF32MasterWeights) {
   EXPECT_NE(f[5]["loss"].get<double>(), g[5]["loss"].get<double>());  // bf16 compute is not fp32's
   const test::RunResult first = test::run_olmo2(s.base(b) + " --steps 6 --save-interval 3 --log-format json "
                                                              "--debug-stop-after 3 --precision bf16");
-  ASSERT_EQ(first.status, 0) << first.err;
+  ASSERT_EQ(first.status, 75) << first.err;
   const test::RunResult second = test::run_olmo2(s.base(b) + " --steps 6 --resume --log-format json --precision bf16");
   ASSERT_EQ(second.status, 0) << second.err;
   const std::vector<json> p2 = json_lines(second.out);
@@ -258,24 +259,52 @@ TEST(TrainCli, InconsistentOptionsAreRefusedBeforeAnyWork) {
   }
 }
 
-// SIGTERM (Slurm's pre-emption signal) stops after the current step with a checkpoint.
-TEST(TrainCli, SigtermSavesAndExitsCleanly) {
-  TinySetup s;
-  const std::string d = s.dir.file("ckpt"), out = s.dir.file("log.jsonl");
-  const std::string script = std::string(OLMO2_BINARY) + " " + s.base(d) + " --steps 100000 --log-format json >" +
-                             out + " 2>" + s.dir.file("err") + " & pid=$!; while [ ! -s " + out +
-                             " ]; do sleep 0.05; done; kill -TERM $pid; wait $pid";
+/// Starts `olmo2 ARGS --log-format json` in the background, sends `sig` once the first
+/// step is logged, and returns the exit status, stdout and stderr.
+test::RunResult stop_with(int sig, const std::string& args, const test::TempDir& dir) {
+  const std::string out = dir.file("stop.out"), err = dir.file("stop.err");
+  fs::remove(out);  // the wait below must see this run's first step, not an earlier run's
+  const std::string script = std::string(OLMO2_BINARY) + " " + args + " --log-format json >" + out + " 2>" + err +
+                             " & pid=$!; while [ ! -s " + out + " ]; do sleep 0.05; done; kill -" +
+                             std::to_string(sig) + " $pid; wait $pid";
   const int raw = std::system(("bash -c '" + script + "'").c_str());
-  ASSERT_TRUE(WIFEXITED(raw));
-  EXPECT_EQ(WEXITSTATUS(raw), 0) << slurp(s.dir.file("err"));
-  const std::vector<json> lines = json_lines(slurp(out));
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128, slurp(out), slurp(err)};
+}
+
+// SIGTERM (Slurm's pre-emption signal) and SIGUSR1 stop after the current step with a
+// checkpoint and exit 75 ("stopped early, requeue me"); `--resume auto` then finishes
+// the run with 0. Without --save-dir a stop has nothing to resume: status 1.
+// (docs/architecture.md §12 "Exit status")
+TEST(TrainCli, AStopSignalSavesAndExits75ThenTheResumeFinishes) {
+  TinySetup s;
+  for (const int sig : {SIGTERM, SIGUSR1}) {
+    const std::string d = s.dir.file("ckpt" + std::to_string(sig));
+    const test::RunResult r = stop_with(sig, s.base(d) + " --steps 100000", s.dir);
+    EXPECT_EQ(r.status, 75) << "signal " << sig << ": " << r.err;
+    const std::vector<json> lines = json_lines(r.out);
+    ASSERT_FALSE(lines.empty());
+    const int64_t last = lines.back()["step"].get<int64_t>();
+    EXPECT_LT(last, 100000);
+    char name[32];
+    std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last));
+    EXPECT_TRUE(fs::exists(d + name + "/training_state.json")) << d + name;
+    EXPECT_THAT(r.err, HasSubstr("stop requested: stopped after step " + std::to_string(last) +
+                                 " (checkpoint written)"));
+    if (sig != SIGUSR1) continue;
+    const test::RunResult resumed =
+        test::run_olmo2(s.base(d) + " --steps " + std::to_string(last + 2) + " --resume auto --log-format json");
+    EXPECT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_THAT(resumed.err, HasSubstr("resumed from " + d + name + " at step " + std::to_string(last)));
+    EXPECT_EQ(json_lines(resumed.out).size(), 2u);
+    std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last + 2));
+    EXPECT_TRUE(fs::exists(d + name + "/training_state.json")) << d + name;
+  }
+  const test::RunResult unsaved = stop_with(SIGUSR1, s.base() + " --steps 100000", s.dir);
+  EXPECT_EQ(unsaved.status, 1) << unsaved.err;
+  const std::vector<json> lines = json_lines(unsaved.out);
   ASSERT_FALSE(lines.empty());
-  const int64_t last = lines.back()["step"].get<int64_t>();
-  EXPECT_LT(last, 100000);
-  char name[32];
-  std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last));
-  EXPECT_TRUE(fs::exists(d + name + "/training_state.json")) << d + name;
-  EXPECT_THAT(slurp(s.dir.file("err")), HasSubstr("stop requested"));
+  EXPECT_THAT(unsaved.err, HasSubstr("olmo2: error: stopped at step " + std::to_string(lines.back()["step"].get<int64_t>()) +
+                                     " without a checkpoint (no --save-dir)"));
 }
 
 // The save directory is checked before step 1: writable, not shared with a running

@@ -122,7 +122,7 @@ TEST(TrainMetrics, OneProcessServesEveryMetric) {
   const std::string first = scrape_until(port, 12);
   const std::string second = scrape_until(port, 13);
   run.signal(SIGTERM);
-  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  EXPECT_EQ(run.wait(), 75) << "stopped early with a checkpoint: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(second, 1, "one process");
   expect_promtool_clean(second, t.dir);
   const auto a = test::parse_metrics(first), b = test::parse_metrics(second);
@@ -137,7 +137,7 @@ TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
                  t.train(port, "--tp 2 --pp 2 > " + t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
   const std::string body = scrape_until(port, 12);
   run.signal(SIGUSR1);  // mpirun forwards it: every rank stops after the same step
-  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  EXPECT_EQ(run.wait(), 1) << "a stop without --save-dir is a failure: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(body, 4, "tp 2 x pp 2");
   expect_promtool_clean(body, t.dir);
   EXPECT_THAT(body, HasSubstr("olmo2_train_step_seconds_count{dp=\"0\",pp=\"1\",rank=\"3\",tp=\"1\"}"));
@@ -153,7 +153,7 @@ TEST(TrainMetrics, OneEndpointPerNode) {
                                    t.dir.file("err.txt")));
   const std::string body = scrape_until(port, 12);
   run.signal(SIGUSR1);
-  EXPECT_EQ(run.wait(), 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  EXPECT_EQ(run.wait(), 1) << "a stop without --save-dir is a failure: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
   expect_training_metrics(body, 4, "per node, tp 2 x dp 2");
   std::ostringstream err;
   err << std::ifstream(t.dir.file("err.txt")).rdbuf();

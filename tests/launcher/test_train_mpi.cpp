@@ -1,15 +1,20 @@
 // `olmo2 train` under mpirun: a tp 2 × pp 2 run logs what one process logs (once, from
 // rank 0) and writes one Hugging Face model, not per-rank pieces; errors that every
-// rank sees are printed once and every rank exits non-zero without hanging.
+// rank sees are printed once and every rank exits non-zero without hanging; SIGUSR1 to
+// mpirun stops every rank with a checkpoint and status 75, which mpirun returns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/launcher/background.h"
 #include "tests/launcher/tiny_model.h"
 #include "tests/test_util.h"
 
@@ -28,10 +33,9 @@ test::RunResult mpirun(int np, const std::string& args) {
 
 /// The tiny model with this test's training options.
 struct Tiny : test::TinyModel {
-  std::string args(const std::string& extra) const {
-    return "train " + model_and_data() +
-           " --seq-len 16 --global-batch 8 --steps 4 --lr 1e-2 --warmup-steps 1 --threads 1 "
-           "--log-format json " + extra;
+  std::string args(const std::string& extra, int64_t steps = 4) const {
+    return "train " + model_and_data() + " --seq-len 16 --global-batch 8 --steps " + std::to_string(steps) +
+           " --lr 1e-2 --warmup-steps 1 --threads 1 --log-format json " + extra;
   }
 };
 
@@ -94,6 +98,58 @@ TEST(TrainUnderMpirun, ErrorsEveryRankSeesArePrintedOnce) {
     EXPECT_EQ(count(r.err, "olmo2: error"), 1u) << b.extra << ": " << r.err;
     EXPECT_EQ(r.out, "") << b.extra;
   }
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// docs/architecture.md §12 "Exit status": SIGUSR1 to mpirun (forwarded to every rank)
+// stops the job after one step with a checkpoint, every rank exits 75, and Open MPI's
+// mpirun returns 75 (the first non-zero status). A wrapper records each rank's own
+// status: olmo2 and its recorder run in a session of their own, where the SIGKILL that
+// mpirun sends to a rank's process group once the first rank has ended cannot take the
+// recorder; the wrapper passes on the USR1 and TERM that mpirun sends.
+TEST(TrainUnderMpirun, SigusrOneToMpirunStopsEveryRankWithStatus75) {
+  Tiny t;
+  const std::string save = t.dir.file("ckpt"), out = t.dir.file("out.txt"), err = t.dir.file("err.txt");
+  const std::string wrapper = t.dir.file("record-status.sh");
+  std::ofstream(wrapper) << "#!/bin/bash\n"
+                            "setsid bash -c 'trap : USR1 TERM; \"$@\"; s=$?; echo $s > "
+                         << t.dir.path()
+                         << "/status.$OMPI_COMM_WORLD_RANK; exit $s' record \"$@\" &\n"
+                            "c=$!\n"
+                            "trap 'kill -USR1 -- -$c' USR1\n"
+                            "trap 'kill -TERM -- -$c' TERM\n"
+                            "while wait $c; s=$?; kill -0 $c 2>/dev/null; do :; done\n"
+                            "exit $s\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  test::Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " + wrapper + " " +
+                       OLMO2_BINARY + " " + t.args("--micro-batch 2 --tp 2 --pp 2 --save-dir " + save, 100000) +
+                       " > " + out + " 2> " + err);
+  const auto t0 = std::chrono::steady_clock::now();
+  int early = -1;
+  while (slurp(out).empty() && (early = run.wait_for(0.1)) == -1 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+  }
+  ASSERT_EQ(early, -1) << "mpirun ended before the signal: " << slurp(err);
+  ASSERT_FALSE(slurp(out).empty()) << "no step logged within 120 s: " << slurp(err);
+  run.signal(SIGUSR1);
+  EXPECT_EQ(run.wait(), 75) << slurp(err);
+  for (int r = 0; r < 4; ++r) {
+    const std::string file = t.dir.file("status." + std::to_string(r));
+    for (int i = 0; i < 100 && slurp(file).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(slurp(file), "75\n") << "rank " << r << ": " << slurp(err);
+  }
+  const std::vector<json> lines = json_lines(slurp(out));
+  ASSERT_FALSE(lines.empty());
+  const int64_t last = lines.back()["step"].get<int64_t>();
+  char name[32];
+  std::snprintf(name, sizeof name, "/step-%08lld", static_cast<long long>(last));
+  EXPECT_TRUE(fs::exists(save + name + "/training_state.json")) << save + name;
+  EXPECT_THAT(slurp(err), HasSubstr("stop requested: stopped after step " + std::to_string(last) + " (checkpoint written)"));
+  EXPECT_EQ(count(slurp(err), "stop requested"), 1u) << "rank 0 alone says so";
 }
 
 }  // namespace

@@ -358,7 +358,8 @@ TEST(DistributedTraining, AStopSeenByOneRankStopsEveryRank) {
   const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{1, 2, 2} : Layout{1, 1, 2};
   auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
   Trainer t(with_layout(s.options("stop"), l), &groups);
-  t.run([&] { return world_rank() == world - 1 && t.steps_done() == 2; });
+  EXPECT_EQ(t.run([&] { return world_rank() == world - 1 && t.steps_done() == 2; }), RunEnd::kStoppedWithCheckpoint)
+      << "rank " << world_rank();
   EXPECT_EQ(t.steps_done(), 2) << "rank " << world_rank();
   if (world_rank() == 0) {
     EXPECT_EQ(latest_checkpoint(s.dir.file("stop")), s.dir.file("stop/step-00000002"));
