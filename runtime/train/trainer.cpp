@@ -16,6 +16,7 @@
 #include "runtime/train/global_batch.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/sharded_state.h"
+#include "runtime/train/shared_storage.h"
 #include "runtime/train/train_step.h"
 
 namespace olmo2 {
@@ -50,6 +51,9 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     metrics_ = std::make_unique<MetricsReporter>(options_, world_ ? groups_ : nullptr);
   });
   if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
+  // Every rank sees rank 0's save directory and checkpoint, before any rank reads from
+  // them (docs/architecture.md §7 "Shared storage").
+  check_shared_storage(world_, options_.save_dir, resume_dir);
   // Phase 2, on every rank: the config, the layout, the data; (rank 0) the save directory;
   // the model and optimizer; the resumed state.
   uint64_t data_fingerprint = 0;

@@ -60,6 +60,8 @@ class Trainer {
  public:
   /// Builds the run in phases, each behind one parallel::agree (docs/architecture.md §6):
   /// (1) the options and the layout, the checkpoint to resume from, the metrics port;
+  /// then, under MPI with a save directory, that every rank sees rank 0's save
+  /// directory and checkpoint (check_shared_storage, runtime/train/shared_storage.h);
   /// (2) the config, the partition, the data, the save directory's lock, the model and
   /// optimizer, the resumed state; then the metrics families and the data check across
   /// ranks. `groups`: the job's process groups, or null for one process. Throws as the

@@ -4,6 +4,7 @@
 // mpirun stops every rank with a checkpoint and status 75, which mpirun returns.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -23,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using nlohmann::json;
 
 test::RunResult mpirun(int np, const std::string& args) {
@@ -73,6 +75,9 @@ TEST(TrainUnderMpirun, TensorAndPipelineParallelRunMatchesOneProcess) {
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors",
                                              "training_state.json", "training_state.safetensors"}));
+  for (const auto& e : fs::directory_iterator(save)) {
+    EXPECT_EQ(e.path().filename().string().find(".olmo2-probe-"), std::string::npos) << "the storage probe is removed";
+  }
   // It generates under one process like any checkpoint.
   const test::RunResult gen = test::run_olmo2("generate --model " + save + "/step-00000004 --prompt-ids 1,2,3 --max-tokens 3");
   EXPECT_EQ(gen.status, 0) << gen.err;
@@ -150,6 +155,82 @@ TEST(TrainUnderMpirun, SigusrOneToMpirunStopsEveryRankWithStatus75) {
   EXPECT_TRUE(fs::exists(save + name + "/training_state.json")) << save + name;
   EXPECT_THAT(slurp(err), HasSubstr("stop requested: stopped after step " + std::to_string(last) + " (checkpoint written)"));
   EXPECT_EQ(count(slurp(err), "stop requested"), 1u) << "rank 0 alone says so";
+}
+
+/// `mpirun` with ranks 0, 1 as they are and ranks 2, 3 each in a mount namespace of its
+/// own where `mounts` (shell commands) ran first: a node that does not share the save
+/// directory, on one machine. Both halves run `olmo2 ARGS`.
+test::RunResult mpirun_split(const std::string& mounts, const std::string& args) {
+  const std::string common = std::string(OLMO2_MPIEXEC) + " --oversubscribe --allow-run-as-root";
+  return test::run_olmo2_with(common + " -np 2 " + OLMO2_BINARY + " " + args + " : -np 2 unshare --mount sh -c '" +
+                                  mounts + " && exec " + OLMO2_BINARY + " \"$@\"' sh",
+                              args);
+}
+
+/// Why mount namespaces cannot be used here ("" when `unshare --mount` and a tmpfs mount work).
+std::string mount_namespaces_refused(const std::string& dir) {
+  const int status = std::system(("unshare --mount sh -c 'mount -t tmpfs none " + dir + "' 2>/dev/null").c_str());
+  return status == 0 ? "" : "unshare --mount / mount -t tmpfs is refused here (needs root or CAP_SYS_ADMIN)";
+}
+
+std::string host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+// docs/architecture.md §7 "Shared storage": ranks 2, 3 run where a tmpfs hides the save
+// directory's parent (a node-local --save-dir). Before any step, rank 0 names them with
+// their host in one error and every rank exits 1; the probe file is removed.
+TEST(TrainUnderMpirun, ASaveDirectoryOnlyRankZeroSeesIsRefusedBeforeAnyWork) {
+  Tiny t;
+  const std::string nfs = t.dir.file("nfs"), save = nfs + "/ckpt";
+  fs::create_directories(nfs);
+  if (const std::string why = mount_namespaces_refused(nfs); !why.empty()) GTEST_SKIP() << why;
+  const std::string hide = "mount -t tmpfs none " + nfs;
+  const test::RunResult fresh = mpirun_split(hide, t.args("--micro-batch 2 --tp 2 --pp 2 --save-dir " + save));
+  EXPECT_EQ(fresh.status, 1) << fresh.err;
+  EXPECT_THAT(fresh.err, HasSubstr("olmo2: error: ranks 2, 3 on " + host() + " do not see --save-dir " + save +
+                                   " (it is not shared storage): rank 2: cannot open " + save + "/.olmo2-probe-"));
+  EXPECT_THAT(fresh.err, HasSubstr(": No such file or directory"));
+  EXPECT_EQ(count(fresh.err, "olmo2: error"), 1u) << fresh.err;
+  EXPECT_EQ(fresh.out, "") << "no step was taken";
+  EXPECT_FALSE(fs::exists(save)) << "the probe and the directory made for it are removed";
+
+  // A resume from a checkpoint those ranks cannot see: refused the same way, before
+  // "resumed from" (it used to fail later with "cannot open …/config.json").
+  ASSERT_EQ(test::run_olmo2(t.args("--micro-batch 2 --save-dir " + save, 2)).status, 0);
+  const test::RunResult resume =
+      mpirun_split(hide, t.args("--micro-batch 2 --tp 2 --pp 2 --resume auto --save-dir " + save));
+  EXPECT_EQ(resume.status, 1) << resume.err;
+  EXPECT_THAT(resume.err, HasSubstr("olmo2: error: ranks 2, 3 on " + host() + " do not see --save-dir " + save +
+                                    " (it is not shared storage)"));
+  EXPECT_THAT(resume.err, Not(HasSubstr("resumed from")));
+  EXPECT_EQ(count(resume.err, "olmo2: error"), 1u) << resume.err;
+  for (const auto& e : fs::directory_iterator(save)) {
+    EXPECT_EQ(e.path().filename().string().find(".olmo2-probe-"), std::string::npos) << e.path();
+  }
+}
+
+// Ranks 2, 3 see the save directory but another checkpoint at rank 0's path (a bind
+// mount of an edited copy over it): the XXH3-128 of training_state.json differs, and the
+// error names them and both digests.
+TEST(TrainUnderMpirun, ACheckpointThatDiffersOnSomeRanksIsRefused) {
+  Tiny t;
+  const std::string save = t.dir.file("ckpt"), step = save + "/step-00000002", copy = t.dir.file("copy");
+  if (const std::string why = mount_namespaces_refused(t.dir.path()); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(test::run_olmo2(t.args("--micro-batch 2 --save-dir " + save, 2)).status, 0);
+  fs::copy(step, copy);
+  std::ofstream(copy + "/training_state.json", std::ios::app) << "\n";
+  const test::RunResult r = mpirun_split("mount --bind " + copy + " " + step,
+                                         t.args("--micro-batch 2 --tp 2 --pp 2 --resume auto --save-dir " + save));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("olmo2: error: ranks 2, 3 on " + host() + " do not see rank 0's checkpoint " + step +
+                               " (--save-dir " + save + " is not the same storage on every node): rank 2: " + step +
+                               "/training_state.json has XXH3-128 "));
+  EXPECT_THAT(r.err, Not(HasSubstr("do not see --save-dir")));
+  EXPECT_THAT(r.err, Not(HasSubstr("resumed from")));
+  EXPECT_EQ(count(r.err, "olmo2: error"), 1u) << r.err;
 }
 
 }  // namespace
