@@ -36,6 +36,8 @@ void add_train_options(po::options_description& d) {
       ("keep", po::value<int>(), "newest checkpoints kept (default 3; 0: all)")
       ("resume", po::value<std::string>()->implicit_value("auto"),
        "resume from DIR, or without a value from the newest checkpoint in --save-dir (if any)")
+      ("resume-fallback", po::value<bool>()->implicit_value(true),
+       "when the checkpoint to resume fails verification (checksums, state), resume from the newest older one that passes")
       ("log-interval", po::value<int64_t>(), "steps between progress lines on stderr (default 1)")
       ("log-format", po::value<std::string>(), "text, or json: one JSON object per step on stdout")
       ("on-nonfinite", po::value<std::string>(), "skip (default) or stop on a NaN/Inf loss or gradient")
@@ -100,6 +102,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   dbl("peak-tflops", o.peak_tflops);
   dbl("spike-sigma", o.spike_sigma);
   if (vm.count("skip-spikes")) o.skip_spikes = vm["skip-spikes"].as<bool>();
+  if (vm.count("resume-fallback")) o.resume_fallback = vm["resume-fallback"].as<bool>();
   dbl("collective-timeout", o.collective_timeout);
   if (!(o.collective_timeout >= 0)) {
     OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);

@@ -444,19 +444,30 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step, const Che
 }
 
 std::string latest_checkpoint(const std::string& save_dir) {
+  const std::vector<std::string> all = complete_checkpoints(save_dir);
+  return all.empty() ? std::string() : all.front();
+}
+
+std::vector<std::string> complete_checkpoints(const std::string& save_dir) {
   std::error_code ec;
-  int64_t best = -1;
-  fs::path best_path;
+  std::vector<std::pair<int64_t, std::string>> found;
   for (fs::directory_iterator it(save_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const int64_t s = step_of(it->path().filename().string());
-    if (s <= best) continue;
     std::error_code file_ec;
-    if (it->is_directory(file_ec) && fs::is_regular_file(it->path() / kStateJson, file_ec)) {
-      best = s;
-      best_path = it->path();
+    if (s >= 0 && it->is_directory(file_ec) && fs::is_regular_file(it->path() / kStateJson, file_ec)) {
+      found.emplace_back(s, it->path().string());
     }
   }
-  return best < 0 ? std::string() : best_path.string();
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+int64_t checkpoint_step_of(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "…/step-00000120/"
+  return step_of(p.filename().string());
 }
 
 Tensor TrainingState::load_f32(const std::string& name,

@@ -88,6 +88,14 @@ std::string save_checkpoint(const std::string& save_dir, int64_t step,
 /// Only directories named `step-` + 8 digits that contain training_state.json count.
 std::string latest_checkpoint(const std::string& save_dir);
 
+/// Every complete checkpoint in `save_dir` (as latest_checkpoint counts them), newest
+/// (highest step) first; empty when there is none or `save_dir` does not exist.
+std::vector<std::string> complete_checkpoints(const std::string& save_dir);
+
+/// The step a checkpoint directory's name stands for ("step-00000120" → 120, only the
+/// last path component counts), or -1 when the name is not "step-" + 8 digits.
+int64_t checkpoint_step_of(const std::string& dir);
+
 /// The training state of a checkpoint, as written by save_checkpoint.
 struct TrainingState {
   std::string dir;       ///< the checkpoint directory

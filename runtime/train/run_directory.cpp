@@ -18,15 +18,27 @@ RunDirectory::~RunDirectory() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-std::string RunDirectory::resume_checkpoint(const std::string& resume, const std::string& save_dir) {
-  std::string resume_dir;
+std::vector<std::string> RunDirectory::resume_candidates(const std::string& resume, const std::string& save_dir,
+                                                         bool fallback) {
+  if (resume.empty()) return {};
+  std::vector<std::string> out;
   if (resume == "auto") {
-    resume_dir = latest_checkpoint(save_dir);
-  } else if (!resume.empty()) {
+    out = complete_checkpoints(save_dir);
+  } else {
     if (!fs::is_directory(resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", resume);
-    resume_dir = resume;
+    out.push_back(resume);
+    const int64_t step = checkpoint_step_of(resume);
+    if (fallback && step >= 0) {
+      fs::path parent = fs::path(resume).lexically_normal();
+      if (parent.filename().empty()) parent = parent.parent_path();
+      parent = parent.parent_path();
+      for (const std::string& older : complete_checkpoints(parent.empty() ? "." : parent.string())) {
+        if (checkpoint_step_of(older) < step) out.push_back(older);
+      }
+    }
   }
-  return resume_dir;
+  if (!fallback && out.size() > 1) out.resize(1);
+  return out;
 }
 
 void RunDirectory::lock(const std::string& dir, const std::string& resume_dir) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace olmo2 {
 
@@ -18,12 +19,16 @@ class RunDirectory {
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
-  /// The checkpoint directory `--resume` names: for "auto" the newest complete
-  /// checkpoint in `save_dir` ("" when it has none yet: the run starts at step 0), for
-  /// a directory that directory, for "" none. Throws InputError when a named directory
-  /// does not exist. Reads the file system: call it on world rank 0, which broadcasts the
-  /// answer, so that every rank resumes from the same checkpoint.
-  static std::string resume_checkpoint(const std::string& resume, const std::string& save_dir);
+  /// The checkpoints `--resume` may continue, in the order to try them: for "auto" the
+  /// newest complete checkpoint in `save_dir` (none when it has none yet: the run starts
+  /// at step 0), for a directory that directory, for "" none. With `fallback`
+  /// (--resume-fallback) the older complete checkpoints follow, newest first: for "auto"
+  /// every other one of `save_dir`, for a directory named step-NNNNNNNN those of its
+  /// parent with a lower step. Throws InputError when a named directory does not exist.
+  /// Reads the file system: call it on world rank 0, which broadcasts the answer, so
+  /// that every rank tries the same checkpoints.
+  static std::vector<std::string> resume_candidates(const std::string& resume, const std::string& save_dir,
+                                                    bool fallback);
 
   /// Creates `save_dir` (and its parents), takes an exclusive, non-blocking flock on
   /// save_dir/.lock for as long as this object lives (so two runs can never write the

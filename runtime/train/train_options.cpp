@@ -36,6 +36,7 @@ void validate(const TrainOptions& o) {
   if (o.save_interval < 0) OLMO2_THROW(InputError, "--save-interval must be ≥ 0, got ", o.save_interval);
   if (o.save_interval > 0 && o.save_dir.empty()) OLMO2_THROW(InputError, "--save-interval needs --save-dir");
   if (o.resume == "auto" && o.save_dir.empty()) OLMO2_THROW(InputError, "--resume without a directory needs --save-dir");
+  if (o.resume_fallback && o.resume.empty()) OLMO2_THROW(InputError, "--resume-fallback needs --resume");
   if (o.log_format != "text" && o.log_format != "json") {
     OLMO2_THROW(InputError, "--log-format must be text or json, got \"", o.log_format, "\"");
   }

@@ -13,6 +13,7 @@
 #include "runtime/model/init.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/checkpoint_verify.h"
 #include "runtime/train/global_batch.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/sharded_state.h"
@@ -22,6 +23,16 @@
 namespace olmo2 {
 
 namespace {
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t b = 0, e; b < text.size(); b = e + 1) {
+    e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    out.push_back(text.substr(b, e - b));
+  }
+  return out;
+}
+
 /// FNV-1a over the window count and the tokens of the first and last windows: cheap,
 /// and different for token files that differ in size or at either end.
 uint64_t fingerprint(const DataLoader& loader) {
@@ -42,18 +53,34 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
   }
-  // Phase 1: the options and the layout, (rank 0) which checkpoint to resume from, and
-  // the metrics port; every rank learns whether any failed before anyone goes on.
-  std::string resume_dir;
+  // Phase 1: the options and the layout, (rank 0) which checkpoints a resume may
+  // continue, and the metrics port; every rank learns whether any failed before anyone
+  // goes on.
+  std::string candidates;  // one path a line
   parallel::agree(world_, [&] {
     check_options_and_layout();
-    if (is_root()) resume_dir = RunDirectory::resume_checkpoint(options_.resume, options_.save_dir);
+    if (is_root()) {
+      for (const std::string& c :
+           RunDirectory::resume_candidates(options_.resume, options_.save_dir, options_.resume_fallback)) {
+        candidates += c + "\n";
+      }
+    }
     metrics_ = std::make_unique<MetricsReporter>(options_, world_ ? groups_ : nullptr);
   });
-  if (world_) parallel::broadcast_string(*world_, resume_dir, 0);
-  // Every rank sees rank 0's save directory and checkpoint, before any rank reads from
-  // them (docs/architecture.md §7 "Shared storage").
-  check_shared_storage(world_, options_.save_dir, resume_dir);
+  if (world_) parallel::broadcast_string(*world_, candidates, 0);
+  const std::vector<std::string> candidate_dirs = split_lines(candidates);
+  // Every rank sees rank 0's save directory and newest candidate checkpoint, before any
+  // rank reads from them (docs/architecture.md §7 "Shared storage").
+  check_shared_storage(world_, options_.save_dir, candidate_dirs.empty() ? std::string() : candidate_dirs.front());
+  // The checkpoint (or the --model checkpoint) is verified before any of it is used, each
+  // rank hashing and scanning its share (docs/architecture.md §7 "Checkpoint integrity").
+  const std::string resume_dir = first_verified_checkpoint(candidate_dirs, options_.resume_fallback, world_);
+  if (resume_dir.empty() && !options_.model_dir.empty()) {
+    parallel::agree(world_, [&] {
+      verify_model_directory(options_.model_dir, {world_ ? world_->rank() : 0, world_ ? world_->size() : 1},
+                             is_root() ? &std::cerr : nullptr);
+    });
+  }
   // Phase 2, on every rank: the config, the layout, the data; (rank 0) the save directory;
   // the model and optimizer; the resumed state.
   uint64_t data_fingerprint = 0;

@@ -59,9 +59,12 @@ enum class RunEnd {
 class Trainer {
  public:
   /// Builds the run in phases, each behind one parallel::agree (docs/architecture.md §6):
-  /// (1) the options and the layout, the checkpoint to resume from, the metrics port;
+  /// (1) the options and the layout, the checkpoints to resume from, the metrics port;
   /// then, under MPI with a save directory, that every rank sees rank 0's save
-  /// directory and checkpoint (check_shared_storage, runtime/train/shared_storage.h);
+  /// directory and newest candidate checkpoint (check_shared_storage,
+  /// runtime/train/shared_storage.h); then the checkpoint verified
+  /// (first_verified_checkpoint, each rank its share; with --resume-fallback the newest
+  /// that passes), or a --model checkpoint's files;
   /// (2) the config, the partition, the data, the save directory's lock, the model and
   /// optimizer, the resumed state; then the metrics families and the data check across
   /// ranks. `groups`: the job's process groups, or null for one process. Throws as the

@@ -1,0 +1,171 @@
+#include "runtime/train/checkpoint_verify.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "core/error.h"
+#include "parallel/agreement.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/model/config.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/data_loader.h"
+#include "runtime/train/sharded_state.h"
+
+namespace olmo2 {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The full (unsharded) shape of parameter `name` of `c`, as Olmo2Model::load expects it.
+std::vector<int64_t> full_shape(const ModelConfig& c, const std::string& name) {
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return {c.vocab_size, h};
+  if (ends_with(name, "q_proj.weight")) return {q, h};
+  if (ends_with(name, "k_proj.weight") || ends_with(name, "v_proj.weight")) return {kv, h};
+  if (ends_with(name, "o_proj.weight")) return {h, q};
+  if (ends_with(name, "q_norm.weight")) return {q};
+  if (ends_with(name, "k_norm.weight")) return {kv};
+  if (ends_with(name, "gate_proj.weight") || ends_with(name, "up_proj.weight")) return {inter, h};
+  if (ends_with(name, "down_proj.weight")) return {h, inter};
+  return {h};  // the norm gains
+}
+
+// Step 2 and 3: the state against itself.
+void check_state(const std::string& dir, const TrainingState& st) {
+  const int64_t dir_step = checkpoint_step_of(dir);
+  if (dir_step >= 0 && dir_step != st.step) {
+    OLMO2_THROW(InputError, "training_state.json says step ", st.step, " but the directory is of step ", dir_step);
+  }
+  try {
+    const int64_t inner = st.state.at("step").get<int64_t>();
+    if (inner != st.step) {
+      OLMO2_THROW(InputError, "training_state.json: state.step ", inner, " differs from its step ", st.step);
+    }
+    const DataLoaderState d = st.state.at("data_loader").get<DataLoaderState>();
+    if (d.global_batch < 1 || d.num_windows < d.global_batch) {
+      OLMO2_THROW(InputError, "training_state.json: data_loader has global_batch ", d.global_batch, " and num_windows ",
+                  d.num_windows, " (an epoch needs at least one batch)");
+    }
+    const int64_t per_epoch = d.num_windows / d.global_batch;
+    if (d.epoch < 0 || d.step_in_epoch < 0 || d.step_in_epoch >= per_epoch) {
+      OLMO2_THROW(InputError, "training_state.json: data_loader position (epoch ", d.epoch, ", step_in_epoch ",
+                  d.step_in_epoch, ") is out of range: step_in_epoch must lie in [0, ", per_epoch, ")");
+    }
+    if (d.epoch > (st.step / per_epoch) || d.epoch * per_epoch + d.step_in_epoch != st.step) {
+      OLMO2_THROW(InputError, "training_state.json: data_loader position (epoch ", d.epoch, ", step_in_epoch ",
+                  d.step_in_epoch, ", ", per_epoch, " steps per epoch) is not step ", st.step,
+                  " (expected epoch ", st.step / per_epoch, ", step_in_epoch ", st.step % per_epoch, ")");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    OLMO2_THROW(InputError, "training_state.json: ", e.what());
+  }
+}
+
+// Throws naming `what` and the first non-finite element of `t` (f32).
+void check_finite(const Tensor& t, const std::string& what) {
+  const float* p = t.f32();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(p[i])) {
+      OLMO2_THROW(InputError, what, " has a non-finite value (", p[i], ") at flat index ", i, " of shape ",
+                  shape_to_string(t.shape()));
+    }
+  }
+}
+
+}  // namespace
+
+void verify_checkpoint(const std::string& dir, const VerifyShare& share, std::ostream* warn) {
+  try {
+    const FileListing listing = read_file_listing(dir);
+    if (!listing.is_checkpoint) OLMO2_THROW(InputError, "training_state.json is missing");
+    if (!listing.has_checksums && warn) {
+      *warn << "warning: checkpoint " << dir
+            << " lists no checksums (written before they existed): its files are not verified\n";
+    }
+    verify_listed_files(dir, listing, share);
+    const TrainingState st = load_training_state(dir);
+    check_state(dir, st);
+    const ModelConfig config = ModelConfig::load(dir);
+    const Checkpoint model = Checkpoint::open(dir);
+    const auto& state_tensors = st.tensors->tensors();
+    const std::vector<std::string> names = parameter_names(config);
+    for (const std::string& name : names) {
+      const std::vector<int64_t> shape = full_shape(config, name);
+      const TensorInfo& info = model.info(name);
+      if (!info.supported || info.dtype != config.dtype || info.shape != shape) {
+        OLMO2_THROW(InputError, "the model's tensor ", name, " is ", info.dtype_tag, " ", shape_to_string(info.shape),
+                    "; config.json says ", dtype_name(config.dtype), " ", shape_to_string(shape));
+      }
+      for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+        const auto it = state_tensors.find(kind + name);
+        if (it == state_tensors.end()) OLMO2_THROW(InputError, "training_state.safetensors has no tensor ", kind, name);
+        if (it->second.dtype_tag != "F32" || it->second.shape != shape) {
+          OLMO2_THROW(InputError, "training_state.safetensors: ", kind, name, " is ", it->second.dtype_tag, " ",
+                      shape_to_string(it->second.shape), ", expected F32 ", shape_to_string(shape));
+        }
+      }
+    }
+    // Parameters, then exp_avg, then exp_avg_sq: dealt over the ranks one tensor at a time.
+    for (size_t i = 0; i < 3 * names.size(); ++i) {
+      if (!share.mine(i)) continue;
+      const std::string& name = names[i % names.size()];
+      if (i < names.size()) {
+        check_finite(model.load_f32(name, full_shape(config, name)), "the model's tensor " + name);
+        model.release(name);
+      } else {
+        const std::string moment = (i < 2 * names.size() ? "exp_avg." : "exp_avg_sq.") + name;
+        check_finite(st.load_f32(moment, full_shape(config, name)), "training_state.safetensors: tensor " + moment);
+      }
+    }
+  } catch (const InputError& e) {
+    OLMO2_THROW(InputError, "checkpoint ", dir, ": ", e.what());
+  }
+}
+
+std::string first_verified_checkpoint(const std::vector<std::string>& candidates, bool fallback,
+                                      parallel::Communicator* world) {
+  const bool root = !world || world->rank() == 0;
+  const VerifyShare share{world ? world->rank() : 0, world ? world->size() : 1};
+  // The error every rank throws together (agree has already agreed on the message).
+  auto fail = [&](const std::string& message) {
+    if (world) OLMO2_THROW(parallel::AgreedError, message);
+    OLMO2_THROW(InputError, message);
+  };
+  std::string last_reason;
+  for (size_t i = 0; i < candidates.size() && (fallback || i == 0); ++i) {
+    try {
+      parallel::agree(world, [&] { verify_checkpoint(candidates[i], share, root ? &std::cerr : nullptr); });
+    } catch (const InputError& e) {
+      if (!fallback) {
+        fail(std::string("--resume: ") + e.what() +
+             " (--resume-fallback resumes from the newest older checkpoint that passes instead)");
+      }
+      last_reason = e.what();
+      if (root) std::cerr << "--resume-fallback: skipping " << candidates[i] << ": " << e.what() << "\n";
+      continue;
+    }
+    if (i > 0 && root) {
+      std::cerr << "--resume-fallback: resuming from " << candidates[i] << " (skipped " << i
+                << " newer checkpoint" << (i > 1 ? "s" : "") << " that failed verification)\n";
+    }
+    return candidates[i];
+  }
+  if (!candidates.empty()) {
+    fail("--resume-fallback: none of the " + std::to_string(candidates.size()) +
+         " checkpoints passes verification; the oldest failed with: " + last_reason);
+  }
+  return "";
+}
+
+}  // namespace olmo2
