@@ -27,6 +27,7 @@
 #include "parallel/process_groups.h"
 #include "runtime/model/config.h"
 #include "runtime/generation/generate.h"
+#include "runtime/io/checkpoint_files.h"
 #include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenize_corpus.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -83,6 +84,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     place_single_process(cfg.threads);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
+    verify_model_directory(cfg.model, {}, &std::cerr);
     const Olmo2Model model =
         Olmo2Model::load(cfg.model, ShardSpec::whole(ModelConfig::load(cfg.model)), cfg.precision, dev.device);
     print_result(cfg, generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling), out);
@@ -105,6 +107,10 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     place_and_log(*groups.world, topology, cfg.threads, std::cerr);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
+    // A checkpoint's files are verified before any weight is read, each rank its share.
+    parallel::agree(groups.world.get(), [&] {
+      verify_model_directory(cfg.model, {rank, groups.world->size()}, rank == 0 ? &std::cerr : nullptr);
+    });
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
                                       ParallelContext{groups.tp.get(), groups.pp.get()});

@@ -22,6 +22,7 @@
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
+#include "runtime/io/checkpoint_files.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/serving_engine.h"
@@ -103,6 +104,9 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
            const DeviceChoice& dev) {
   const ServeOptions& o = cfg.serve;
   const int rank = groups ? groups->world->rank() : 0;
+  // A checkpoint's files are verified before any weight is read, each rank its share
+  // (under MPI build runs inside parallel::agree, so every rank learns the verdict).
+  verify_model_directory(o.model, {rank, groups ? groups->world->size() : 1}, rank == 0 ? &std::cerr : nullptr);
   const ModelConfig config = ModelConfig::load(o.model);
   const ShardSpec shard = plan ? ShardSpec::from_plan(*plan, rank) : ShardSpec::whole(config);
   // Every rank's pool has the same block count: the one the fullest rank can hold.

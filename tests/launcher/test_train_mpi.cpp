@@ -233,5 +233,27 @@ TEST(TrainUnderMpirun, ACheckpointThatDiffersOnSomeRanksIsRefused) {
   EXPECT_EQ(count(r.err, "olmo2: error"), 1u) << r.err;
 }
 
+// A checkpoint's files are dealt over the ranks for verification (sorted names: rank 1 of
+// 2 hashes generation_config.json and training_state.safetensors): a corruption only rank 1
+// sees stops every rank, with one message naming the file, and no rank hangs or trains.
+TEST(TrainUnderMpirun, ACorruptFileOneRankVerifiesStopsEveryRank) {
+  Tiny t;
+  const std::string save = t.dir.file("run");
+  const test::RunResult first = test::run_olmo2(t.args("--micro-batch 2 --save-interval 2 --debug-stop-after 2 --save-dir " + save));
+  ASSERT_EQ(first.status, 75) << first.err;  // stopped early, with its checkpoint
+  const std::string file = save + "/step-00000002/training_state.safetensors";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) - 64));
+    f.write(std::string(64, '\xff').data(), 64);  // NaN bytes in the last moments
+  }
+  const test::RunResult r = mpirun(2, t.args("--micro-batch 2 --dp 2 --save-dir " + save + " --resume"));
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 1: checkpoint " + save + "/step-00000002: training_state.safetensors: expected"));
+  EXPECT_THAT(r.err, HasSubstr("--resume-fallback"));
+  EXPECT_EQ(count(r.err, "olmo2: error"), 1u) << r.err;
+  EXPECT_EQ(r.out, "");  // no step was taken
+}
+
 }  // namespace
 }  // namespace olmo2
