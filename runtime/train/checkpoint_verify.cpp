@@ -1,5 +1,6 @@
 #include "runtime/train/checkpoint_verify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -71,14 +72,19 @@ void check_state(const std::string& dir, const TrainingState& st) {
   }
 }
 
-// Throws naming `what` and the first non-finite element of `t` (f32).
-void check_finite(const Tensor& t, const std::string& what) {
-  const float* p = t.f32();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(p[i])) {
-      OLMO2_THROW(InputError, what, " has a non-finite value (", p[i], ") at flat index ", i, " of shape ",
-                  shape_to_string(t.shape()));
+// Throws naming `what` and the first non-finite one of the `n` f32 values at `bytes` (any
+// alignment: copied through a small buffer, so a mapped tensor is never copied whole).
+void check_finite(const uint8_t* bytes, int64_t n, const std::vector<int64_t>& shape, const std::string& what) {
+  constexpr int64_t kChunk = 16384;
+  float buf[kChunk];
+  for (int64_t at = 0; at < n; at += kChunk) {
+    const int64_t m = std::min(kChunk, n - at);
+    std::memcpy(buf, bytes + at * 4, static_cast<size_t>(m) * 4);
+    for (int64_t i = 0; i < m; ++i) {
+      if (!std::isfinite(buf[i])) {
+        OLMO2_THROW(InputError, what, " has a non-finite value (", buf[i], ") at flat index ", at + i, " of shape ",
+                    shape_to_string(shape));
+      }
     }
   }
 }
@@ -120,12 +126,17 @@ void verify_checkpoint(const std::string& dir, const VerifyShare& share, std::os
     for (size_t i = 0; i < 3 * names.size(); ++i) {
       if (!share.mine(i)) continue;
       const std::string& name = names[i % names.size()];
-      if (i < names.size()) {
-        check_finite(model.load_f32(name, full_shape(config, name)), "the model's tensor " + name);
+      const std::vector<int64_t> shape = full_shape(config, name);
+      if (i < names.size()) {  // any dtype the loader reads: widened to f32 one tensor at a time
+        const Tensor t = model.load_f32(name, shape);
+        check_finite(reinterpret_cast<const uint8_t*>(t.f32()), t.numel(), shape, "the model's tensor " + name);
         model.release(name);
-      } else {
+      } else {  // F32 (checked above), scanned in the mapping
         const std::string moment = (i < 2 * names.size() ? "exp_avg." : "exp_avg_sq.") + name;
-        check_finite(st.load_f32(moment, full_shape(config, name)), "training_state.safetensors: tensor " + moment);
+        const TensorInfo& info = state_tensors.at(moment);
+        check_finite(st.tensors->data(info), static_cast<int64_t>((info.end - info.begin) / 4), shape,
+                     "training_state.safetensors: tensor " + moment);
+        st.tensors->release(info);
       }
     }
   } catch (const InputError& e) {

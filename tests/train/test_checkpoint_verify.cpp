@@ -156,6 +156,29 @@ TEST(CheckpointVerify, TruncatedGarbageAndMissingFilesAreNamed) {
   r.make_checkpoints();
   fs::remove(dir + "/generation_config.json");
   EXPECT_THAT(r.verify_error(4), HasSubstr("generation_config.json is missing"));
+  r.make_checkpoints();
+  std::ofstream(dir + "/training_state.json") << "{\"format_version\": 1, \"st";  // cut short: not listed, parsed
+  EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.json is not valid JSON"));
+}
+
+// A moment of the right size but another shape (a transposed header: still a valid
+// safetensors file) is refused by shape once its checksum is made to match.
+TEST(CheckpointVerify, AMomentOfAnotherShapeIsRefused) {
+  TinyRun r;
+  r.make_checkpoints();
+  const std::string file = r.step_dir(4) + "/training_state.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("[97,32]", bytes.find("\"exp_avg.lm_head.weight\""));
+  ASSERT_NE(at, std::string::npos) << bytes.substr(8, 200);
+  bytes.replace(at, 7, "[32,97]");
+  std::ofstream(file, std::ios::binary) << bytes;
+  rehash(r.step_dir(4), "training_state.safetensors");
+  EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.safetensors: exp_avg.lm_head.weight is F32 [32, 97], "
+                                           "expected F32 [97, 32]"));
 }
 
 TEST(CheckpointVerify, StepAndDataPositionMustAgreeWithTheDirectory) {
