@@ -82,7 +82,8 @@ struct TrainOptions {
 /// Checks `o` on its own (no files read). Throws InputError naming the option and
 /// value: neither or both of model_dir/model_config, no data, non-positive sizes or
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
-/// out-of-range lr, betas, eps, ratio, keep, or save_interval/resume without save_dir,
+/// out-of-range lr, betas, eps, ratio, keep, save_interval/resume without save_dir,
+/// resume_fallback without resume,
 /// a zero stage other than 0 or 1, a bucket size < 1, device CUDA in a build without
 /// CUDA.
 void validate(const TrainOptions& o);
