@@ -48,8 +48,9 @@ enum class RunEnd {
 ///
 /// The constructor does every check that can fail before any work:
 /// options, data files (every token id < vocab) and batch shapes, the model config
-/// (seq_len ≤ context), the tokenizer file, the checkpoint to resume from (verified, checkpoint_verify.h; same model
-/// shape, data order and micro-batch; fewer steps than --steps), and the save
+/// (seq_len ≤ context), the tokenizer file, the checkpoint to resume from (verified by
+/// checkpoint_verify.h; same model shape, data order and micro-batch; fewer steps than
+/// --steps), and the save
 /// directory: created, writable, locked (flock on save_dir/.lock, so two runs cannot
 /// share it) and, unless resuming from it, free of earlier checkpoints; under MPI also the
 /// layout (world = tp·pp·dp, heads/kv heads/intermediate against tp, layers against pp,
