@@ -62,10 +62,11 @@ struct CheckpointContents {
 std::string checkpoint_dir_name(int64_t step);
 
 /// Writes the checkpoint of `step` to `save_dir/step-NNNNNNNN/` (layout above) and
-/// returns that path. `save_dir` is created when missing. Procedure: stale
-/// `save_dir/.tmp-step-*` directories of a crashed save are removed; every file is
-/// written into `save_dir/.tmp-step-<step>-<pid>/` and fsynced, then the directory, and
-/// it is renamed into place (an existing checkpoint of the same step is atomically
+/// returns that path, through a CheckpointWriter (checkpoint_writer.h) fed the views in
+/// turn. `save_dir` is created when missing. Procedure: stale `save_dir/.tmp-step-*`
+/// directories of a crashed save are removed; every file is written into
+/// `save_dir/.tmp-step-<step>-<pid>/` and fsynced, then the directory, and it is renamed
+/// into place (an existing checkpoint of the same step is atomically
 /// exchanged with the new one, then removed), and `save_dir` is fsynced. Then only the
 /// newest `keep` `step-NNNNNNNN` directories are kept (keep ≤ 0 keeps all; the one just
 /// written is never removed; nothing else in `save_dir` is touched). Model shards hold
