@@ -110,6 +110,37 @@ std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
   return out;
 }
 
+TensorView DataParallelAdamW::moment(const std::string& kind, size_t index, Tensor& keep) const {
+  constexpr int kMomentTag = 26;
+  OLMO2_CHECK(kind == "exp_avg." || kind == "exp_avg_sq.", "unknown moment kind \"", kind, "\"");
+  OLMO2_CHECK(index < params_.size(), "moment of parameter ", index, " of ", params_.size());
+  const Parameter& p = params_[index];
+  const std::map<std::string, TensorView> views = adam_->state_tensors();
+  if (!zero1_) return views.at(kind + p.name);
+  // The parameter's flat elements [first, first + numel) lie in the chunks of ranks
+  // first / chunk … (first + numel − 1) / chunk; each sends its piece to DP rank 0.
+  int64_t first = 0;
+  for (size_t i = 0; i < index; ++i) first += params_[i].numel();
+  TensorView piece;  // this rank's piece of it (at most one: chunks are contiguous)
+  int64_t piece_begin = -1;
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    if (segments_[k].param == index) piece = views.at(kind + seg_params_[k].name), piece_begin = segments_[k].begin;
+  }
+  if (dp_->rank() != 0) {
+    if (piece_begin >= 0) parallel::send(*dp_, piece, 0, kMomentTag);
+    return {};
+  }
+  keep = Tensor::zeros(p.value->shape(), DType::F32, device_);
+  if (p.numel() == 0) return keep.view();
+  if (piece_begin >= 0) ops::copy(piece, flat(keep.view(), piece_begin, piece.numel()));
+  const int64_t last = first + p.numel() - 1;
+  for (int64_t r = std::max<int64_t>(1, first / chunk_); r <= last / chunk_ && r < dp_->size(); ++r) {
+    const int64_t b = std::max(first, r * chunk_), e = std::min(first + p.numel(), (r + 1) * chunk_);
+    parallel::recv(*dp_, flat(keep.view(), b - first, e - b), static_cast<int>(r), kMomentTag);
+  }
+  return keep.view();
+}
+
 void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, const Parameter&)>& load,
                                 int64_t steps) {
   std::vector<Tensor> keep;

@@ -42,6 +42,15 @@ class DataParallelAdamW {
   /// rank calls it.
   std::map<std::string, Tensor> full_state() const;
 
+  /// Moment `kind` ("exp_avg." or "exp_avg_sq.") of params[index], whole (the
+  /// parameter's local shape, f32, on the parameters' device), for a streamed save.
+  /// Without ZeRO-1 the live moment itself (no copy; `keep` untouched). With ZeRO-1
+  /// collective over dp (every DP rank calls it for the same parameter, in the same
+  /// order): the ranks whose chunks hold pieces of it send them to DP rank 0, which
+  /// assembles it in `keep` and returns keep's view; the other ranks get an empty view.
+  /// Error for an unknown kind or an index out of range.
+  TensorView moment(const std::string& kind, size_t index, Tensor& keep) const;
+
   /// Sets the moments from `load(moment name, parameter)`, which returns the moment of
   /// the parameter's local shape (f32), and the step count. Each rank keeps what it
   /// owns. Throws what `load` throws, InputError for a wrong shape or steps < 0.

@@ -3,7 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <span>
 #include <tuple>
 
@@ -14,10 +17,12 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/checkpoint_verify.h"
+#include "runtime/train/checkpoint_writer.h"
 #include "runtime/train/global_batch.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/sharded_state.h"
 #include "runtime/train/shared_storage.h"
+#include "runtime/train/streamed_gather.h"
 #include "runtime/train/train_step.h"
 
 namespace olmo2 {
@@ -401,40 +406,72 @@ void Trainer::record_save_seconds(double seconds) { metrics_->record_save_second
 
 std::string Trainer::save() {
   OLMO2_CHECK(!options_.save_dir.empty(), "save() without --save-dir");
-  const std::map<std::string, Tensor> moments = optimizer_->full_state();  // collective over DP with ZeRO-1
-  CheckpointContents c;
-  c.config = model_->config();
-  c.config.dtype = DType::F32;
-  c.state = state_json();
-  c.tokenizer_file = run_dir_.tokenizer_source();
+  CheckpointPlan plan{model_->config(), {}, {}, state_json(), run_dir_.tokenizer_source()};
+  plan.config.dtype = DType::F32;
+  // This rank's tensors: every parameter it writes (under MPI: owned, DP replica 0 sends)
+  // and its two moments, each produced when the writer asks for it (docs/architecture.md
+  // §7 "Checkpoint writing at scale").
+  const int tp_rank = tp_ ? tp_->rank() : 0;
+  std::vector<StreamedSlice> slices;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Parameter& p = params_[i];
+    if (world_ && !p.owned(tp_rank)) continue;
+    slices.push_back({p.name, &p, [&p](Tensor&) { return p.value->view(); }});
+    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
+      slices.push_back({kind + p.name, &p, [this, kind, i](Tensor& keep) { return optimizer_->moment(kind, i, keep); }});
+    }
+  }
   if (!world_) {
-    for (const Parameter& p : params_) c.model_tensors.emplace_back(p.name, p.value->view());
-    for (const auto& [name, t] : moments) c.state_tensors.emplace(name, t.view());
-    const std::string path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
+    for (const StreamedSlice& s : slices) {
+      (s.name == s.param->name ? plan.model_tensors : plan.state_tensors).push_back({s.name, DType::F32, s.param->value->shape()});
+    }
+    std::map<std::string, const StreamedSlice*> by_name;
+    for (const StreamedSlice& s : slices) by_name.emplace(s.name, &s);
+    CheckpointWriter writer(options_.save_dir, step_, std::move(plan), options_.keep);
+    for (const std::string& name : writer.order()) {
+      Tensor keep;
+      writer.write(name, by_name.at(name)->data(keep));
+    }
+    const std::string path = writer.finish();
     run_dir_.checkpoint_written(path);
     return path;
   }
-  // Gather the whole model and moments on rank 0 from DP replica 0's owned slices.
-  std::vector<SliceToGather> slices;
-  const int tp_rank = tp_ ? tp_->rank() : 0;
-  for (const Parameter& p : params_) {
-    if (!p.owned(tp_rank)) continue;
-    slices.push_back({p.name, &p, p.value->view()});
-    for (const char* kind : {"exp_avg.", "exp_avg_sq."}) slices.push_back({kind + p.name, &p, moments.at(kind + p.name).view()});
-  }
-  const auto whole = gather_whole_tensors(slices, dp_rank_ == 0, *world_, 0);
-  std::string path;
+  // Rank 0 learns every slice's layout and plans the files (model in state-dict order,
+  // then the moments); every rank learns the writer's order; then one whole tensor at a
+  // time is gathered on rank 0 and written. An error of the writer is held until the
+  // stream ends, so that no rank is left sending.
+  const bool contribute = dp_rank_ == 0;
+  const auto layouts = gather_slice_layouts(slices, contribute, *world_, 0);
+  std::unique_ptr<CheckpointWriter> writer;
   parallel::agree(world_, [&] {
     if (!is_root()) return;
-    std::map<std::string, const Tensor*> by_name;
-    for (const auto& [name, t] : whole) by_name.emplace(name, &t);
-    for (const std::string& name : parameter_names(c.config)) {
-      const auto it = by_name.find(name);
-      OLMO2_CHECK(it != by_name.end(), "checkpoint gather: no rank sent ", name);
-      c.model_tensors.emplace_back(name, it->second->view());
-      for (const char* kind : {"exp_avg.", "exp_avg_sq."}) c.state_tensors.emplace(kind + name, by_name.at(kind + name)->view());
+    for (const std::string& name : parameter_names(plan.config)) {
+      const auto shape = [&](const std::string& n) {
+        const auto it = layouts.find(n);
+        return whole_shape(n, it == layouts.end() ? std::vector<SlicePiece>{} : it->second);
+      };
+      plan.model_tensors.push_back({name, DType::F32, shape(name)});
+      for (const char* kind : {"exp_avg.", "exp_avg_sq."}) plan.state_tensors.push_back({kind + name, DType::F32, shape(kind + name)});
     }
-    path = save_checkpoint(options_.save_dir, step_, c, options_.keep);
+    writer = std::make_unique<CheckpointWriter>(options_.save_dir, step_, std::move(plan), options_.keep);
+  });
+  std::string order;
+  if (writer) for (const std::string& name : writer->order()) order += name + "\n";
+  parallel::broadcast_string(*world_, order, 0);
+  std::vector<std::string> names;
+  for (size_t at = 0, end; (end = order.find('\n', at)) != std::string::npos; at = end + 1) names.push_back(order.substr(at, end - at));
+  std::exception_ptr failed;
+  try {
+    stream_whole_tensors(names, slices, contribute, layouts, *world_, 0,
+                         [&](const std::string& name, const TensorView& whole) { writer->write(name, whole); });
+  } catch (const Error&) {
+    failed = std::current_exception();  // the writer's error (root): agreed on below
+  }
+  std::string path;
+  parallel::agree(world_, [&] {
+    if (failed) std::rethrow_exception(failed);
+    if (!is_root()) return;
+    path = writer->finish();
     run_dir_.checkpoint_written(path);
   });
   parallel::broadcast_string(*world_, path, 0);

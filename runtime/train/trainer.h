@@ -91,9 +91,12 @@ class Trainer {
   void record_save_seconds(double seconds);
 
   /// Writes a checkpoint of the current state into save_dir (atomic); returns its path.
-  /// Under MPI the whole model and the optimizer moments are gathered on rank 0 (from DP
-  /// replica 0, ZeRO-1 shards first gathered over DP) and written there in the HF
-  /// layout; a failure on rank 0 is thrown on every rank (AgreedError).
+  /// The files are streamed (CheckpointWriter): one tensor at a time is produced and
+  /// written. Under MPI rank 0 plans the files from every rank's slice layout, then
+  /// each whole tensor in file order is gathered on rank 0 from DP replica 0's owned
+  /// slices (a ZeRO-1 moment first assembled over DP), written and freed, so no rank
+  /// holds more than one gathered tensor; a failure on rank 0 is thrown on every rank
+  /// (AgreedError) once the stream has ended.
   std::string save();
 
   /// Runs until `steps`, logging and saving as configured; stops early (after saving)
@@ -115,6 +118,8 @@ class Trainer {
   int64_t loss_spikes() const { return loss_spikes_.spikes(); }
   int64_t grad_norm_spikes() const { return grad_spikes_.spikes(); }
   const Olmo2Model& model() const { return *model_; }
+  /// The optimizer of this rank's parameters (its moments; with ZeRO-1 this DP rank's share).
+  const DataParallelAdamW& optimizer() const { return *optimizer_; }
   const TrainOptions& options() const { return options_; }
   /// The training state json saved beside the model (also what resume checks).
   nlohmann::json state_json() const;
