@@ -11,7 +11,23 @@
 
 namespace olmo2 {
 namespace {
-constexpr int kLayoutTag = 24, kDataTag = 25;
+constexpr int kLayoutTag = 24, kDataTag = 25, kReadyTag = 27;
+// Root tells a sender it is ready for its slice before the slice travels: a sender that
+// waited long for its turn polls slowly (MpiCommunicator::wait sleeps 500 µs between
+// polls after 1 s), and a large message moves only as fast as both sides poll.
+const uint8_t kReady = 1;
+
+/// A zeroed f32 view of `shape` in `buf`, grown when too small: reusing one buffer for
+/// every tensor spares the page faults of a fresh allocation each time.
+TensorView zeroed(Buffer& buf, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (buf.bytes() < bytes) buf = Buffer(bytes);
+  const TensorView v(buf.data(), DType::F32, shape);
+  ops::fill(v, 0.0);
+  return v;
+}
 }  // namespace
 
 std::map<std::string, std::vector<SlicePiece>> gather_slice_layouts(const std::vector<StreamedSlice>& slices,
@@ -83,6 +99,7 @@ void stream_whole_tensors(const std::vector<std::string>& order, const std::vect
       failed = std::current_exception();
     }
   };
+  Buffer whole_buf, local_buf;  // root: one whole tensor and one received slice
   for (const std::string& name : order) {
     const auto it = mine.find(name);
     Tensor keep, staged;
@@ -95,11 +112,13 @@ void stream_whole_tensors(const std::vector<std::string>& order, const std::vect
         ops::copy(data, staged.view());
         data = staged.view();
       }
+      uint8_t ready = 0;
+      world.recv(std::span<uint8_t>(&ready, 1), root, kReadyTag);
       parallel::send(world, data, root, kDataTag);
       continue;
     }
     const std::vector<SlicePiece>& pieces = layouts.at(name);
-    Tensor whole = Tensor::zeros(whole_shape(name, pieces));
+    const TensorView whole = zeroed(whole_buf, whole_shape(name, pieces));
     for (const SlicePiece& piece : pieces) {
       Parameter p;  // the piece's sharding, for copy_to_full
       Tensor local;
@@ -111,15 +130,16 @@ void stream_whole_tensors(const std::vector<std::string>& order, const std::vect
             local = Tensor::zeros(data.shape(), data.dtype());
             ops::copy(data, local.view());
           }
-          copy_to_full(p, data.device() != Device::CPU ? local.view() : data, whole.view());
+          copy_to_full(p, data.device() != Device::CPU ? local.view() : data, whole);
         });
         continue;
       }
-      local = Tensor::zeros(piece.local_shape);
-      parallel::recv(world, local.view(), piece.rank, kDataTag);
-      guarded([&] { copy_to_full(p, local.view(), whole.view()); });
+      const TensorView received = zeroed(local_buf, piece.local_shape);
+      world.send(std::span<const uint8_t>(&kReady, 1), piece.rank, kReadyTag);
+      parallel::recv(world, received, piece.rank, kDataTag);
+      guarded([&] { copy_to_full(p, received, whole); });
     }
-    guarded([&] { consume(name, whole.view()); });
+    guarded([&] { consume(name, whole); });
   }
   if (failed) std::rethrow_exception(failed);
 }
