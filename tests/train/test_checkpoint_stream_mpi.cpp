@@ -2,8 +2,9 @@
 // §7 "Checkpoint writing at scale"); its files must equal, byte for byte, those of the
 // earlier way — the whole model and moments gathered on rank 0 (gather_whole_tensors,
 // DataParallelAdamW::full_state) and written by save_checkpoint — for the same run, in
-// tp × pp layouts and with ZeRO-1 over DP; and one process's streamed save equals
-// save_checkpoint of its parameters and moments. Run under mpirun at 2 and 4 ranks.
+// tp × pp layouts and with ZeRO-1 over DP; a writer failure on rank 0 mid-stream stops
+// every rank with one error; one process's streamed save equals save_checkpoint of its
+// parameters and moments. Run under mpirun at 2 and 4 ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -149,6 +150,34 @@ TEST(StreamedCheckpoint, EqualsTheWholeStateGatheredOnRankZero) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+// Rank 0's writer fails in the middle of the stream (the crash hook, after the model
+// file, before the moments): rank 0 keeps receiving, then every rank throws the one
+// agreed error — no rank is left waiting to send.
+TEST(StreamedCheckpoint, AWriterFailureOnRankZeroStopsEveryRankWithOneError) {
+  const int world = world_size();
+  const SharedRun run;
+  const Layout l = world == 4 ? Layout{2, 2, 1, 0} : Layout{2, 1, 1, 0};
+  if (world != 2 && world != 4) GTEST_SKIP() << "needs 2 or 4 ranks, have " << world;
+  auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 60.0);
+  TrainOptions o = run.options("failing");
+  o.tp = l.tp, o.pp = l.pp, o.dp = l.dp;
+  Trainer t(o, &groups);
+  t.step();
+  if (world_rank() == 0) set_checkpoint_fault_for_testing(3);  // config, generation config, model
+  std::string message;
+  try {
+    t.save();
+  } catch (const parallel::AgreedError& e) {
+    message = e.what();
+  }
+  set_checkpoint_fault_for_testing(-1);
+  EXPECT_NE(message.find("simulated crash after 3 files"), std::string::npos) << "rank " << world_rank() << ": " << message;
+  // The run goes on: the next save is complete.
+  const std::string path = t.save();
+  if (world_rank() == 0) EXPECT_TRUE(fs::exists(path + "/training_state.json")) << path;
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(StreamedCheckpoint, OneProcessEqualsSaveCheckpointOfItsState) {
