@@ -1,10 +1,8 @@
 #include "runtime/train/checkpoint_writer.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include "ops/tensor_ops.h"
 #include "runtime/io/file_checksum.h"
 #include "runtime/io/safetensors_writer.h"
+#include "runtime/train/save_directory.h"
 
 namespace olmo2 {
 
@@ -27,11 +26,8 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kMaxStep = 99999999;
-constexpr char kTmpPrefix[] = ".tmp-step-";
-constexpr char kAsideSuffix[] = "-old";
 constexpr char kStateJson[] = "training_state.json";
 constexpr char kStateTensors[] = "training_state.safetensors";
-constexpr size_t kStepDigits = 8;
 
 std::atomic<int> g_fault_after_files{-1};
 
@@ -42,83 +38,6 @@ class SimulatedCrash : public Error {
 };
 
 std::string os_error(int err) { return std::strerror(err); }
-
-// A file written with POSIX calls so that every failure (ENOSPC, EIO) is reported with
-// its errno; close() fsyncs before closing. Destroying an open writer just closes it.
-// Every byte written is also hashed (checksum()), for training_state.json's "files".
-class FileWriter {
- public:
-  explicit FileWriter(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) OLMO2_THROW(Error, "cannot create ", path_, ": ", os_error(errno));
-  }
-  FileWriter(const FileWriter&) = delete;
-  FileWriter& operator=(const FileWriter&) = delete;
-  ~FileWriter() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  void write(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const size_t chunk = std::min<size_t>(n, size_t{1} << 30);
-      const ssize_t w = ::write(fd_, p, chunk);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        OLMO2_THROW(Error, "writing ", path_, " failed: ", os_error(errno));
-      }
-      if (w == 0) OLMO2_THROW(Error, "writing ", path_, " failed: no progress");
-      hash_.update(p, static_cast<size_t>(w));
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void write(const std::string& s) { write(s.data(), s.size()); }
-  FileChecksum checksum() const { return {hash_.bytes(), hash_.hex()}; }
-
-  void close() {
-    if (::fsync(fd_) != 0) OLMO2_THROW(Error, "fsync of ", path_, " failed: ", os_error(errno));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) OLMO2_THROW(Error, "closing ", path_, " failed: ", os_error(errno));
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  Xxh3Stream hash_;
-};
-
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) OLMO2_THROW(Error, "cannot open directory ", dir, " to fsync it: ", os_error(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) OLMO2_THROW(Error, "fsync of directory ", dir, " failed: ", os_error(err));
-}
-
-FileChecksum write_text(const std::string& path, const std::string& text) {
-  FileWriter out(path);
-  out.write(text);
-  out.close();
-  return out.checksum();
-}
-
-FileChecksum copy_file(const std::string& from, const std::string& to) {
-  std::ifstream in(from, std::ios::binary);
-  if (!in) OLMO2_THROW(InputError, "cannot read ", from, ": ", os_error(errno));
-  FileWriter out(to);
-  std::vector<char> buf(size_t{1} << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const std::streamsize got = in.gcount();
-    if (got > 0) out.write(buf.data(), static_cast<size_t>(got));
-  }
-  if (in.bad()) OLMO2_THROW(Error, "reading ", from, " failed: ", os_error(errno));
-  out.close();
-  return out.checksum();
-}
 
 void check_name(const std::string& kind, const std::string& name, std::set<std::string>& seen) {
   if (name.empty() || name == "__metadata__") OLMO2_THROW(InputError, "invalid ", kind, " tensor name \"", name, "\"");
@@ -180,92 +99,6 @@ std::string shard_name(size_t k, size_t n) {
   std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k + 1, n);
   return buf;
 }
-
-// Removes what crashed saves left in save_dir: temporary directories, and an old
-// checkpoint set aside for a re-save (restored when its new version never arrived).
-void remove_stale(const std::string& save_dir) {
-  std::error_code ec;
-  for (fs::directory_iterator it(save_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(kTmpPrefix, 0) != 0) continue;
-    const size_t aside = sizeof(kAsideSuffix) - 1;
-    if (name.size() > aside && name.compare(name.size() - aside, aside, kAsideSuffix) == 0) {
-      const std::string step_name = "step-" + name.substr(sizeof(kTmpPrefix) - 1, kStepDigits);
-      const fs::path final_path = fs::path(save_dir) / step_name;
-      std::error_code exists_ec;
-      if (checkpoint_step_of(step_name) >= 0 && !fs::exists(final_path, exists_ec) &&
-          ::rename(it->path().c_str(), final_path.c_str()) == 0) {
-        continue;
-      }
-    }
-    std::error_code rm_ec;
-    fs::remove_all(it->path(), rm_ec);
-    if (rm_ec) {
-      std::fprintf(stderr, "olmo2: cannot remove stale checkpoint directory %s: %s\n", it->path().c_str(),
-                   rm_ec.message().c_str());
-    }
-  }
-}
-
-// Moves the complete directory `tmp` to `final_path`, replacing an existing one.
-void install(const std::string& tmp, const std::string& final_path, const std::string& aside) {
-  if (::rename(tmp.c_str(), final_path.c_str()) == 0) return;
-  const int err = errno;
-  if (err != ENOTEMPTY && err != EEXIST && err != ENOTDIR && err != EISDIR) {
-    OLMO2_THROW(Error, "cannot rename ", tmp, " to ", final_path, ": ", os_error(err));
-  }
-  // The step exists already (a re-save after a resume). Swap atomically where the
-  // file system can, so that some complete version is in place at every moment.
-  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);  // now the old version; a leftover is removed by the next save
-    return;
-  }
-  // Otherwise set the old one aside, move the new one in, then drop the old one. A crash
-  // in between leaves the old one under `aside`, which the next save puts back.
-  if (::rename(final_path.c_str(), aside.c_str()) != 0) {
-    OLMO2_THROW(Error, "cannot move the existing ", final_path, " aside to ", aside, ": ", os_error(errno));
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int e = errno;
-    ::rename(aside.c_str(), final_path.c_str());
-    OLMO2_THROW(Error, "cannot rename ", tmp, " to ", final_path, ": ", os_error(e));
-  }
-  std::error_code ec;
-  fs::remove_all(aside, ec);
-}
-
-// Keeps the newest `keep` step directories (and `current`).
-void prune(const std::string& save_dir, int keep, int64_t current) {
-  if (keep <= 0) return;
-  std::vector<std::pair<int64_t, fs::path>> steps;
-  std::error_code ec;
-  for (fs::directory_iterator it(save_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const int64_t s = checkpoint_step_of(it->path().filename().string());
-    std::error_code dir_ec;
-    if (s >= 0 && it->is_directory(dir_ec)) steps.emplace_back(s, it->path());
-  }
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  bool removed = false;
-  for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i) {
-    if (steps[i].first == current) continue;
-    std::error_code rm_ec;
-    fs::remove_all(steps[i].second, rm_ec);
-    if (rm_ec) {
-      std::fprintf(stderr, "olmo2: cannot remove old checkpoint %s: %s\n", steps[i].second.c_str(),
-                   rm_ec.message().c_str());
-    }
-    removed = true;
-  }
-  if (removed) {
-    try {
-      fsync_dir(save_dir);
-    } catch (const Error&) {
-      // The removal is not needed for correctness; the new checkpoint is durable.
-    }
-  }
-}
-
 json generation_config(const ModelConfig& c) {
   json g = {{"_from_model_config", true}};
   if (c.eos_token_ids.size() == 1) {
@@ -299,7 +132,7 @@ struct CheckpointWriter::File {
 
 struct CheckpointWriter::Output {
   explicit Output(const std::string& path) : file(path) {}
-  FileWriter file;
+  HashedFileWriter file;
 };
 
 CheckpointWriter::CheckpointWriter(const std::string& save_dir, int64_t step, CheckpointPlan plan, int keep,
@@ -348,10 +181,10 @@ CheckpointWriter::CheckpointWriter(const std::string& save_dir, int64_t step, Ch
     for (const auto& [name, spec] : f.specs) order_.push_back(name);
   }
 
-  remove_stale(save_dir_);
+  remove_stale_saves(save_dir_);
   const std::string name = checkpoint_dir_name(step);
   const std::string tag = name.substr(5) + "-" + std::to_string(::getpid());
-  tmp_ = (fs::path(save_dir_) / (kTmpPrefix + tag)).string();
+  tmp_ = (fs::path(save_dir_) / (kCheckpointTmpPrefix + tag)).string();
   final_path_ = (fs::path(save_dir_) / name).string();
   if (::mkdir(tmp_.c_str(), 0755) != 0) OLMO2_THROW(Error, "cannot create ", tmp_, ": ", os_error(errno));
   fault_after_ = g_fault_after_files.load();
@@ -409,7 +242,7 @@ void CheckpointWriter::advance() {
       checksums_[f.name] = {{"bytes", out_->file.checksum().bytes}, {kChecksumAlgorithm, out_->file.checksum().xxh3_128}};
       out_.reset();
     } else {
-      const FileChecksum sum = f.kind == File::Text ? write_text(path, f.text) : copy_file(f.text, path);
+      const FileChecksum sum = f.kind == File::Text ? write_text_file(path, f.text) : copy_file_hashed(f.text, path);
       checksums_[f.name] = {{"bytes", sum.bytes}, {kChecksumAlgorithm, sum.xxh3_128}};
     }
     ++file_;
@@ -463,17 +296,17 @@ std::string CheckpointWriter::finish() {
                         {"step", step_},
                         {"state", plan_.state},
                         {"files", checksums_}};
-    write_text((fs::path(tmp_) / kStateJson).string(), state.dump(2) + "\n");
+    write_text_file((fs::path(tmp_) / kStateJson).string(), state.dump(2) + "\n");
     file_done();
-    fsync_dir(tmp_);
-    install(tmp_, final_path_, tmp_ + kAsideSuffix);
+    fsync_directory(tmp_);
+    install_checkpoint_dir(tmp_, final_path_, tmp_ + kCheckpointAsideSuffix);
     finished_ = true;
-    fsync_dir(save_dir_);
+    fsync_directory(save_dir_);
   } catch (...) {
     broken_ = true;
     throw;
   }
-  prune(save_dir_, keep_, step_);
+  prune_checkpoints(save_dir_, keep_, step_);
   return final_path_;
 }
 
