@@ -2,7 +2,8 @@
 // §7 "Checkpoint writing at scale"); its files must equal, byte for byte, those of the
 // earlier way — the whole model and moments gathered on rank 0 (gather_whole_tensors,
 // DataParallelAdamW::full_state) and written by save_checkpoint — for the same run, in
-// tp × pp layouts and with ZeRO-1 over DP; a writer failure on rank 0 mid-stream stops
+// tp × pp layouts and with ZeRO-1 over DP, on the host and on the device (a GPU or the
+// emulated one; skipped without either); a writer failure on rank 0 mid-stream stops
 // every rank with one error; one process's streamed save equals save_checkpoint of its
 // parameters and moments. Run under mpirun at 2 and 4 ranks.
 #include <gtest/gtest.h>
@@ -17,11 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "parallel/agreement.h"
+#include "parallel/device_communicator.h"
 #include "parallel/process_groups.h"
 #include "runtime/io/npy.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/sharded_state.h"
 #include "runtime/train/trainer.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/parallel/mpi_test_util.h"
 
 namespace olmo2 {
@@ -148,6 +151,35 @@ TEST(StreamedCheckpoint, EqualsTheWholeStateGatheredOnRankZero) {
       EXPECT_EQ(streamed, run.dir + "/" + name + "-streamed/step-00000002");
       expect_same_files(whole, streamed, name);
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+// On the device (a GPU, or the emulated one: OLMO2_DEVICE_EMULATION=1), every slice is
+// staged to the host before it travels and a ZeRO-1 moment is assembled over DP from
+// device chunks; the files still equal the whole-state gather's.
+TEST(StreamedCheckpoint, OnTheDeviceEqualsTheWholeStateGatheredOnRankZero) {
+  OLMO2_REQUIRE_DEVICE();
+  const int world = world_size();
+  if (world != 2 && world != 4) GTEST_SKIP() << "needs 2 or 4 ranks, have " << world;
+  const SharedRun run;
+  const std::vector<Layout> layouts =
+      world == 4 ? std::vector<Layout>{{2, 1, 2, 1}, {1, 2, 2, 1}} : std::vector<Layout>{{2, 1, 1, 0}, {1, 1, 2, 1}};
+  for (const Layout& l : layouts) {
+    const std::string name = "device-tp" + std::to_string(l.tp) + "-pp" + std::to_string(l.pp) + "-dp" +
+                             std::to_string(l.dp) + (l.zero ? "-zero1" : "");
+    auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
+    parallel::wrap_communicators(groups, [](std::unique_ptr<parallel::Communicator> c) {
+      return parallel::make_device_communicator(std::move(c), /*distinct_gpus=*/false);  // host-staged
+    });
+    TrainOptions o = run.options(name + "-streamed");
+    o.tp = l.tp, o.pp = l.pp, o.dp = l.dp, o.zero_stage = l.zero, o.device = Device::CUDA;
+    Trainer t(o, &groups);
+    ASSERT_EQ(t.parameters().front().value->device(), Device::CUDA);
+    for (int i = 0; i < 2; ++i) t.step();
+    const std::string streamed = t.save();
+    const std::string whole = gather_then_save(t, groups, run.dir + "/" + name + "-whole");
+    if (world_rank() == 0) expect_same_files(whole, streamed, name);
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }
