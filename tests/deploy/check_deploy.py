@@ -8,8 +8,9 @@ run by ctest (tests/deploy/CMakeLists.txt). Python 3 standard library only.
                                   every alert has severity, summary and description, and a
                                   promtool test where it fires and one where it stays silent
   check_deploy.py targets FILE..  file_sd targets files are well formed
-  check_deploy.py slurm           slurm/prolog.sh writes a targets file for olmo2 jobs only,
-                                  never fails the job, and slurm/epilog.sh removes it
+  check_deploy.py slurm           slurm/prolog.sh registers the port, kind and nodes a job's
+                                  comment asks for, never fails the job; slurm/epilog.sh
+                                  removes it; slurmctld_hook.sh works with an empty environment
   check_deploy.py panel-queries --promtool PATH
                                   panel_queries.py output is complete and every expression
                                   parses (promtool check rules on a generated rule file)
@@ -492,50 +493,104 @@ def cmd_targets(args, contract):
 
 
 def cmd_slurm(args, contract):
+    """prolog.sh registers what each job's comment asks for (port, kind, per-node), leaves
+    jobs without one alone and never fails; epilog.sh removes the job's file; and
+    slurmctld_hook.sh, run with the empty environment slurmctld gives it, finds its
+    settings file beside its (linked) path, respects an inherited SLURM_CONF and execs the
+    script SLURM_SCRIPT_CONTEXT names."""
     problems = []
     slurm = os.path.join(DEPLOY, "prometheus", "slurm")
     with tempfile.TemporaryDirectory() as tmp:
+        targets = os.path.join(tmp, "targets")
+        os.mkdir(targets)
+
         def run(script, **env):
             full = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "OLMO2_"))}
-            full.update(env, OLMO2_PROMETHEUS_TARGETS=tmp)
+            full.update(env, OLMO2_PROMETHEUS_TARGETS=targets)
             r = subprocess.run([os.path.join(slurm, script)], env=full, capture_output=True, text=True)
             if r.returncode != 0:
                 problems.append(f"{script} {env}: exit status {r.returncode} (a failing prolog holds the job)")
             return r
 
         def files():
-            return sorted(f for f in os.listdir(tmp) if not f.startswith(".") or f.startswith(".olmo2"))
+            return sorted(os.listdir(targets))
 
         def content(name):
-            with open(os.path.join(tmp, name), encoding="utf-8") as f:
+            with open(os.path.join(targets, name), encoding="utf-8") as f:
                 return json.load(f)
 
         run("prolog.sh", SLURM_JOB_ID="101", SLURM_JOB_NAME='olmo2-7b "stage 1"', SLURM_JOB_USER="alice",
-            SLURM_JOB_NODELIST="node7,node8")
-        run("prolog.sh", SLURM_JOB_ID="102", SLURM_JOB_NAME="olmo2-serve-13b", SLURM_JOB_NODELIST="node1,node2",
-            OLMO2_METRICS_PER_NODE="1")
-        run("prolog.sh", SLURM_JOB_ID="103", SLURM_JOB_NAME="someone-else", SLURM_JOB_NODELIST="node3")
-        r = run("prolog.sh", SLURM_JOB_ID="104", SLURM_JOB_NAME="olmo2", SLURM_JOB_NODELIST="node4",
-                OLMO2_METRICS_PORT="http")
-        if "OLMO2_METRICS_PORT" not in r.stderr:
-            problems.append(f"prolog.sh with a bad port: expected a message, got {r.stderr!r}")
+            SLURM_JOB_NODELIST="node7,node8", SLURM_JOB_COMMENT="stage 1 olmo2-metrics=port:9411")
+        run("prolog.sh", SLURM_JOB_ID="102", SLURM_JOB_NAME="chat", SLURM_JOB_NODELIST="node1,node2",
+            SLURM_JOB_COMMENT="olmo2-metrics=kind:serve,port:8123,per-node")
+        run("prolog.sh", SLURM_JOB_ID="103", SLURM_JOB_NAME="olmo2-no-comment", SLURM_JOB_NODELIST="node3",
+            SLURM_JOB_COMMENT="")
+        bad = {"104": "olmo2-metrics=port:http", "105": "olmo2-metrics=port:70000",
+               "106": "olmo2-metrics=port:9400,kind:eval"}
+        for job, comment in bad.items():
+            r = run("prolog.sh", SLURM_JOB_ID=job, SLURM_JOB_NAME="olmo2", SLURM_JOB_NODELIST="node4",
+                    SLURM_JOB_COMMENT=comment)
+            if comment.split("=", 1)[1] not in r.stderr or f"job {job}" not in r.stderr:
+                problems.append(f"prolog.sh with comment {comment!r}: expected a message naming the job and "
+                                f"the comment, got {r.stderr!r}")
         if files() != ["olmo2-serve-102.json", "olmo2-train-101.json"]:
             problems.append(f"prolog.sh wrote {files()}, expected olmo2-serve-102.json and olmo2-train-101.json")
             return problems
         for name in files():
-            problems += check_targets(os.path.join(tmp, name))
+            problems += check_targets(os.path.join(targets, name))
         train, serve = content("olmo2-train-101.json"), content("olmo2-serve-102.json")
-        if train[0]["targets"] != ["node7:9400"]:
-            problems.append(f"training job: targets {train[0]['targets']}, expected rank 0's node7:9400")
+        if train[0]["targets"] != ["node7:9411"]:
+            problems.append(f"training job: targets {train[0]['targets']}, expected rank 0's node7:9411")
         if train[0]["labels"] != {"slurm_job_id": "101", "slurm_job_name": "olmo2-7b__stage_1_",
                                   "slurm_user": "alice"}:
             problems.append(f"training job: labels {train[0]['labels']}")
-        if serve[0]["targets"] != ["node1:8000", "node2:8000"]:
+        if serve[0]["targets"] != ["node1:8123", "node2:8123"]:
             problems.append(f"per-node serving job: targets {serve[0]['targets']}")
         run("epilog.sh", SLURM_JOB_ID="101")
         run("epilog.sh", SLURM_JOB_ID="999")
         if files() != ["olmo2-serve-102.json"]:
             problems.append(f"after epilog.sh for job 101: {files()} left")
+
+        # The hook under an empty environment, through a link named like slurm.conf's path.
+        hook_targets = os.path.join(tmp, "hook-targets")
+        link = os.path.join(tmp, "olmo2_hook.sh")
+        os.symlink(os.path.join(slurm, "slurmctld_hook.sh"), link)
+        with open(os.path.join(tmp, "olmo2_hook.conf"), "w", encoding="utf-8") as f:
+            f.write(f"SLURM_CONF=/nonexistent/from-settings.conf\nOLMO2_PROMETHEUS_TARGETS={hook_targets}\n")
+        job = {"SLURM_JOB_ID": "201", "SLURM_JOB_NAME": "x", "SLURM_JOB_NODELIST": "n1",
+               "SLURM_JOB_COMMENT": "olmo2-metrics=port:9500"}
+        for context in ("prolog_slurmctld", "epilog_slurmctld", "bogus"):
+            r = subprocess.run(["/usr/bin/env", "-i", f"SLURM_SCRIPT_CONTEXT={context}",
+                                *[f"{k}={v}" for k, v in job.items()], link], capture_output=True, text=True)
+            if r.returncode != 0:
+                problems.append(f"slurmctld_hook.sh ({context}): exit status {r.returncode}: {r.stderr}")
+            have = sorted(os.listdir(hook_targets)) if os.path.isdir(hook_targets) else []
+            want = ["olmo2-train-201.json"] if context == "prolog_slurmctld" else []
+            if have != want:
+                problems.append(f"slurmctld_hook.sh ({context}) with an empty environment: {have}, expected {want}")
+            if context == "bogus" and "SLURM_SCRIPT_CONTEXT" not in r.stderr:
+                problems.append(f"slurmctld_hook.sh with a bad context said {r.stderr!r}")
+        # SLURM_CONF reaches scontrol (a bracketed node list): the settings file's, unless
+        # slurmctld passed one. An empty slurm.conf makes scontrol fail at once.
+        empty, good = os.path.join(tmp, "empty.conf"), os.path.join(tmp, "good.conf")
+        open(empty, "w").close()
+        with open(good, "w", encoding="utf-8") as f:
+            f.write("ClusterName=t\nSlurmctldHost=h\n")
+        job.update(SLURM_JOB_NODELIST="n[1-2]", SLURM_JOB_COMMENT="olmo2-metrics=port:9500,per-node")
+        for settings, inherited, want in ((good, None, ["n1:9500", "n2:9500"]), (empty, good, ["n1:9500", "n2:9500"]),
+                                          (empty, None, None)):
+            with open(os.path.join(tmp, "olmo2_hook.conf"), "w", encoding="utf-8") as f:
+                f.write(f"SLURM_CONF={settings}\nOLMO2_PROMETHEUS_TARGETS={hook_targets}\n")
+            env = ["SLURM_SCRIPT_CONTEXT=prolog_slurmctld", *[f"{k}={v}" for k, v in job.items()]]
+            env += [f"SLURM_CONF={inherited}"] if inherited else []
+            r = subprocess.run(["/usr/bin/env", "-i", *env, link], capture_output=True, text=True)
+            path = os.path.join(hook_targets, "olmo2-train-201.json")
+            got = json.load(open(path, encoding="utf-8"))[0]["targets"] if os.path.exists(path) else None
+            if got != want or r.returncode != 0:
+                problems.append(f"slurmctld_hook.sh with settings SLURM_CONF={settings}, inherited {inherited}: "
+                                f"targets {got}, expected {want} (status {r.returncode}, {r.stderr.strip()!r})")
+            if os.path.exists(path):
+                os.remove(path)
     return problems
 
 

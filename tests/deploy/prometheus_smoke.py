@@ -136,7 +136,7 @@ def main():
             f.write(conf)
 
         env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_JOB_NAME="olmo2-smoke", SLURM_JOB_USER="ci",
-                   SLURM_JOB_NODELIST="127.0.0.1", OLMO2_METRICS_PORT=str(exporter_port),
+                   SLURM_JOB_NODELIST="127.0.0.1", SLURM_JOB_COMMENT=f"olmo2-metrics=port:{exporter_port}",
                    OLMO2_PROMETHEUS_TARGETS=os.path.join(conf_dir, "targets"))
         subprocess.run([os.path.join(DEPLOY, "prometheus", "slurm", "prolog.sh")], env=env, check=True)
         target_file = os.path.join(conf_dir, "targets", "olmo2-train-4242.json")

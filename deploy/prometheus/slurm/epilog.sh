@@ -1,7 +1,8 @@
 #!/bin/sh
 # Slurm EpilogSlurmctld for olmo2 jobs: removes the targets file prolog.sh wrote, so that
 # Prometheus stops scraping (and Olmo2TargetDown stays quiet for) a finished job.
-# Same OLMO2_PROMETHEUS_TARGETS setting as prolog.sh. Always exits 0.
+# Same OLMO2_PROMETHEUS_TARGETS setting as prolog.sh; slurmctld_hook.sh execs it as
+# EpilogSlurmctld. Always exits 0.
 PATH=/usr/local/bin:/usr/bin:/bin:$PATH
 set -u
 [ -n "${SLURM_JOB_ID:-}" ] || { echo "olmo2 epilog: SLURM_JOB_ID is not set" >&2; exit 0; }

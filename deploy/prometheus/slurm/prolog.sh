@@ -1,45 +1,57 @@
 #!/bin/sh
 # Slurm PrologSlurmctld for olmo2 jobs: writes a Prometheus file_sd targets file naming
-# the job's metrics endpoint, which prometheus.yml picks up within its refresh_interval.
-# epilog.sh (EpilogSlurmctld) removes it. In slurm.conf, on the host Prometheus reads
-# the targets folder from:
-#   PrologSlurmctld=/path/to/olmo2/deploy/prometheus/slurm/prolog.sh
-#   EpilogSlurmctld=/path/to/olmo2/deploy/prometheus/slurm/epilog.sh
+# the job's metrics endpoints, which prometheus.yml picks up within its refresh_interval;
+# epilog.sh (EpilogSlurmctld) removes it. slurm.conf names slurmctld_hook.sh, which sets
+# PATH, SLURM_CONF and OLMO2_PROMETHEUS_TARGETS and execs this file (see that file).
 #
-# Jobs whose name matches OLMO2_SLURM_JOB_NAMES (a shell pattern, default 'olmo2*') get a
-# file; names containing 'serve' are olmo2-serve jobs (port 8000), the others olmo2-train
-# jobs (port 9400, rank 0's --metrics-port, on the allocation's first node). Run them
-# with --metrics-host 0.0.0.0 (or the node's address): the default 127.0.0.1 cannot be
-# scraped from another host. Settings (environment):
-#   OLMO2_PROMETHEUS_TARGETS  folder of targets files (default: ../targets next to this script)
-#   OLMO2_SLURM_JOB_NAMES     which jobs to register (default 'olmo2*'; '*' for all)
-#   OLMO2_METRICS_JOB         olmo2-train | olmo2-serve (default: from the job name)
-#   OLMO2_METRICS_PORT        the port (default 9400 for olmo2-train, 8000 for olmo2-serve)
-#   OLMO2_METRICS_PER_NODE=1  one target per node (the exporter's one-endpoint-per-node option)
-# A prolog that fails holds the job, so this one reports problems on stderr and exits 0.
+# The job says what to register, in its comment (sbatch --comment), one word of it:
+#   olmo2-metrics=port:9411                 a training job, rank 0's --metrics-port
+#   olmo2-metrics=port:9411,per-node        --metrics-per-node: one target per node
+#   olmo2-metrics=kind:serve,port:8123      olmo2 serve (metrics on its HTTP port, rank 0)
+# Keys: port:N (1-65535, required), kind:train|serve (default train), per-node. A job
+# without such a word is left alone. The targets are node:port for the allocation's
+# first node (rank 0 under srun -m block and under mpirun), or for every node with
+# per-node; run olmo2 with --metrics-host 0.0.0.0 (train) or --host 0.0.0.0 (serve), as
+# deploy/slurm/ does, since 127.0.0.1 cannot be scraped from another host. The comment
+# comes from SLURM_JOB_COMMENT (set for PrologSlurmctld), else from
+# `scontrol show job -o $SLURM_JOB_ID`.
+# Settings: OLMO2_PROMETHEUS_TARGETS, the folder of targets files (default ../targets
+# beside this script). A prolog that fails holds the job, so this one reports problems on
+# stderr (slurmctld's log) and exits 0.
 PATH=/usr/local/bin:/usr/bin:/bin:$PATH
 set -u
 
 fail() { echo "olmo2 prolog: $*" >&2; exit 0; }
 
 [ -n "${SLURM_JOB_ID:-}" ] || fail "SLURM_JOB_ID is not set (run by slurmctld as PrologSlurmctld)"
-case "${SLURM_JOB_NAME:-}" in
-  ${OLMO2_SLURM_JOB_NAMES:-olmo2*}) ;;
-  *) exit 0 ;;
-esac
+case "$SLURM_JOB_ID" in *[!0-9_]*) fail "odd SLURM_JOB_ID '$SLURM_JOB_ID'" ;; esac
+if [ -n "${SLURM_JOB_COMMENT+set}" ]; then
+  comment=$SLURM_JOB_COMMENT
+else
+  comment=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null) ||
+    fail "job $SLURM_JOB_ID: no SLURM_JOB_COMMENT, and scontrol show job fails"
+fi
+# A word of the comment (scontrol prints it as Comment=WORD ...).
+spec=$(printf '%s\n' "$comment" | tr ' ' '\n' | sed -n 's/^\(Comment=\)\{0,1\}olmo2-metrics=//p' | head -n 1)
+[ -n "$spec" ] || exit 0
 [ -n "${SLURM_JOB_NODELIST:-}" ] || fail "job $SLURM_JOB_ID: SLURM_JOB_NODELIST is not set"
 
-dir=${OLMO2_PROMETHEUS_TARGETS:-$(dirname "$0")/../targets}
-case "$SLURM_JOB_NAME" in
-  *serve*) job=${OLMO2_METRICS_JOB:-olmo2-serve} ;;
-  *)       job=${OLMO2_METRICS_JOB:-olmo2-train} ;;
+kind=train port= per_node=0
+for item in $(printf '%s' "$spec" | tr ',' ' '); do
+  case "$item" in
+    port:*) port=${item#port:} ;;
+    kind:train|kind:serve) kind=${item#kind:} ;;
+    per-node) per_node=1 ;;
+    *) fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': unknown item '$item'" \
+            "(port:N, kind:train|serve, per-node)" ;;
+  esac
+done
+case "$port" in
+  ''|*[!0-9]*) fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': port '$port' is not a port number" ;;
 esac
-case "$job" in
-  olmo2-train) port=${OLMO2_METRICS_PORT:-9400} ;;
-  olmo2-serve) port=${OLMO2_METRICS_PORT:-8000} ;;
-  *) fail "OLMO2_METRICS_JOB must be olmo2-train or olmo2-serve, not '$job'" ;;
-esac
-case "$port" in ''|*[!0-9]*) fail "OLMO2_METRICS_PORT '$port' is not a port number" ;; esac
+[ "$port" -ge 1 ] && [ "$port" -le 65535 ] ||
+  fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': port $port is outside 1-65535"
+job=olmo2-$kind
 
 # node[01-03],gpu7 -> one host name a line (scontrol only for bracketed ranges).
 case "$SLURM_JOB_NODELIST" in
@@ -47,13 +59,14 @@ case "$SLURM_JOB_NODELIST" in
            fail "job $SLURM_JOB_ID: scontrol cannot expand '$SLURM_JOB_NODELIST'" ;;
   *) hosts=$(echo "$SLURM_JOB_NODELIST" | tr ',' '\n') ;;
 esac
-[ "${OLMO2_METRICS_PER_NODE:-0}" = 1 ] || hosts=$(echo "$hosts" | head -n 1)
+[ "$per_node" = 1 ] || hosts=$(echo "$hosts" | head -n 1)
 
 # Label values: keep them to a safe alphabet so the JSON needs no escaping.
 clean() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
 targets=$(echo "$hosts" | sed '/^$/d; s/.*/"&:'"$port"'"/' | paste -sd, -)
 [ -n "$targets" ] || fail "job $SLURM_JOB_ID: no host in '$SLURM_JOB_NODELIST'"
 
+dir=${OLMO2_PROMETHEUS_TARGETS:-$(dirname "$0")/../targets}
 mkdir -p "$dir" || fail "cannot create $dir"
 tmp=$(mktemp "$dir/.olmo2-XXXXXX") || fail "cannot write in $dir"
 cat > "$tmp" <<JSON
@@ -62,7 +75,7 @@ cat > "$tmp" <<JSON
     "targets": [$targets],
     "labels": {
       "slurm_job_id": "$(clean "$SLURM_JOB_ID")",
-      "slurm_job_name": "$(clean "$SLURM_JOB_NAME")",
+      "slurm_job_name": "$(clean "${SLURM_JOB_NAME:-}")",
       "slurm_user": "$(clean "${SLURM_JOB_USER:-unknown}")"
     }
   }
