@@ -1,7 +1,7 @@
 """Helpers for the deploy/ tests that run a real Prometheus server (Python 3 standard
 library only): the metric contract of deploy/metrics.txt, a free loopback port, the
 HTTP API, polling, and a Prometheus started on a copy of deploy/prometheus/ with 1 s
-scrape and evaluation intervals and its static targets pointed elsewhere.
+scrape and evaluation intervals and a local targets file per job.
 
 Also what the integration tests against a real olmo2 job share: the contract check of
 one job's series, the dashboard-panel check, stopping an mpirun job, a log's tail.
@@ -110,10 +110,10 @@ def popen(args, **kw):
 
 def write_config(conf_dir, targets):
     """Copies deploy/prometheus/prometheus.yml and rules/ into conf_dir with 1 s scrape and
-    evaluation intervals (1 s scrape timeout) and each static target replaced:
-    targets = {"127.0.0.1:9400": "127.0.0.1:PORT", ...}. Every interval and every target
-    must be found, so that a changed configuration fails here instead of being scraped
-    as it is."""
+    evaluation intervals (1 s scrape timeout), and registers targets = {"olmo2-train":
+    "127.0.0.1:PORT", ...} the way a run on one machine does: a file_sd file
+    targets/<job>-local.json per job. Every interval and every job's file_sd pattern must
+    be found, so that a changed configuration fails here instead of being scraped as it is."""
     shutil.copytree(os.path.join(DEPLOY, "prometheus", "rules"), os.path.join(conf_dir, "rules"))
     os.makedirs(os.path.join(conf_dir, "targets"), exist_ok=True)
     with open(os.path.join(DEPLOY, "prometheus", "prometheus.yml"), encoding="utf-8") as f:
@@ -123,10 +123,12 @@ def write_config(conf_dir, targets):
     if n != 2 or m != 1:
         raise TestFailure("deploy/prometheus/prometheus.yml: expected global scrape_interval and "
                          "evaluation_interval of 15s and scrape_timeout 10s to shorten for the test")
-    for old, new in targets.items():
-        conf, k = re.subn(rf'"{re.escape(old)}"', f'"{new}"', conf)
-        if k != 1:
-            raise TestFailure(f"deploy/prometheus/prometheus.yml: static target \"{old}\" found {k} times, expected once")
+    for job, target in targets.items():
+        if conf.count(f'"targets/{job}-*.json"') != 1:
+            raise TestFailure(f'deploy/prometheus/prometheus.yml: file_sd pattern "targets/{job}-*.json" '
+                              "not found once")
+        with open(os.path.join(conf_dir, "targets", f"{job}-local.json"), "w", encoding="utf-8") as f:
+            json.dump([{"targets": [target]}], f)
     path = os.path.join(conf_dir, "prometheus.yml")
     with open(path, "w", encoding="utf-8") as f:
         f.write(conf)

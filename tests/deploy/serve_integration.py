@@ -5,7 +5,7 @@ label integration). Python 3 standard library only.
 Makes a tiny random OLMo 2 model (bench/olmo2_random_model: 2 layers, hidden 64, the
 Dolma 2 tokenizer), serves it with `mpirun -np 2 olmo2 serve --tp 2` and a KV cache of
 64 blocks (256 KiB a rank), and starts a real Prometheus on loopback (a copy of
-deploy/prometheus/prometheus.yml whose olmo2-serve static target is this server, 1 s
+deploy/prometheus/prometheus.yml whose olmo2-serve local targets file names this server, 1 s
 scrape and evaluation intervals, the real rule files). It sends, with urllib:
 
   * two warm-up completions (one streamed), then bad requests that must get HTTP 400
@@ -305,11 +305,11 @@ def run(args, tmp):
     client = Client(f"http://{instance}")
     prom = server = None
     try:
-        # The olmo2-train static target goes to a port nothing listens on (a training run
+        # The olmo2-train local target goes to a port nothing listens on (a training run
         # someone has on 9400 is not scraped); it is simply down. Prometheus starts first:
         # it applies new targets only every 5 s, so its first scrape comes a while later.
         config = write_config(os.path.join(tmp, "prometheus"),
-                              {"127.0.0.1:8000": instance, "127.0.0.1:9400": f"127.0.0.1:{closed_port}"})
+                              {"olmo2-serve": instance, "olmo2-train": f"127.0.0.1:{closed_port}"})
         prom = Prometheus(args.prometheus, config, tmp, prom_port)
         model = make_model(args, tmp)
         cmd = [args.mpiexec, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",

@@ -3,7 +3,7 @@
 deploy.train_integration, label integration). Python 3 standard library only.
 
 Starts a real Prometheus on loopback (a copy of deploy/prometheus/prometheus.yml whose
-olmo2-train static target is this run's metrics port, 1 s scrape and evaluation
+olmo2-train local targets file names this run's metrics port, 1 s scrape and evaluation
 intervals, the real rule files), trains a tiny OLMo 2 model under `mpirun -np 4` with
 tp 2 x pp 2 and a loss spike injected at step SPIKE_STEP (--debug-scale-loss), and
 through Prometheus's HTTP API checks:
@@ -150,10 +150,10 @@ def run(args, tmp):
     prom = job = None
     t0 = time.time()
     try:
-        # The olmo2-serve static target goes to a port nothing listens on, so that a server
+        # The olmo2-serve local target goes to a port nothing listens on, so that a server
         # someone runs on 8000 is not scraped; it is simply down (Olmo2TargetDown needs 3 min).
         config = write_config(os.path.join(tmp, "prometheus"),
-                              {"127.0.0.1:9400": instance, "127.0.0.1:8000": f"127.0.0.1:{closed_port}"})
+                              {"olmo2-train": instance, "olmo2-serve": f"127.0.0.1:{closed_port}"})
         prom = Prometheus(args.prometheus, config, tmp, prom_port)
         out_path, err_path = os.path.join(tmp, "train.out"), os.path.join(tmp, "train.err")
         cmd = [args.mpiexec, "-np", str(RANKS), "--allow-run-as-root", "--oversubscribe",
