@@ -32,7 +32,7 @@ void add_serve_options(po::options_description& d) {
       "enable-prefix-caching", po::value<bool>()->implicit_value(true),
       "reuse the cached KV blocks of equal prompt prefixes: true (default) or false")(
       "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
-      "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 30)")(
+      "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 25, under Slurm's default KillWait of 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
       "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
       "collective-timeout", po::value<double>(),

@@ -28,7 +28,7 @@ struct ServeOptions {
   int64_t max_waiting = 256;      ///< --max-waiting-requests (beyond: 503)
   bool prefix_caching = true;     ///< off with --no-prefix-caching (or --enable-prefix-caching=false)
   int64_t max_body_bytes = 1 << 20;  ///< --max-body-bytes
-  double shutdown_grace = 30;     ///< --shutdown-grace seconds
+  double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
   double collective_timeout = 300;  ///< --collective-timeout seconds
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
   std::optional<Precision> precision;  ///< --precision (unset: the checkpoint's, default_precision)
