@@ -12,6 +12,10 @@
 # EpilogSlurmctld hook (deploy/prometheus/slurm/slurmctld_hook.sh, settings in
 # DIR/slurmctld_hook.conf) writes. Ports are chosen free. The node declares CPUs=8
 # (SlurmdParameters=config_overrides) so that 4 tasks fit a 2-core machine without -O.
+# Partition `debug` (the default) is this host's node. Partition `pair` adds a second
+# node, <host>-b, served by a second slurmd on this host (slurmd -N): Debian's Slurm is
+# not built for several slurmds on one host, so a step (srun) across both fails, but a
+# two-node job without steps runs, which is what the prolog's per-node case needs.
 # KillWait is Slurm's default, 30 s. Must run as root (SlurmUser=root, munged as munge).
 # Exit status: 0 started/stopped; 1 with one line on stderr naming what failed (the daemons
 # that did start are stopped again); 77 when slurmctld, slurmd or munged is not installed
@@ -46,7 +50,7 @@ stop() {
       done
     fi
   fi
-  stop_pid "$dir/run/slurmd.pid"
+  for pidfile in "$dir"/run/slurmd-*.pid; do stop_pid "$pidfile"; done
   stop_pid "$dir/run/slurmctld.pid"
   stop_pid "$dir/munge/munged.pid"
 }
@@ -74,12 +78,14 @@ start() {
   munge -S "$dir/munge/munge.socket" -n | unmunge -S "$dir/munge/munge.socket" >/dev/null ||
     { stop; die "munge -n | unmunge fails on $dir/munge/munge.socket"; }
 
-  local host mem ctld_port slurmd_port
+  local host mem ctld_port slurmd_port second_port
   host=$(hostname -s)
   mem=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
   [ -n "$mem" ] || { stop; die "slurmd -C reports no RealMemory"; }
   ctld_port=$(free_port); slurmd_port=$(free_port)
+  second_port=$(free_port)
   while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
+  while [ "$second_port" = "$ctld_port" ] || [ "$second_port" = "$slurmd_port" ]; do second_port=$(free_port); done
 
   # The hook finds its settings in slurmctld_hook.conf next to the path slurm.conf names.
   ln -sf "$here/deploy/prometheus/slurm/slurmctld_hook.sh" "$dir/slurmctld_hook.sh"
@@ -97,11 +103,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -116,16 +122,21 @@ SlurmdParameters=config_overrides
 PrologSlurmctld=$dir/slurmctld_hook.sh
 EpilogSlurmctld=$dir/slurmctld_hook.sh
 NodeName=$host NodeAddr=127.0.0.1 CPUs=8 RealMemory=$mem State=UNKNOWN
+NodeName=$host-b NodeHostname=$host NodeAddr=127.0.0.1 Port=$second_port CPUs=8 RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+PartitionName=pair Nodes=$host,$host-b MaxTime=INFINITE State=UP
 EOF
   /usr/sbin/slurmctld -i -f "$SLURM_CONF" || { stop; die "slurmctld did not start: $(tail -3 "$dir/log/slurmctld.log")"; }
-  /usr/sbin/slurmd -f "$SLURM_CONF" || { stop; die "slurmd did not start: $(tail -3 "$dir/log/slurmd.log")"; }
+  for node in "$host" "$host-b"; do
+    /usr/sbin/slurmd -f "$SLURM_CONF" -N "$node" ||
+      { stop; die "slurmd -N $node did not start: $(tail -3 "$dir/log/slurmd-$node.log")"; }
+  done
   for _ in $(seq 150); do
-    state=$(sinfo -h -n "$host" -o %t 2>/dev/null)
+    state=$(sinfo -h -N -n "$host,$host-b" -o %t 2>/dev/null | sort -u | paste -sd, -)
     case "$state" in idle) echo "SLURM_CONF=$SLURM_CONF"; return 0 ;; esac
     sleep 0.2
   done
-  stop; die "node $host not idle after 30 s (state '${state:-none}'); logs in $dir/log"
+  stop; die "nodes $host, $host-b not idle after 30 s (states '${state:-none}'); logs in $dir/log"
 }
 
 case "$cmd" in

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The deploy/slurm/ batch scripts and the Prometheus prolog under a real Slurm 22.05
-(docs/architecture.md §9, §12 "Exit status"). Starts a one-node cluster on loopback with
+(docs/architecture.md §9, §12 "Exit status"). Starts a cluster on loopback with
 scripts/slurm_cluster.sh (its own munged; PrologSlurmctld/EpilogSlurmctld = the
 slurmctld hook), then, with a tiny OLMo 2 model at tp 2:
 
@@ -15,10 +15,15 @@ slurmctld hook), then, with a tiny OLMo 2 model at tp 2:
               (SLURM_RESTART_COUNT=1) and finishes with 0; losses equal the reference;
   mpirun      train_mpirun.sbatch, `scancel --batch --signal=USR1`: the trap forwards it
               to mpirun, a checkpoint, exit 75; resubmitted, it resumes; losses equal;
+  multinode   train_multinode.sbatch, 4 tasks on one node at tp 2 x pp 2: exit 0, losses
+              as tp 2's; 3 tasks per node at tp 2 refused;
   serve       serve.sbatch with port:auto: it publishes host:port in a file and in the
               job's comment, the prolog registers the same port as olmo2-serve, a
               /v1/completions request there answers, and `scancel` ends the job within
-              the shutdown grace with status 0.
+              the shutdown grace with status 0;
+  prolog      a two-node job with per-node metrics (partition pair) is registered on
+              both nodes, a serving job beside it on the same node with its own port,
+              and the epilog removes both files.
 
 Skips (status 77, one line) when Slurm or munge is missing or the cluster cannot start.
 Everything the test started is stopped by PID (slurm_cluster.sh stop) in a finally.
@@ -285,6 +290,71 @@ def case_serve(cluster, args):
           "targets file removed")
 
 
+def case_prolog(cluster):
+    """Two jobs at once on this host's node: a per-node training job over both nodes of
+    partition pair and a serving job with port:auto; each gets its own targets file."""
+    port = free_port()
+    t0 = time.time()
+    pair = cluster.run("sbatch", "--parsable", "-p", "pair", "-N", "2", "-n", "2", "--job-name=olmo2-pernode",
+                       f"--comment=olmo2-metrics=port:{port},per-node", f"--output={cluster.tmp}/pernode.out",
+                       "--wrap", "sleep 4").strip()
+    serve = cluster.run("sbatch", "--parsable", "--job-name=olmo2-auto", "--comment=olmo2-metrics=kind:serve,port:auto",
+                        f"--output={cluster.tmp}/auto.out", "--wrap", "sleep 4").strip()
+    for job in (pair, serve):
+        cluster.wait_state(job, ["RUNNING"], timeout=30)
+    path = os.path.join(cluster.dir, "targets", f"olmo2-train-{pair}.json")
+    with open(path, encoding="utf-8") as f:
+        group = json.load(f)[0]
+    want = [f"{cluster.host}:{port}", f"{cluster.host}-b:{port}"]
+    if group["targets"] != want or group["labels"] != {"slurm_job_id": pair, "slurm_job_name": "olmo2-pernode",
+                                                       "slurm_user": "root"}:
+        raise Failure(f"per-node job {pair}: {path} holds {group}, expected targets {want}")
+    check_targets(cluster, "serve", serve, 20000 + int(serve) % 20000, cluster.host)
+    for job in (pair, serve):
+        cluster.wait_state(job, ["COMPLETED"], timeout=30)
+    check_removed(cluster, "train", pair)
+    check_removed(cluster, "serve", serve)
+    print(f"ok: prolog under slurmctld: per-node job {pair} → {want}, job {serve} on the same node → port:auto "
+          f"{20000 + int(serve) % 20000} as olmo2-serve; the epilog removed both ({time.time() - t0:.1f} s)")
+
+
+def case_multinode(cluster, ref):
+    """train_multinode.sbatch on this host's node (a step cannot span the test's two
+    slurmds): 4 tasks, tp 2 x pp 2, --metrics-per-node; and its refusal of a task count
+    per node that would split a TP group."""
+    tmp = cluster.tmp
+    t0 = time.time()
+    env = dict(cluster.env, OLMO2_PP="2")
+    bad = subprocess.run(["sbatch", "--parsable", "-N", "1", "--ntasks-per-node=3", "--cpus-per-task=1",
+                          "--job-name=olmo2-split", f"--output={tmp}/split.out", "--chdir", tmp,
+                          os.path.join(SLURM, "train_multinode.sbatch"), *train_args(tmp)],
+                         env=env, capture_output=True, text=True, timeout=60)
+    job = bad.stdout.strip()
+    final = cluster.wait_state(job, ["COMPLETED", "FAILED", "CANCELLED"], timeout=60)
+    text = open(os.path.join(tmp, "split.out"), encoding="utf-8").read()
+    if final["JobState"] != "FAILED" or "not a multiple of TP 2" not in text:
+        raise Failure(f"train_multinode.sbatch with 3 tasks per node at TP 2: {final['JobState']}, output {text!r}")
+    port = free_port()
+    r = subprocess.run(["sbatch", "--parsable", "-N", "1", "--ntasks-per-node=4", "--cpus-per-task=1",
+                        "--job-name=olmo2-multinode", f"--comment=olmo2-metrics=port:{port},per-node",
+                        f"--output={tmp}/multinode.out", "--chdir", tmp,
+                        os.path.join(SLURM, "train_multinode.sbatch"), *train_args(tmp)],
+                       env=env, capture_output=True, text=True, timeout=60)
+    job = r.stdout.strip()
+    final = cluster.wait_state(job, ["COMPLETED", "FAILED", "CANCELLED"], timeout=180)
+    out = os.path.join(tmp, "multinode.out")
+    if final["JobState"] != "COMPLETED" or exit_statuses(out) != [0]:
+        raise Failure(f"train_multinode.sbatch: job {job} {final['JobState']}, exit statuses {exit_statuses(out)}:\n"
+                      f"{tail(out, 2000)}")
+    got = losses(out)
+    worst = max(abs(got[s][0]["loss"] - ref[s][0]["loss"]) / abs(ref[s][0]["loss"]) for s in ref)
+    # Pipeline parallelism is bit-exact (docs/architecture.md §7), so the losses are tp 2's.
+    if sorted(got) != sorted(ref) or worst != 0:
+        raise Failure(f"train_multinode.sbatch at tp 2 x pp 2: steps {len(got)}, loss differs from tp 2 by {worst:.2e}")
+    print(f"ok: multinode script: refuses 3 tasks per node at TP 2; tp 2 x pp 2 with --metrics-per-node, exit 0, "
+          f"losses equal tp 2's ({time.time() - t0:.1f} s)")
+
+
 def run(args, tmp):
     cluster = Cluster(tmp, args.olmo2)
     r = cluster.script("start", timeout=120)
@@ -293,11 +363,12 @@ def run(args, tmp):
         return SKIP
     cluster.host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
     t0 = time.time()
-    print(f"ok: one-node Slurm cluster up ({cluster.env['SLURM_CONF']})")
+    print(f"ok: Slurm cluster up ({cluster.env['SLURM_CONF']})")
     write_tokens(os.path.join(tmp, "tokens.npy"))
     with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
         json.dump(MODEL_CONFIG, f)
 
+    case_prolog(cluster)
     ref = case_reference(cluster)
     got, _, ids, took = interrupted_run(cluster, "train_srun.sbatch", "olmo2-srun",
                                         lambda job: cluster.run("scancel", job))
@@ -317,6 +388,7 @@ def run(args, tmp):
     compare("mpirun", got, ref)
     print(f"ok: mpirun: scancel --batch --signal=USR1 → trap → checkpoint, exit 75; resubmitted, losses equal "
           f"({took:.1f} s)")
+    case_multinode(cluster, ref)
     case_serve(cluster, args)
     print(f"ok: all Slurm cases in {time.time() - t0:.1f} s")
     return 0
