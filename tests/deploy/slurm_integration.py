@@ -13,6 +13,7 @@ slurmctld hook), then, with a tiny OLMo 2 model at tp 2:
   requeue     train_requeue.sbatch, `scancel --signal=USR1` (what --signal=USR1@N sends
               at the time limit): exit 75, the script requeues the job, which resumes
               (SLURM_RESTART_COUNT=1) and finishes with 0; losses equal the reference;
+              a run that fails (a missing data file) ends FAILED, not requeued;
   mpirun      train_mpirun.sbatch, `scancel --batch --signal=USR1`: the trap forwards it
               to mpirun, a checkpoint, exit 75; resubmitted, it resumes; losses equal;
   multinode   train_multinode.sbatch, 4 tasks on one node at tp 2 x pp 2: exit 0, losses
@@ -48,7 +49,7 @@ from train_integration import write_tokens  # noqa: E402
 
 SLURM = os.path.join(REPO, "deploy", "slurm")
 SKIP = 77
-STEPS = 80         # the whole run; a stop comes after STOP_AFTER steps or soon after
+STEPS = 120        # the whole run; a stop comes after STOP_AFTER steps or soon after
 STOP_AFTER = 5
 MODEL_CONFIG = {
     "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "vocab_size": 97, "hidden_size": 64,
@@ -348,7 +349,7 @@ def case_multinode(cluster, ref):
                       f"{tail(out, 2000)}")
     got = losses(out)
     worst = max(abs(got[s][0]["loss"] - ref[s][0]["loss"]) / abs(ref[s][0]["loss"]) for s in ref)
-    # Pipeline parallelism is bit-exact (docs/architecture.md §7), so the losses are tp 2's.
+    # A pipeline-only split trains bit-identical weights (docs/architecture.md §6), so the losses are tp 2's.
     if sorted(got) != sorted(ref) or worst != 0:
         raise Failure(f"train_multinode.sbatch at tp 2 x pp 2: steps {len(got)}, loss differs from tp 2 by {worst:.2e}")
     print(f"ok: multinode script: refuses 3 tasks per node at TP 2; tp 2 x pp 2 with --metrics-per-node, exit 0, "
@@ -383,6 +384,17 @@ def run(args, tmp):
         raise Failure(f"requeue: exit statuses {exit_statuses(out)}, expected [75, 0] and a restart:\n{tail(out)}")
     print(f"ok: requeue: scancel --signal=USR1 → exit 75 → scontrol requeue → resumed (restart 1) → exit 0; "
           f"losses equal ({took:.1f} s)")
+    # A failure is not requeued: a data file that does not exist (olmo2 exits 1 or 2).
+    bad = cluster.sbatch("train_requeue.sbatch", "olmo2-bad", "olmo2-metrics=port:1",
+                         [a if a != os.path.join(tmp, "tokens.npy") else os.path.join(tmp, "missing.npy")
+                          for a in train_args(tmp)])
+    final = cluster.wait_state(bad, ["COMPLETED", "FAILED", "CANCELLED"], timeout=60)
+    bad_out = os.path.join(tmp, "olmo2-bad.out")
+    if final["JobState"] != "FAILED" or final["Restarts"] != "0" or exit_statuses(bad_out) not in ([1], [2]) \
+            or "not requeued" not in open(bad_out, encoding="utf-8").read():
+        raise Failure(f"requeue script with a missing data file: {final['JobState']}, restarts {final['Restarts']}, "
+                      f"exit statuses {exit_statuses(bad_out)}:\n{tail(bad_out, 1500)}")
+    print(f"ok: requeue: a failed run (exit {exit_statuses(bad_out)[0]}) ends FAILED and is not requeued")
     got, _, ids, took = interrupted_run(cluster, "train_mpirun.sbatch", "olmo2-mpirun",
                                         lambda job: cluster.run("scancel", "--batch", "--signal=USR1", job))
     compare("mpirun", got, ref)
