@@ -249,7 +249,7 @@ def case_serve(cluster, args):
     if r.returncode != 0 or not os.path.isdir(model):
         raise Failure(f"olmo2_random_model: status {r.returncode}: {r.stdout}{r.stderr}")
     t0 = time.time()
-    job = cluster.sbatch("serve.sbatch", "olmo2-serve-test", "olmo2-metrics=kind:serve,port:auto",
+    job = cluster.sbatch("serve.sbatch", "olmo2-serve-test", "chat olmo2-metrics=kind:serve,port:auto",
                          ["--model", model, "--threads", "1", "--kv-cache-memory", "256KiB",
                           "--max-batch-tokens", "64"])
     port = 20000 + int(job) % 20000
@@ -265,8 +265,8 @@ def case_serve(cluster, args):
     if address != f"{cluster.host}:{port}":
         raise Failure(f"{address_file} says {address!r}, expected {cluster.host}:{port} (port:auto)")
     comment = cluster.run("squeue", "-h", "-j", job, "-o", "%k").strip()
-    if f"olmo2-serve={address}" not in comment.split():
-        raise Failure(f"the job's comment is {comment!r}, expected the word olmo2-serve={address}")
+    if comment != f"chat olmo2-metrics=kind:serve,port:auto olmo2-serve={address}":
+        raise Failure(f"the job's comment is {comment!r}, expected the submitted one and olmo2-serve={address}")
     check_targets(cluster, "serve", job, port, cluster.host)
     req = urllib.request.Request(f"http://{address}/v1/completions", method="POST",
                                  data=json.dumps({"prompt": "Hello", "max_tokens": 4}).encode(),
