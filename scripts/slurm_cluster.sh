@@ -23,7 +23,7 @@
 set -u
 cmd=${1:-}; dir=${2:-}
 die() { echo "slurm_cluster.sh: $*" >&2; exit 1; }
-[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: slurm_cluster.sh start|stop DIR"
+if [ -z "$cmd" ] || [ -z "$dir" ]; then die "usage: slurm_cluster.sh start|stop DIR"; fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 export SLURM_CONF=$dir/slurm.conf
 

@@ -21,6 +21,7 @@ The metric contract is deploy/metrics.txt. Exit status 1 and one line per proble
 """
 import argparse
 import copy
+import glob
 import json
 import os
 import re
@@ -557,6 +558,22 @@ def cmd_slurm(args, contract):
         run("epilog.sh", SLURM_JOB_ID="999")
         if files() != ["olmo2-serve-102.json"]:
             problems.append(f"after epilog.sh for job 101: {files()} left")
+
+        # The batch scripts of deploy/slurm/: valid bash, a header saying what to edit, the
+        # comment word the prolog reads, and the exit status line the docs and tests read.
+        scripts = sorted(glob.glob(os.path.join(DEPLOY, "slurm", "*.sbatch")))
+        if len(scripts) < 5:
+            problems.append(f"deploy/slurm/ has {len(scripts)} batch scripts, expected 5")
+        for path in scripts:
+            name = os.path.basename(path)
+            r = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+            if r.returncode != 0:
+                problems.append(f"{name}: bash -n: {r.stderr.strip()}")
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            for needed in ("# EDIT", "#SBATCH --job-name=", "#SBATCH --comment=olmo2-metrics=", "olmo2 exit status"):
+                if needed not in text:
+                    problems.append(f"{name}: no {needed!r}")
 
         # The hook under an empty environment, through a link named like slurm.conf's path.
         hook_targets = os.path.join(tmp, "hook-targets")

@@ -104,8 +104,12 @@ class Cluster:
                        for name in ("slurmctld.log", "slurmd.log"))
 
 
+TIMING = ("step_time", "tokens_per_second")  # the JSON step line's fields that are not the run's values
+
+
 def losses(path):
-    """{step: the JSON line's loss fields} of a job's output file (appended runs)."""
+    """{step: [the JSON step line without its timings, one per time the step was logged]}
+    of a job's output file(s)."""
     found = {}
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -115,7 +119,7 @@ def losses(path):
                 except ValueError:
                     continue
                 if "step" in rec and "loss" in rec:
-                    found.setdefault(rec["step"], []).append({k: rec[k] for k in ("loss", "grad_norm") if k in rec})
+                    found.setdefault(rec["step"], []).append({k: v for k, v in rec.items() if k not in TIMING})
     return found
 
 

@@ -37,7 +37,7 @@ spec=$(printf '%s\n' "$comment" | tr ' ' '\n' | sed -n 's/^\(Comment=\)\{0,1\}ol
 [ -n "$spec" ] || exit 0
 [ -n "${SLURM_JOB_NODELIST:-}" ] || fail "job $SLURM_JOB_ID: SLURM_JOB_NODELIST is not set"
 
-kind=train port= per_node=0
+kind=train port='' per_node=0
 for item in $(printf '%s' "$spec" | tr ',' ' '); do
   case "$item" in
     port:*) port=${item#port:} ;;
@@ -52,8 +52,9 @@ done
 case "$port" in
   ''|*[!0-9]*) fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': port '$port' is not a port number" ;;
 esac
-[ "$port" -ge 1 ] && [ "$port" -le 65535 ] ||
+if [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
   fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': port $port is outside 1-65535"
+fi
 job=olmo2-$kind
 
 # node[01-03],gpu7 -> one host name a line (scontrol only for bracketed ranges).
