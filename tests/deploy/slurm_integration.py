@@ -95,9 +95,15 @@ class Cluster:
         return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
     def wait_state(self, job_id, states, timeout=120):
-        return wait_for(f"job {job_id} to be {'/'.join(states)}",
-                        lambda: self.job(job_id)["JobState"] in states and self.job(job_id), timeout=timeout,
-                        interval=0.3)
+        try:
+            return wait_for(f"job {job_id} to be {'/'.join(states)}",
+                            lambda: self.job(job_id)["JobState"] in states and self.job(job_id), timeout=timeout,
+                            interval=0.3)
+        except Failure as e:
+            info = self.job(job_id)
+            out = info.get("StdOut", "")
+            raise Failure(f"{e}: it is {info.get('JobState')} (reason {info.get('Reason')})\n"
+                          f"{tail(out, 2000) if os.path.exists(out) else ''}\n{self.logs()}") from None
 
     def logs(self):
         return "".join(f"--- {name}:\n{tail(os.path.join(self.dir, 'log', name), 1500)}\n"
