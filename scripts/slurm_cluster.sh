@@ -118,6 +118,9 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
+# A pending job whose submit-time scheduling pass was skipped waits for the periodic
+# pass (60 s by default, backfill 30 s): every 2 s here, so tests do not stall.
+SchedulerParameters=sched_interval=2,bf_interval=2
 SlurmdParameters=config_overrides
 PrologSlurmctld=$dir/slurmctld_hook.sh
 EpilogSlurmctld=$dir/slurmctld_hook.sh
