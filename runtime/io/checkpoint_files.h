@@ -2,7 +2,7 @@
 // "Checkpoint integrity"): training_state.json's "files" names every other file of the
 // directory with its size and XXH3-128; before any weight of a checkpoint is used, each
 // listed file is read back in bounded chunks and compared. Under MPI the files are dealt
-// over the ranks (storage is shared, §7 "Shared storage"), so no file is read twice.
+// over the ranks (storage is shared: docs/architecture.md §7 "Shared storage"), so no file is read twice.
 #pragma once
 
 #include <cstdint>

@@ -39,7 +39,8 @@ struct TrainOptions {
   int keep = 3;              ///< --keep: newest checkpoints kept (0: all)
   std::string resume;        ///< --resume DIR, or "auto": the newest in save_dir if any
   /// --resume-fallback: a checkpoint that fails verification is skipped (logged) for the
-  /// newest older one that passes, instead of stopping the run (§7 "Checkpoint integrity").
+  /// newest older one that passes, instead of stopping the run (docs/architecture.md §7
+  /// "Checkpoint integrity").
   bool resume_fallback = false;
   int64_t log_interval = 1;  ///< --log-interval steps between human-readable lines
   std::string log_format = "text";  ///< --log-format text|json (json: one object per step on stdout)
