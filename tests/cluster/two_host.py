@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Multi-node runs on two real hosts made of network namespaces (docs/architecture.md §10
+"Two hosts"; ctest cluster.two_host.*, label integration). Python 3 standard library only.
+
+scripts/netns_hosts.sh makes hosts nodea and nodeb (own network stack, address, UTS host
+name and "local disk"); mpirun places 2 ranks on each through an rsh agent, Open MPI's
+traffic on the veth subnet. Cases:
+
+  train    `olmo2 train --tp 2 --pp 2` across the hosts (TP inside each host):
+           * its first STEPS JSON records equal, bit for bit, those of the same run as 4
+             ranks on one host (loss, z_loss, grad_norm, lr, token counts);
+           * with --metrics-per-node --metrics-host 0.0.0.0, both nodes' endpoints answer
+             from nodea's network, each with its own node's ranks' step times (nodea 0 1,
+             nodeb 2 3), and only nodea's (rank 0's) with the job-wide families;
+           * placement: rank 0's start-up lines name each host with its ranks
+             (docs/architecture.md §7 "Placement");
+           * SIGUSR1 to mpirun stops every rank on both hosts, which exit alike.
+  storage  a resume from a --save-dir at a path that shows each host its own disk, the
+           checkpoint on nodea's only: refused at start (status 1, no step taken, well
+           before the collective timeout) by one error naming nodeb and its ranks 2 and
+           3 (docs/architecture.md §7 "Shared storage").
+
+A check given with --pending NAME=REASON (work that another branch is landing) may fail:
+it prints XFAIL with the reason; if it passes, the test fails so that the marker goes.
+Exits 77 with one line when the namespaces cannot be made (no `ip`, no privileges).
+
+Usage: two_host.py --case train|storage --olmo2 PATH --mpiexec PATH --netns-script PATH
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "deploy"))
+from netns_hosts import SKIP_STATUS, NetnsHosts, Skip  # noqa: E402
+from prometheus_harness import TestFailure, popen, stop_job, tail, wait_for  # noqa: E402
+from train_integration import MODEL_CONFIG, write_tokens  # noqa: E402
+
+STEPS = 8           # records compared with the one-host run
+METRICS_PORT = 9400  # free: each run has its own network namespaces
+COMPARED = ("step", "loss", "z_loss", "grad_norm", "lr", "tokens", "target_tokens", "skipped")
+STARTUP_LIMIT = 60  # seconds within which the storage refusal must come (the collective timeout is 120)
+
+
+class Checks:
+    """Named checks, some of them pending (expected to fail until another branch lands)."""
+
+    def __init__(self, pending):
+        self.pending = pending
+        self.failed = []
+
+    def check(self, name, problems, ok_text):
+        """problems: a list of strings (empty: passed)."""
+        reason = self.pending.get(name)
+        if not problems:
+            if reason is not None:
+                self.failed.append(f"{name} passes but is marked --pending ({reason}): remove the marker")
+                print(f"XPASS {name}: {ok_text}")
+            else:
+                print(f"ok: {ok_text}")
+        elif reason is not None:
+            print(f"XFAIL {name} (pending: {reason}):\n  " + "\n  ".join(problems))
+        else:
+            self.failed.append(f"{name}:\n  " + "\n  ".join(problems))
+
+
+def json_records(path):
+    """The --log-format json step records of a run's stdout (complete lines only: the
+    run may be writing the next one)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.startswith("{") and line.endswith("\n")]
+
+
+def train_args(args, tmp, steps, layout=True):
+    """olmo2 train of the tiny model; with layout, tp 2 x pp 2 (4 ranks). A constant
+    learning rate, so that a step's values do not depend on --steps."""
+    return [args.olmo2, "train", "--threads", "1", "--model-config", os.path.join(tmp, "config.json"),
+            "--data", os.path.join(tmp, "tokens.npy"), "--seq-len", "16", "--global-batch", "8",
+            "--micro-batch", "2", "--steps", str(steps), "--lr", "1e-3", "--schedule", "constant",
+            "--peak-tflops", "1", "--log-format", "json", "--log-interval", "1000000"] + (
+        ["--tp", "2", "--pp", "2", "--collective-timeout", "120"] if layout else [])
+
+
+def run_logged(cmd, tmp, name, timeout, env):
+    """Runs cmd to completion (killed after timeout s); returns (status, stdout path, stderr text)."""
+    out, err = os.path.join(tmp, f"{name}.out"), os.path.join(tmp, f"{name}.err")
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = popen(cmd, stdout=o, stderr=e, env=env, cwd=tmp)
+        try:
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            status = stop_job(proc, timeout=10)
+            print(f"note: {name} still ran after {timeout} s; stopped (status {status})")
+            status = "timeout"
+    return status, out, tail(err, 20000)
+
+
+def scrape(hosts, host):
+    """{(family, labels): value} from `host`'s metrics endpoint, fetched from nodea's network."""
+    r = subprocess.run(hosts.in_host_a_network(
+        ["curl", "-sf", "--max-time", "5", f"http://{hosts.ip[host]}:{METRICS_PORT}/metrics"]),
+        capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    samples = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$", line)
+        if m:
+            samples[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return samples
+
+
+def step_ranks(samples):
+    """The ranks whose step time has been observed at least once."""
+    return sorted(int(re.search(r'rank="(\d+)"', labels).group(1)) for (name, labels), v in samples.items()
+                  if name == "olmo2_train_step_seconds_count" and v > 0)
+
+
+def case_train(args, hosts, tmp, env, checks):
+    status, out, err = run_logged([args.mpiexec, "-np", "4", "--allow-run-as-root",
+                                   "--oversubscribe"] + train_args(args, tmp, STEPS), tmp, "one-host", 120, env)
+    reference = json_records(out)
+    if status != 0 or len(reference) != STEPS:
+        raise TestFailure(f"the one-host run exited with {status} after {len(reference)} records:\n{err[-3000:]}")
+    print(f"ok: one-host reference, {STEPS} steps, final loss {reference[-1]['loss']}")
+
+    cmd = hosts.mpirun(args.mpiexec, ranks_per_host=2) + train_args(args, tmp, 1000000) + [
+        "--metrics-per-node", "--metrics-host", "0.0.0.0", "--metrics-port", str(METRICS_PORT),
+        "--save-dir", os.path.join(tmp, "shared-ckpt")]
+    out, err_path = os.path.join(tmp, "two-host.out"), os.path.join(tmp, "two-host.err")
+    t0 = time.time()
+    with open(out, "w") as o, open(err_path, "w") as e:
+        job = popen(cmd, stdout=o, stderr=e, env=env, cwd=tmp)
+    try:
+        seen = {}
+
+        def scraped_both():
+            if job.poll() is not None:
+                raise TestFailure(f"the two-host job exited with {job.returncode}:\n{tail(err_path)}")
+            for host in hosts.ip:
+                seen[host] = scrape(hosts, host)
+            return (len(json_records(out)) >= STEPS and all(seen.values())
+                    and all(step_ranks(s) for s in seen.values()))
+        wait_for("both nodes' metrics endpoints and STEPS steps", scraped_both, timeout=120)
+        print(f"ok: two-host job running, both endpoints answer ({time.time() - t0:.1f} s)")
+        problems = []
+        for host, ranks in (("nodea", [0, 1]), ("nodeb", [2, 3])):
+            got = step_ranks(seen[host])
+            if got != ranks:
+                problems.append(f"{host}:{METRICS_PORT} shows step times of ranks {got}, expected {ranks}")
+            has_loss = ("olmo2_train_loss", "") in seen[host]
+            if has_loss != (host == "nodea"):
+                problems.append(f"{host}:{METRICS_PORT} {'serves' if has_loss else 'lacks'} olmo2_train_loss "
+                                "(only rank 0's endpoint, on nodea, serves the job-wide families)")
+        checks.check("metrics_per_node", problems,
+                     f"{hosts.ip['nodea']}:{METRICS_PORT} shows ranks 0 1 and the job-wide loss, "
+                     f"{hosts.ip['nodeb']}:{METRICS_PORT} ranks 2 3")
+    finally:
+        status = stop_job(job)
+    records = json_records(out)
+    err = tail(err_path, 20000)
+    # docs/architecture.md §12: a signal stops training with a checkpoint and status 75 on every rank.
+    checks.check("stop_status", [] if status == 75 else [f"mpirun exited with {status} after SIGUSR1, "
+                                                          f"expected 75:\n{err[-2000:]}"],
+                 f"SIGUSR1 stopped all 4 ranks on both hosts after {len(records)} steps, status 75")
+
+    mismatches = [f"step {a['step']}: {k} {b.get(k)!r} on two hosts, {a[k]!r} on one"
+                  for a, b in zip(reference, records) for k in COMPARED if a[k] != b.get(k)]
+    if len(records) < STEPS:
+        mismatches.append(f"the two-host run logged {len(records)} records, expected at least {STEPS}")
+    checks.check("losses", mismatches[:10],
+                 f"the first {STEPS} steps on two hosts equal the one-host run bit for bit "
+                 f"({', '.join(COMPARED[1:5])}; final loss {reference[-1]['loss']})")
+
+    problems = []
+    for host, ranks in (("nodea", (0, 1)), ("nodeb", (2, 3))):
+        lines = [line for line in err.splitlines() if re.search(rf"\b{host}\b", line)
+                 and all(re.search(rf"\b{r}\b", line) for r in ranks)]
+        if not lines:
+            problems.append(f"no start-up line names {host} with its ranks {ranks}")
+    checks.check("placement", problems + ([f"start of stderr:\n{err[:1500]}"] if problems else []),
+                 "the placement lines name nodea (ranks 0 1) and nodeb (ranks 2 3)")
+
+
+def refused_at_start(run, what):
+    """Problems with a resume (run: status, records, stderr, seconds) that should have
+    been refused at start by one error naming nodeb and its ranks 2 and 3."""
+    status, records, err, took = run
+    problems = []
+    if status != 1:
+        problems.append(f"{what}: mpirun exited with {status}, expected 1")
+    if records:
+        problems.append(f"{what}: {len(records)} steps were taken before the refusal (first: step {records[0]['step']})")
+    if took > STARTUP_LIMIT:
+        problems.append(f"{what}: the refusal took {took:.0f} s (limit {STARTUP_LIMIT} s): not at start")
+    errors = [line for line in err.splitlines() if line.startswith("olmo2: error:")]
+    named = [line for line in errors if re.search(r"\bnodeb\b", line)
+             and re.search(r"\b2\b", line) and re.search(r"\b3\b", line)]
+    if len(named) != 1:
+        problems.append(f"{what}: expected one 'olmo2: error:' line naming nodeb and ranks 2 and 3, got "
+                        f"{len(named)}; errors: {errors[:6]}\nstderr ends:\n{err[-1500:]}")
+    return problems, (named or [""])[0]
+
+
+def case_storage(args, hosts, tmp, env, checks):
+    # A step-2 checkpoint of this model in a directory both hosts see, made by one
+    # process (a resume slices it for any layout: docs/architecture.md §7).
+    shared = os.path.join(tmp, "shared-ckpt")
+    status, _, err = run_logged(train_args(args, tmp, 2, layout=False) + ["--save-dir", shared],
+                                tmp, "checkpoint", 60, env)
+    step2 = os.path.join(shared, "step-00000002")
+    if status != 0 or not os.path.isdir(step2):
+        raise TestFailure(f"making the checkpoint exited with {status}:\n{err[-2000:]}")
+
+    def resume(save_dir, name):
+        cmd = hosts.mpirun(args.mpiexec, ranks_per_host=2) + train_args(args, tmp, 4) + [
+            "--save-dir", save_dir, "--resume"]
+        t0 = time.time()
+        status, out, err = run_logged(cmd, tmp, name, STARTUP_LIMIT + 30, env)
+        return status, json_records(out), err, time.time() - t0
+
+    # The control: a save directory both hosts see resumes and finishes on both.
+    status, records, err, _ = resume(shared, "resume-shared")
+    steps = [r["step"] for r in records]
+    if status != 0 or steps != [3, 4]:
+        raise TestFailure(f"the resume from a shared --save-dir exited with {status} after steps {steps}, "
+                          f"expected 0 after [3, 4]:\n{err[-2000:]}")
+    print("ok: the resume from a --save-dir both hosts see ran steps 3 and 4 on both")
+
+    # The checkpoint on nodea's disk only: nodeb sees an empty directory at that path.
+    local = os.path.join(hosts.local, "ckpt")
+    shutil.copytree(step2, os.path.join(hosts.disk["nodea"], "ckpt", "step-00000002"))
+    os.makedirs(os.path.join(hosts.disk["nodeb"], "ckpt"))
+    problems, named = refused_at_start(resume(local, "resume-one-disk"), "only nodea's disk has it")
+    checks.check("unshared_save_dir", problems, f"the resume with the checkpoint on nodea's disk only was "
+                                                f"refused at start: {named}")
+
+    # The same checkpoint copied to both disks: every file is there, yet the directory
+    # is not one (a step written by rank 0 would land on nodea's disk only).
+    shutil.copytree(step2, os.path.join(hosts.disk["nodeb"], "ckpt", "step-00000002"))
+    problems, named = refused_at_start(resume(local, "resume-two-copies"), "a copy on each disk")
+    checks.check("unshared_save_dir_copies", problems, f"the resume with a copy of the checkpoint on each "
+                                                       f"host's disk was refused at start: {named}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", required=True, choices=("train", "storage"))
+    ap.add_argument("--olmo2", required=True)
+    ap.add_argument("--mpiexec", required=True)
+    ap.add_argument("--netns-script", required=True)
+    ap.add_argument("--pending", action="append", default=[], metavar="NAME=REASON",
+                    help="a check expected to fail until another branch lands")
+    ap.add_argument("--keep-tmp", action="store_true", help="leave the temporary folder (for debugging)")
+    args = ap.parse_args()
+    pending = dict(p.split("=", 1) for p in args.pending)
+    for what in ("olmo2", "mpiexec", "netns_script"):
+        path = os.path.abspath(getattr(args, what))
+        setattr(args, what, path)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            print(f"FAIL --{what.replace('_', '-')} {path!r} is not an executable")
+            return 1
+    if shutil.which("curl") is None and args.case == "train":
+        print("SKIP: curl (Debian package curl) is not installed; it scrapes the metrics endpoints")
+        return SKIP_STATUS
+
+    def interrupted(signum, _frame):  # ctest's timeout: the finally blocks stop what was started
+        raise SystemExit(f"FAIL interrupted by {signal.Signals(signum).name}")
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)
+
+    tmp = tempfile.mkdtemp(prefix=f"olmo2-two-host-{args.case}-")
+    t0 = time.time()
+    try:
+        write_tokens(os.path.join(tmp, "tokens.npy"))
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(MODEL_CONFIG, f)
+        env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
+        checks = Checks(pending)
+        with NetnsHosts(args.netns_script, os.path.join(tmp, "hosts")) as hosts:
+            print(f"ok: hosts nodea {hosts.ip['nodea']} and nodeb {hosts.ip['nodeb']} up")
+            (case_train if args.case == "train" else case_storage)(args, hosts, tmp, env, checks)
+        if checks.failed:
+            raise TestFailure("\n".join(checks.failed))
+        return 0
+    except Skip as e:
+        print(f"SKIP: {e}")
+        t0 = None  # the skip is the one line printed
+        return SKIP_STATUS
+    except TestFailure as e:
+        print(f"FAIL {e}")
+        return 1
+    finally:
+        if t0 is not None:
+            print(f"test time {time.time() - t0:.1f} s")
+        if args.keep_tmp:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
