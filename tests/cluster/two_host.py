@@ -181,14 +181,20 @@ def case_train(args, hosts, tmp, env, checks):
                  f"the first {STEPS} steps on two hosts equal the one-host run bit for bit "
                  f"({', '.join(COMPARED[1:5])}; final loss {reference[-1]['loss']})")
 
+    # One line per node, e.g. "placement: host nodea: rank 0 (tp 0, pp 0, dp 0) local 0
+    # threads 1, rank 1 (...) ...": each rank with its coordinates and local rank.
     problems = []
-    for host, ranks in (("nodea", (0, 1)), ("nodeb", (2, 3))):
-        lines = [line for line in err.splitlines() if re.search(rf"\b{host}\b", line)
-                 and all(re.search(rf"\b{r}\b", line) for r in ranks)]
-        if not lines:
-            problems.append(f"no start-up line names {host} with its ranks {ranks}")
+    expected = {"nodea": [(0, 0, 0, 0, 0), (1, 1, 0, 0, 1)], "nodeb": [(2, 0, 1, 0, 0), (3, 1, 1, 0, 1)]}
+    for host, want in expected.items():
+        lines = [line for line in err.splitlines() if line.startswith("placement:") and f"host {host}:" in line]
+        got = [tuple(int(v) for v in m) for line in lines for m in
+               re.findall(r"rank (\d+) \(tp (\d+), pp (\d+), dp (\d+)\) local (\d+)", line)]
+        if len(lines) != 1 or got != want:
+            problems.append(f"{host}: {len(lines)} placement lines with (rank, tp, pp, dp, local) {got}, "
+                            f"expected one with {want}")
     checks.check("placement", problems + ([f"start of stderr:\n{err[:1500]}"] if problems else []),
-                 "the placement lines name nodea (ranks 0 1) and nodeb (ranks 2 3)")
+                 "the placement lines name nodea with ranks 0 1 (tp 0 1, pp 0, local 0 1) and nodeb "
+                 "with ranks 2 3 (tp 0 1, pp 1, local 0 1)")
 
 
 def refused_at_start(run, what):
