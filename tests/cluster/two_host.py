@@ -14,17 +14,23 @@ traffic on the veth subnet. Cases:
              nodeb 2 3), and only nodea's (rank 0's) with the job-wide families;
            * placement: rank 0's start-up lines name each host with its ranks
              (docs/architecture.md §7 "Placement");
-           * SIGUSR1 to mpirun stops every rank on both hosts, which exit alike.
-  storage  a resume from a --save-dir at a path that shows each host its own disk, the
-           checkpoint on nodea's only: refused at start (status 1, no step taken, well
+           * SIGUSR1 to mpirun stops every rank on both hosts with status 75
+             (docs/architecture.md §12 "Exit status").
+  storage  --resume from a --save-dir both hosts see runs on (the control); from a path
+           that shows each host its own disk, with the checkpoint on nodea's only and
+           then a copy on each, it is refused at start (status 1, no step taken, well
            before the collective timeout) by one error naming nodeb and its ranks 2 and
            3 (docs/architecture.md §7 "Shared storage").
+  slurm    a two-node Slurm on the hosts (tests/cluster/slurm_hosts.py): `sbatch --nodes 2
+           --ntasks-per-node 2` of `srun --mpi=pmix -m block olmo2 train --tp 2 --pp 2`
+           exits 0 with the one-host run's records bit for bit, and the placement lines.
 
 A check given with --pending NAME=REASON (work that another branch is landing) may fail:
 it prints XFAIL with the reason; if it passes, the test fails so that the marker goes.
-Exits 77 with one line when the namespaces cannot be made (no `ip`, no privileges).
+Exits 77 with one line when the namespaces cannot be made (no `ip`, no privileges) or,
+for slurm, Slurm or munge is not installed.
 
-Usage: two_host.py --case train|storage --olmo2 PATH --mpiexec PATH --netns-script PATH
+Usage: two_host.py --case train|storage|slurm --olmo2 PATH --mpiexec PATH --netns-script PATH
 """
 import argparse
 import json
@@ -42,6 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "deploy"))
 from netns_hosts import SKIP_STATUS, NetnsHosts, Skip  # noqa: E402
+from slurm_hosts import SlurmOnHosts  # noqa: E402
 from prometheus_harness import TestFailure, popen, stop_job, tail, wait_for  # noqa: E402
 from train_integration import MODEL_CONFIG, write_tokens  # noqa: E402
 
@@ -126,13 +133,7 @@ def step_ranks(samples):
 
 
 def case_train(args, hosts, tmp, env, checks):
-    status, out, err = run_logged([args.mpiexec, "-np", "4", "--allow-run-as-root",
-                                   "--oversubscribe"] + train_args(args, tmp, STEPS), tmp, "one-host", 120, env)
-    reference = json_records(out)
-    if status != 0 or len(reference) != STEPS:
-        raise TestFailure(f"the one-host run exited with {status} after {len(reference)} records:\n{err[-3000:]}")
-    print(f"ok: one-host reference, {STEPS} steps, final loss {reference[-1]['loss']}")
-
+    reference = one_host_reference(args, tmp, env)
     cmd = hosts.mpirun(args.mpiexec, ranks_per_host=2) + train_args(args, tmp, 1000000) + [
         "--metrics-per-node", "--metrics-host", "0.0.0.0", "--metrics-port", str(METRICS_PORT),
         "--save-dir", os.path.join(tmp, "shared-ckpt")]
@@ -173,14 +174,12 @@ def case_train(args, hosts, tmp, env, checks):
                                                           f"expected 75:\n{err[-2000:]}"],
                  f"SIGUSR1 stopped all 4 ranks on both hosts after {len(records)} steps, status 75")
 
-    mismatches = [f"step {a['step']}: {k} {b.get(k)!r} on two hosts, {a[k]!r} on one"
-                  for a, b in zip(reference, records) for k in COMPARED if a[k] != b.get(k)]
-    if len(records) < STEPS:
-        mismatches.append(f"the two-host run logged {len(records)} records, expected at least {STEPS}")
-    checks.check("losses", mismatches[:10],
-                 f"the first {STEPS} steps on two hosts equal the one-host run bit for bit "
-                 f"({', '.join(COMPARED[1:5])}; final loss {reference[-1]['loss']})")
+    compare_records(checks, reference, records, "on two hosts")
+    check_placement(checks, err)
 
+
+def check_placement(checks, err):
+    """Rank 0's start-up lines in a run's stderr: each host with its ranks."""
     # One line per node, e.g. "placement: host nodea: rank 0 (tp 0, pp 0, dp 0) local 0
     # threads 1, rank 1 (...) ...": each rank with its coordinates and local rank.
     problems = []
@@ -258,9 +257,55 @@ def case_storage(args, hosts, tmp, env, checks):
                                                        f"host's disk was refused at start: {named}")
 
 
+def one_host_reference(args, tmp, env):
+    """The first STEPS JSON records of the tp 2 x pp 2 run as 4 ranks on this host."""
+    status, out, err = run_logged([args.mpiexec, "-np", "4", "--allow-run-as-root",
+                                   "--oversubscribe"] + train_args(args, tmp, STEPS), tmp, "one-host", 120, env)
+    reference = json_records(out)
+    if status != 0 or len(reference) != STEPS:
+        raise TestFailure(f"the one-host run exited with {status} after {len(reference)} records:\n{err[-3000:]}")
+    print(f"ok: one-host reference, {STEPS} steps, final loss {reference[-1]['loss']}")
+    return reference
+
+
+def compare_records(checks, reference, records, where):
+    """The first STEPS records of a run against the one-host run's, bit for bit."""
+    mismatches = [f"step {a['step']}: {k} {b.get(k)!r} {where}, {a[k]!r} on one host"
+                  for a, b in zip(reference, records) for k in COMPARED if a[k] != b.get(k)]
+    if len(records) < STEPS:
+        mismatches.append(f"the run {where} logged {len(records)} records, expected at least {STEPS}")
+    checks.check("losses", mismatches[:10],
+                 f"the first {STEPS} steps {where} equal the one-host run bit for bit "
+                 f"({', '.join(COMPARED[1:5])}; final loss {reference[-1]['loss']})")
+
+
+def case_slurm(args, hosts, tmp, env, checks):
+    reference = one_host_reference(args, tmp, env)
+    os.chmod(tmp, 0o755)  # munged (user munge) must reach its socket folder inside
+    with SlurmOnHosts(hosts, os.path.join(tmp, "slurm")) as slurm:
+        print("ok: slurmctld on nodea, a slurmd on each host, both nodes idle")
+        script = os.path.join(tmp, "train.sbatch")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write("#!/bin/sh\n# Two nodes, two tasks each: -m block keeps each TP pair on one node.\n"
+                    "exec srun --mpi=pmix -m block " + " ".join(train_args(args, tmp, STEPS)) + "\n")
+        out, err_path = os.path.join(tmp, "slurm-job.out"), os.path.join(tmp, "slurm-job.err")
+        t0 = time.time()
+        status, said = slurm.sbatch_wait(["--nodes=2", "--ntasks-per-node=2", "--job-name=olmo2-two-node",
+                                          f"--output={out}", f"--error={err_path}", f"--chdir={tmp}",
+                                          "--export=ALL,OMPI_MCA_mpi_yield_when_idle=1,OMP_NUM_THREADS=1",
+                                          script], timeout=180)
+        err = tail(err_path, 20000)
+        if status != 0:
+            raise TestFailure(f"sbatch --wait exited with {status}: {said.strip()}\njob stderr:\n{err[-3000:]}"
+                              f"\nslurmctld log:\n{slurm.log_tail('slurmctld.log')}")
+        print(f"ok: the batch job ran on both nodes and exited 0 ({time.time() - t0:.1f} s)")
+    compare_records(checks, reference, json_records(out), "under Slurm on two nodes")
+    check_placement(checks, err)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--case", required=True, choices=("train", "storage"))
+    ap.add_argument("--case", required=True, choices=("train", "storage", "slurm"))
     ap.add_argument("--olmo2", required=True)
     ap.add_argument("--mpiexec", required=True)
     ap.add_argument("--netns-script", required=True)
@@ -278,6 +323,12 @@ def main():
     if shutil.which("curl") is None and args.case == "train":
         print("SKIP: curl (Debian package curl) is not installed; it scrapes the metrics endpoints")
         return SKIP_STATUS
+    if args.case == "slurm":
+        try:
+            SlurmOnHosts.check_tools()
+        except Skip as e:
+            print(f"SKIP: {e}")
+            return SKIP_STATUS
 
     def interrupted(signum, _frame):  # ctest's timeout: the finally blocks stop what was started
         raise SystemExit(f"FAIL interrupted by {signal.Signals(signum).name}")
@@ -294,7 +345,7 @@ def main():
         checks = Checks(pending)
         with NetnsHosts(args.netns_script, os.path.join(tmp, "hosts")) as hosts:
             print(f"ok: hosts nodea {hosts.ip['nodea']} and nodeb {hosts.ip['nodeb']} up")
-            (case_train if args.case == "train" else case_storage)(args, hosts, tmp, env, checks)
+            {"train": case_train, "storage": case_storage, "slurm": case_slurm}[args.case](args, hosts, tmp, env, checks)
         if checks.failed:
             raise TestFailure("\n".join(checks.failed))
         return 0
@@ -302,7 +353,7 @@ def main():
         print(f"SKIP: {e}")
         t0 = None  # the skip is the one line printed
         return SKIP_STATUS
-    except TestFailure as e:
+    except (TestFailure, RuntimeError) as e:  # RuntimeError: a daemon that did not start
         print(f"FAIL {e}")
         return 1
     finally:
