@@ -15,7 +15,10 @@ traffic on the veth subnet. Cases:
            * placement: rank 0's start-up lines name each host with its ranks
              (docs/architecture.md §7 "Placement");
            * SIGUSR1 to mpirun stops every rank on both hosts with status 75
-             (docs/architecture.md §12 "Exit status").
+             (docs/architecture.md §12 "Exit status");
+           * with ranks dealt to the hosts in turn (--map-by node), each TP pair spans
+             both: the same records bit for bit, the placement lines say so and a
+             warning names each TP group ({0,1} and {2,3}).
   storage  --resume from a --save-dir both hosts see runs on (the control); from a path
            that shows each host its own disk, with the checkpoint on nodea's only and
            then a copy on each, it is refused at start (status 1, no step taken, well
@@ -176,14 +179,19 @@ def case_train(args, hosts, tmp, env, checks):
 
     compare_records(checks, reference, records, "on two hosts")
     check_placement(checks, err)
+    case_tp_across(args, hosts, tmp, env, checks, reference)
 
 
-def check_placement(checks, err):
-    """Rank 0's start-up lines in a run's stderr: each host with its ranks."""
-    # One line per node, e.g. "placement: host nodea: rank 0 (tp 0, pp 0, dp 0) local 0
-    # threads 1, rank 1 (...) ...": each rank with its coordinates and local rank.
+BLOCK = {"nodea": [(0, 0, 0, 0, 0), (1, 1, 0, 0, 1)], "nodeb": [(2, 0, 1, 0, 0), (3, 1, 1, 0, 1)]}
+BY_NODE = {"nodea": [(0, 0, 0, 0, 0), (2, 0, 1, 0, 1)], "nodeb": [(1, 1, 0, 0, 0), (3, 1, 1, 0, 1)]}
+
+
+def check_placement(checks, err, expected=BLOCK, tp_groups_across=(), name="placement"):
+    """Rank 0's start-up lines in a run's stderr (docs/architecture.md §7 "Placement"):
+    one per host, e.g. "placement: host nodea: rank 0 (tp 0, pp 0, dp 0) local 0 threads 1,
+    rank 1 (...) ...", with expected[host] = [(rank, tp, pp, dp, local rank)]; and a
+    warning for exactly the TP groups in tp_groups_across ("0,1": ranks 0 and 1)."""
     problems = []
-    expected = {"nodea": [(0, 0, 0, 0, 0), (1, 1, 0, 0, 1)], "nodeb": [(2, 0, 1, 0, 0), (3, 1, 1, 0, 1)]}
     for host, want in expected.items():
         lines = [line for line in err.splitlines() if line.startswith("placement:") and f"host {host}:" in line]
         got = [tuple(int(v) for v in m) for line in lines for m in
@@ -191,9 +199,24 @@ def check_placement(checks, err):
         if len(lines) != 1 or got != want:
             problems.append(f"{host}: {len(lines)} placement lines with (rank, tp, pp, dp, local) {got}, "
                             f"expected one with {want}")
-    checks.check("placement", problems + ([f"start of stderr:\n{err[:1500]}"] if problems else []),
-                 "the placement lines name nodea with ranks 0 1 (tp 0 1, pp 0, local 0 1) and nodeb "
-                 "with ranks 2 3 (tp 0 1, pp 1, local 0 1)")
+    warned = sorted(m.group(1) for m in re.finditer(r"^olmo2: warning: TP group \{([\d,]+)\} spans nodes", err, re.M))
+    if warned != sorted(tp_groups_across):
+        problems.append(f"warnings for TP groups across nodes: {warned}, expected {sorted(tp_groups_across)}")
+    where = "; ".join(f"{h} ranks {' '.join(str(r[0]) for r in want)}" for h, want in expected.items())
+    checks.check(name, problems + ([f"start of stderr:\n{err[:1500]}"] if problems else []),
+                 f"the placement lines name {where} (tp, pp, dp and local ranks as expected); "
+                 f"TP groups warned about as spanning nodes: {warned or 'none'}")
+
+
+def case_tp_across(args, hosts, tmp, env, checks, reference):
+    """Ranks dealt to the hosts in turn (--map-by node): each TP pair spans both hosts."""
+    cmd = hosts.mpirun(args.mpiexec, ranks_per_host=2) + ["--map-by", "node"] + train_args(args, tmp, STEPS)
+    status, out, err = run_logged(cmd, tmp, "tp-across", 120, env)
+    if status != 0:
+        raise TestFailure(f"the run with TP across the hosts exited with {status}:\n{err[-3000:]}")
+    compare_records(checks, reference, json_records(out), "with each TP pair across the hosts",
+                    name="losses_tp_across")
+    check_placement(checks, err, BY_NODE, ["0,1", "2,3"], name="placement_tp_across")
 
 
 def refused_at_start(run, what):
@@ -268,13 +291,13 @@ def one_host_reference(args, tmp, env):
     return reference
 
 
-def compare_records(checks, reference, records, where):
+def compare_records(checks, reference, records, where, name="losses"):
     """The first STEPS records of a run against the one-host run's, bit for bit."""
     mismatches = [f"step {a['step']}: {k} {b.get(k)!r} {where}, {a[k]!r} on one host"
                   for a, b in zip(reference, records) for k in COMPARED if a[k] != b.get(k)]
     if len(records) < STEPS:
         mismatches.append(f"the run {where} logged {len(records)} records, expected at least {STEPS}")
-    checks.check("losses", mismatches[:10],
+    checks.check(name, mismatches[:10],
                  f"the first {STEPS} steps {where} equal the one-host run bit for bit "
                  f"({', '.join(COMPARED[1:5])}; final loss {reference[-1]['loss']})")
 
