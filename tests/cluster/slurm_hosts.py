@@ -2,7 +2,8 @@
 (docs/architecture.md §10 "Two hosts"). Python 3 standard library only.
 
     with SlurmOnHosts(hosts, state_dir) as slurm:     # raises Skip without Slurm or munge
-        status = slurm.sbatch_wait(script_path, timeout=120)
+        proc, job = slurm.sbatch(["--nodes=2", script])
+        status = slurm.wait(proc, job, timeout=120)
 
 Everything is this run's own: a munged on its own socket (slurm.conf's AuthInfo=socket=…,
 so the machine's munge socket and other tests' clusters are not touched; the key is
@@ -159,16 +160,31 @@ PartitionName=debug Nodes={','.join(HOSTS)} Default=YES MaxTime=INFINITE State=U
         except OSError:
             return ""
 
-    def sbatch_wait(self, args, timeout):
-        """sbatch --wait ARGS… on nodea; returns (status, output). On timeout the job is
-        cancelled and status is "timeout"."""
+    def sbatch(self, args):
+        """Starts `sbatch --wait ARGS…` on nodea; returns (its Popen, the job id). Its exit
+        status, once the job ends, is the job's (srun's: the largest of the tasks')."""
+        proc = subprocess.Popen(self.client(["sbatch", "--wait"] + list(args)), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        line = proc.stdout.readline()  # "Submitted batch job N", printed at once
+        if not line.startswith("Submitted batch job "):
+            proc.wait()
+            raise RuntimeError(f"sbatch exited with {proc.returncode}: {line}{proc.stdout.read()}")
+        return proc, line.split()[-1]
+
+    def wait(self, proc, job_id, timeout):
+        """The status of an sbatch from sbatch(); on timeout the job is cancelled and the
+        status is "timeout"."""
         try:
-            r = subprocess.run(self.client(["sbatch", "--wait"] + list(args)), capture_output=True,
-                               text=True, timeout=timeout)
-            return r.returncode, r.stdout + r.stderr
-        except subprocess.TimeoutExpired as e:
-            subprocess.run(self.client(["scancel", "--full", "--partition", "debug"]), capture_output=True)
-            return "timeout", (e.stdout or b"").decode(errors="replace")
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.scancel(job_id, "--full", "--signal=KILL")
+            proc.wait()
+            return "timeout"
+
+    def scancel(self, job_id, *options):
+        """scancel OPTIONS… JOB_ID on nodea (no options: SIGTERM to every process of the job,
+        then SIGKILL after KillWait, 30 s — what a pre-emption does)."""
+        subprocess.run(self.client(["scancel"] + list(options) + [job_id]), check=True, timeout=20)
 
     def __exit__(self, *exc):
         running = {name for name, p in self.procs if p.poll() is None}

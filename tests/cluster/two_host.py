@@ -25,8 +25,12 @@ traffic on the veth subnet. Cases:
            before the collective timeout) by one error naming nodeb and its ranks 2 and
            3 (docs/architecture.md §7 "Shared storage").
   slurm    a two-node Slurm on the hosts (tests/cluster/slurm_hosts.py): `sbatch --nodes 2
-           --ntasks-per-node 2` of `srun --mpi=pmix -m block olmo2 train --tp 2 --pp 2`
-           exits 0 with the one-host run's records bit for bit, and the placement lines.
+           --ntasks-per-node 2` of `srun --mpi=pmix -m block olmo2 train --tp 2 --pp 2
+           --save-dir (shared) --resume`, pre-empted by `scancel` once STEPS steps are
+           logged: status 75 and a checkpoint of its last step, its first STEPS records
+           equal the one-host run's bit for bit, the placement lines name both hosts; the
+           next job resumes on both nodes and its 4 steps equal, bit for bit, a one-host
+           resume from a copy of the same checkpoint.
 
 A check given with --pending NAME=REASON (work that another branch is landing) may fail:
 it prints XFAIL with the reason; if it passes, the test fails so that the marker goes.
@@ -51,8 +55,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "deploy"))
 from netns_hosts import SKIP_STATUS, NetnsHosts, Skip  # noqa: E402
-from run_checks import (BY_NODE, STEPS, Checks, check_placement, compare_records, json_records,  # noqa: E402
-                        one_host_reference, run_logged, train_args)
+from run_checks import (BY_NODE, COMPARED, STEPS, Checks, check_placement, compare_records,  # noqa: E402
+                        json_records, one_host_reference, run_logged, train_args)
 from slurm_hosts import SlurmOnHosts  # noqa: E402
 from prometheus_harness import TestFailure, popen, stop_job, tail, wait_for  # noqa: E402
 from train_integration import MODEL_CONFIG, write_tokens  # noqa: E402
@@ -201,28 +205,78 @@ def case_storage(args, hosts, tmp, env, checks):
                                                        f"host's disk was refused at start: {named}")
 
 
+BATCH_SCRIPT = """#!/bin/bash
+# olmo2 train on 2 nodes x 2 tasks; -m block keeps each TP pair on one node. On a
+# pre-emption Slurm sends SIGTERM to every process of the job: the ranks save and exit 75,
+# this shell waits for srun and exits with its status.
+trap 'echo "batch script: SIGTERM; the ranks save and stop" >&2' TERM
+srun --mpi=pmix -m block "$@" &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
+wait "$pid"
+"""
+
+
 def case_slurm(args, hosts, tmp, env, checks):
     reference = one_host_reference(args, tmp, env)
     os.chmod(tmp, 0o755)  # munged (user munge) must reach its socket folder inside
+    script = os.path.join(tmp, "train.sbatch")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(BATCH_SCRIPT)
+    save_dir = os.path.join(tmp, "shared-ckpt")
     with SlurmOnHosts(hosts, os.path.join(tmp, "slurm")) as slurm:
         print("ok: slurmctld on nodea, a slurmd on each host, both nodes idle")
-        script = os.path.join(tmp, "train.sbatch")
-        with open(script, "w", encoding="utf-8") as f:
-            f.write("#!/bin/sh\n# Two nodes, two tasks each: -m block keeps each TP pair on one node.\n"
-                    "exec srun --mpi=pmix -m block " + " ".join(train_args(args, tmp, STEPS)) + "\n")
-        out, err_path = os.path.join(tmp, "slurm-job.out"), os.path.join(tmp, "slurm-job.err")
+
+        def submit(name, steps):
+            out, err = os.path.join(tmp, f"{name}.out"), os.path.join(tmp, f"{name}.err")
+            proc, job = slurm.sbatch(["--nodes=2", "--ntasks-per-node=2", f"--job-name={name}",
+                                      f"--output={out}", f"--error={err}", f"--chdir={tmp}",
+                                      "--export=ALL,OMPI_MCA_mpi_yield_when_idle=1,OMP_NUM_THREADS=1", script]
+                                     + train_args(args, tmp, steps) + ["--save-dir", save_dir, "--resume"])
+            return proc, job, out, err
+
+        # Pre-empted: scancel (SIGTERM everywhere) once STEPS steps are logged.
         t0 = time.time()
-        status, said = slurm.sbatch_wait(["--nodes=2", "--ntasks-per-node=2", "--job-name=olmo2-two-node",
-                                          f"--output={out}", f"--error={err_path}", f"--chdir={tmp}",
-                                          "--export=ALL,OMPI_MCA_mpi_yield_when_idle=1,OMP_NUM_THREADS=1",
-                                          script], timeout=180)
-        err = tail(err_path, 20000)
+        proc, job, out, err_path = submit("olmo2-preempted", 1000000)
+        wait_for(f"job {job} to log {STEPS} steps", lambda: proc.poll() is None and len(json_records(out)) >= STEPS
+                 or proc.poll() is not None, timeout=120)
+        slurm.scancel(job)
+        status = slurm.wait(proc, job, 60)
+        records, err = json_records(out), tail(err_path, 20000)
+        steps = [r["step"] for r in records]
+        stopped = max(steps, default=0)
+        if status != 75 or not os.path.isdir(os.path.join(save_dir, f"step-{stopped:08d}")):
+            raise TestFailure(f"the pre-empted job {job} exited with {status} after steps 1..{stopped} "
+                              f"(expected 75 and a checkpoint of its last step: {os.listdir(save_dir) if os.path.isdir(save_dir) else 'no save dir'})"
+                              f"\njob stderr:\n{err[-3000:]}\nslurmctld log:\n{slurm.log_tail('slurmctld.log', 1500)}")
+        print(f"ok: scancel stopped job {job} on both nodes after step {stopped}, status 75, "
+              f"its checkpoint written ({time.time() - t0:.1f} s)")
+        compare_records(checks, reference, records, "under Slurm on two nodes")
+        check_placement(checks, err)
+
+        # The same checkpoint resumed on one host (a copy of the save directory) ...
+        shutil.copytree(save_dir, os.path.join(tmp, "one-host-ckpt"))
+        status, one_out, one_err = run_logged(
+            [args.mpiexec, "-np", "4", "--allow-run-as-root", "--oversubscribe"]
+            + train_args(args, tmp, stopped + 4) + ["--save-dir", os.path.join(tmp, "one-host-ckpt"), "--resume"],
+            tmp, "one-host-resume", 120, env)
+        expected = json_records(one_out)
+        if status != 0 or [r["step"] for r in expected] != list(range(stopped + 1, stopped + 5)):
+            raise TestFailure(f"the one-host resume exited with {status}:\n{one_err[-2000:]}")
+        # ... and by the requeued job on both nodes: the same steps bit for bit.
+        proc, job, out, err_path = submit("olmo2-requeued", stopped + 4)
+        status = slurm.wait(proc, job, 120)
+        records = json_records(out)
         if status != 0:
-            raise TestFailure(f"sbatch --wait exited with {status}: {said.strip()}\njob stderr:\n{err[-3000:]}"
-                              f"\nslurmctld log:\n{slurm.log_tail('slurmctld.log')}")
-        print(f"ok: the batch job ran on both nodes and exited 0 ({time.time() - t0:.1f} s)")
-    compare_records(checks, reference, json_records(out), "under Slurm on two nodes")
-    check_placement(checks, err)
+            raise TestFailure(f"the resumed job {job} exited with {status}:\n{tail(err_path)[-3000:]}")
+        mismatches = [f"step {a['step']}: {k} {b.get(k)!r} under Slurm, {a[k]!r} on one host"
+                      for a, b in zip(expected, records) for k in COMPARED if a[k] != b.get(k)]
+        if len(records) != len(expected):
+            mismatches.append(f"steps {[r['step'] for r in records]} under Slurm, "
+                              f"{[r['step'] for r in expected]} on one host")
+        checks.check("resume_after_preemption", mismatches[:10],
+                     f"the next job resumed from step {stopped} on both nodes and its steps "
+                     f"{stopped + 1}..{stopped + 4} equal a one-host resume bit for bit")
 
 
 def main():
