@@ -40,7 +40,7 @@ down() {
   local ns pids
   # shellcheck disable=SC2153  # NS_A and NS_B come from hosts.env
   for ns in "$NS_A" "$NS_B"; do
-    ip netns list 2>/dev/null | grep -qw -- "$ns" || continue
+    ip netns list 2>/dev/null | cut -d" " -f1 | grep -qx -- "$ns" || continue
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
     if [ -n "$pids" ]; then
       # shellcheck disable=SC2086
