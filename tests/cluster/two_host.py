@@ -24,13 +24,14 @@ traffic on the veth subnet. Cases:
            then a copy on each, it is refused at start (status 1, no step taken, well
            before the collective timeout) by one error naming nodeb and its ranks 2 and
            3 (docs/architecture.md §7 "Shared storage").
-  slurm    a two-node Slurm on the hosts (tests/cluster/slurm_hosts.py): `sbatch --nodes 2
-           --ntasks-per-node 2` of `srun --mpi=pmix -m block olmo2 train --tp 2 --pp 2
-           --save-dir (shared) --resume`, pre-empted by `scancel` once STEPS steps are
-           logged: status 75 and a checkpoint of its last step, its first STEPS records
-           equal the one-host run's bit for bit, the placement lines name both hosts; the
-           next job resumes on both nodes and its 4 steps equal, bit for bit, a one-host
-           resume from a copy of the same checkpoint.
+  slurm    a two-node Slurm on the hosts (tests/cluster/slurm_hosts.py) runs
+           deploy/slurm/train_multinode.sbatch (2 nodes x 2 tasks, TP 2, PP 2, the
+           metrics port in the job's comment, a shared save root), pre-empted by
+           `scancel` once STEPS steps are logged: both nodes' metrics endpoints show
+           their own ranks; status 75 and a checkpoint of its last step; its first STEPS
+           records equal the one-host run's bit for bit; the placement lines name both
+           hosts. The next job resumes on both nodes and its 4 steps equal, bit for bit,
+           a one-host resume from a copy of the same checkpoint.
 
 A check given with --pending NAME=REASON (work that another branch is landing) may fail:
 it prints XFAIL with the reason; if it passes, the test fails so that the marker goes.
@@ -52,6 +53,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "deploy"))
 from netns_hosts import SKIP_STATUS, NetnsHosts, Skip  # noqa: E402
@@ -205,41 +207,44 @@ def case_storage(args, hosts, tmp, env, checks):
                                                        f"host's disk was refused at start: {named}")
 
 
-BATCH_SCRIPT = """#!/bin/bash
-# olmo2 train on 2 nodes x 2 tasks; -m block keeps each TP pair on one node. On a
-# pre-emption Slurm sends SIGTERM to every process of the job: the ranks save and exit 75,
-# this shell waits for srun and exits with its status.
-trap 'echo "batch script: SIGTERM; the ranks save and stop" >&2' TERM
-srun --mpi=pmix -m block "$@" &
-pid=$!
-while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
-wait "$pid"
-"""
-
-
 def case_slurm(args, hosts, tmp, env, checks):
     reference = one_host_reference(args, tmp, env)
     os.chmod(tmp, 0o755)  # munged (user munge) must reach its socket folder inside
-    script = os.path.join(tmp, "train.sbatch")
-    with open(script, "w", encoding="utf-8") as f:
-        f.write(BATCH_SCRIPT)
-    save_dir = os.path.join(tmp, "shared-ckpt")
+    # deploy/slurm/train_multinode.sbatch passes --tp, --pp, --save-dir (SAVE_ROOT/job
+    # name), --resume auto, --log-format json and, from the job's comment, the metrics
+    # options; the rest of the command line is the job's arguments.
+    script = os.path.join(REPO, "deploy", "slurm", "train_multinode.sbatch")
+    save_dir = os.path.join(tmp, "checkpoints", "olmo2-two-node")
+    job_env = ",".join(["ALL", "OMPI_MCA_mpi_yield_when_idle=1", "OMP_NUM_THREADS=1", f"OLMO2={args.olmo2}",
+                        "OLMO2_TP=2", "OLMO2_PP=2", f"OLMO2_SAVE_ROOT={tmp}/checkpoints"])
     with SlurmOnHosts(hosts, os.path.join(tmp, "slurm")) as slurm:
         print("ok: slurmctld on nodea, a slurmd on each host, both nodes idle")
 
         def submit(name, steps):
             out, err = os.path.join(tmp, f"{name}.out"), os.path.join(tmp, f"{name}.err")
-            proc, job = slurm.sbatch(["--nodes=2", "--ntasks-per-node=2", f"--job-name={name}",
-                                      f"--output={out}", f"--error={err}", f"--chdir={tmp}",
-                                      "--export=ALL,OMPI_MCA_mpi_yield_when_idle=1,OMP_NUM_THREADS=1", script]
-                                     + train_args(args, tmp, steps) + ["--save-dir", save_dir, "--resume"])
+            job_args = [a for a in train_args(args, tmp, steps, layout=False)[2:] if a not in ("--log-format", "json")]
+            proc, job = slurm.sbatch(["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1",
+                                      "--job-name=olmo2-two-node", f"--output={out}", f"--error={err}",
+                                      f"--chdir={tmp}", f"--comment=olmo2-metrics=port:{METRICS_PORT},per-node",
+                                      f"--export={job_env}", script] + job_args + ["--collective-timeout", "120"])
             return proc, job, out, err
 
         # Pre-empted: scancel (SIGTERM everywhere) once STEPS steps are logged.
         t0 = time.time()
         proc, job, out, err_path = submit("olmo2-preempted", 1000000)
-        wait_for(f"job {job} to log {STEPS} steps", lambda: proc.poll() is None and len(json_records(out)) >= STEPS
-                 or proc.poll() is not None, timeout=120)
+        seen = {}
+
+        def running():
+            if proc.poll() is not None:
+                return True  # reported below
+            for host in hosts.ip:
+                seen[host] = scrape(hosts, host)
+            return len(json_records(out)) >= STEPS and all(seen.values()) and all(map(step_ranks, seen.values()))
+        wait_for(f"job {job} to log {STEPS} steps and both nodes' metrics to answer", running, timeout=120)
+        problems = [f"{h}:{METRICS_PORT} shows step times of ranks {step_ranks(seen.get(h) or {})}, expected {r}"
+                    for h, r in (("nodea", [0, 1]), ("nodeb", [2, 3])) if step_ranks(seen.get(h) or {}) != r]
+        checks.check("slurm_metrics_per_node", problems, f"the job's comment gave each node an endpoint: "
+                     f"{hosts.ip['nodea']}:{METRICS_PORT} ranks 0 1, {hosts.ip['nodeb']}:{METRICS_PORT} ranks 2 3")
         slurm.scancel(job)
         status = slurm.wait(proc, job, 60)
         records, err = json_records(out), tail(err_path, 20000)
@@ -264,7 +269,7 @@ def case_slurm(args, hosts, tmp, env, checks):
         if status != 0 or [r["step"] for r in expected] != list(range(stopped + 1, stopped + 5)):
             raise TestFailure(f"the one-host resume exited with {status}:\n{one_err[-2000:]}")
         # ... and by the requeued job on both nodes: the same steps bit for bit.
-        proc, job, out, err_path = submit("olmo2-requeued", stopped + 4)
+        proc, job, out, err_path = submit("olmo2-resumed", stopped + 4)
         status = slurm.wait(proc, job, 120)
         records = json_records(out)
         if status != 0:
