@@ -241,6 +241,9 @@ def case_slurm(args, hosts, tmp, env, checks):
                 seen[host] = scrape(hosts, host)
             return len(json_records(out)) >= STEPS and all(seen.values()) and all(map(step_ranks, seen.values()))
         wait_for(f"job {job} to log {STEPS} steps and both nodes' metrics to answer", running, timeout=120)
+        if proc.poll() is not None:
+            raise TestFailure(f"job {job} ended with {proc.returncode} before it was pre-empted:\n"
+                              f"{tail(err_path)[-3000:]}")
         problems = [f"{h}:{METRICS_PORT} shows step times of ranks {step_ranks(seen.get(h) or {})}, expected {r}"
                     for h, r in (("nodea", [0, 1]), ("nodeb", [2, 3])) if step_ranks(seen.get(h) or {}) != r]
         checks.check("slurm_metrics_per_node", problems, f"the job's comment gave each node an endpoint: "
