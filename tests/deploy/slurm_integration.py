@@ -394,6 +394,24 @@ def run(args, tmp):
         raise Failure(f"requeue: exit statuses {exit_statuses(out)}, expected [75, 0] and a restart:\n{tail(out)}")
     print(f"ok: requeue: scancel --signal=USR1 → exit 75 → scontrol requeue → resumed (restart 1) → exit 0; "
           f"losses equal ({took:.1f} s)")
+    # Plain scancel cancels for good: the batch shell's trap notes the SIGTERM, the ranks
+    # save and exit 75, and the job is not requeued (it used to requeue itself forever).
+    port = free_port()
+    job = cluster.sbatch("train_requeue.sbatch", "olmo2-cancel", f"olmo2-metrics=port:{port}", train_args(tmp))
+    cancel_out = os.path.join(tmp, "olmo2-cancel.out")
+    cluster.wait_state(job, ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"])
+    wait_for(f"olmo2-cancel: a step in {cancel_out}", lambda: steps_in(cancel_out) >= 2, timeout=90, interval=0.05)
+    cluster.run("scancel", job)
+    wait_for(f"olmo2-cancel: the script's last line in {cancel_out}",
+             lambda: "olmo2 exit status" in open(cancel_out, encoding="utf-8").read(), timeout=60, interval=0.2)
+    time.sleep(2)  # a requeue would have put it back to PENDING by now
+    final = cluster.job(job)
+    text = open(cancel_out, encoding="utf-8").read()
+    if final["JobState"] == "PENDING" or final["Restarts"] != "0" or exit_statuses(cancel_out) != [75] \
+            or "not requeued" not in text:
+        raise Failure(f"requeue script, plain scancel: {final['JobState']}, restarts {final['Restarts']}, "
+                      f"exit statuses {exit_statuses(cancel_out)}:\n{tail(cancel_out, 1500)}")
+    print(f"ok: requeue: plain scancel → checkpoint, exit 75, job {final['JobState']}, not requeued")
     # A failure is not requeued: a data file that does not exist (olmo2 exits 1 or 2).
     bad = cluster.sbatch("train_requeue.sbatch", "olmo2-bad", "olmo2-metrics=port:1",
                          [a if a != os.path.join(tmp, "tokens.npy") else os.path.join(tmp, "missing.npy")
