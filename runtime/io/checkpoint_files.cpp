@@ -64,7 +64,51 @@ FileListing read_file_listing(const std::string& dir) {
   return out;
 }
 
+std::vector<std::string> files_a_loader_reads(const std::string& dir) {
+  std::vector<std::string> out = {"config.json"};
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / kStateJson, ec)) out.push_back("training_state.safetensors");
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (!fs::exists(index, ec)) {
+    out.push_back("model.safetensors");
+    return out;
+  }
+  out.push_back(index.filename().string());
+  std::ifstream in(index, std::ios::binary);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    OLMO2_THROW(InputError, index.string(), " is not valid JSON: ", e.what());
+  }
+  const auto map = j.is_object() ? j.find("weight_map") : j.end();
+  if (map == j.end() || !map->is_object()) OLMO2_THROW(InputError, index.string(), " has no \"weight_map\" object");
+  std::vector<std::string> shards;
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string() || !is_plain_name(file.get<std::string>())) {
+      OLMO2_THROW(InputError, index.string(), ": tensor ", tensor, " maps to ", file.dump(), ", not a file name");
+    }
+    shards.push_back(file.get<std::string>());
+  }
+  std::sort(shards.begin(), shards.end());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  out.insert(out.end(), shards.begin(), shards.end());
+  return out;
+}
+
 void verify_listed_files(const std::string& dir, const FileListing& listing, const VerifyShare& share) {
+  if (listing.has_checksums) {
+    // A file the loaders read but the list leaves out would be used unchecked: a list
+    // that was edited, or emptied, does not switch verification off.
+    for (const std::string& needed : files_a_loader_reads(dir)) {
+      const bool listed = std::any_of(listing.files.begin(), listing.files.end(),
+                                      [&](const ListedFile& f) { return f.name == needed; });
+      if (!listed) {
+        OLMO2_THROW(InputError, needed, " is not in training_state.json's \"files\" (",
+                    listing.files.size(), " listed): the checkpoint's list of checksums was edited or is incomplete");
+      }
+    }
+  }
   for (size_t i = 0; i < listing.files.size(); ++i) {
     if (!share.mine(i)) continue;
     const ListedFile& f = listing.files[i];

@@ -39,7 +39,15 @@ struct VerifyShare {
   bool mine(size_t i) const { return static_cast<int>(i % static_cast<size_t>(ranks)) == rank; }
 };
 
-/// Streams this share's files of `listing` (checksum_file) and compares size and
+/// The files a loader of `dir` reads, which a list of checksums must cover: config.json,
+/// training_state.safetensors (in a checkpoint), and model.safetensors, or the index and
+/// every shard its weight_map names. Throws InputError naming the index when it is not
+/// JSON or maps a tensor to something other than a plain file name.
+std::vector<std::string> files_a_loader_reads(const std::string& dir);
+
+/// When `listing` has checksums, first checks (on every share) that it lists every file
+/// of files_a_loader_reads(dir) — else InputError "NAME is not in training_state.json's
+/// \"files\"" — then streams this share's files of `listing` (checksum_file) and compares size and
 /// XXH3-128. Throws InputError on the first mismatch: "NAME: expected B bytes with
 /// xxh3_128 H, found B' bytes with H'" (size first: a truncated file is named as such),
 /// or naming a listed file that is missing or unreadable.

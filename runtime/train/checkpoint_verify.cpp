@@ -73,8 +73,12 @@ void check_state(const std::string& dir, const TrainingState& st) {
 }
 
 // Throws naming `what` and the first non-finite one of the `n` f32 values at `bytes` (any
-// alignment: copied through a small buffer, so a mapped tensor is never copied whole).
-void check_finite(const uint8_t* bytes, int64_t n, const std::vector<int64_t>& shape, const std::string& what) {
+// alignment: copied through a small buffer, so a mapped tensor is never copied whole);
+// with `nonnegative` (AdamW's exp_avg_sq, a running mean of squares), also the first
+// value below zero (bits above 0x80000000: -0.0 passes).
+void check_finite(const uint8_t* bytes, int64_t n, const std::vector<int64_t>& shape, const std::string& what,
+                  bool nonnegative = false) {
+  const uint32_t negative_limit = nonnegative ? 0x80000000u : 0xffffffffu;
   constexpr int64_t kChunk = 16384;
   constexpr uint32_t kExponent = 0x7f800000u;  // all ones: infinity or NaN
   uint32_t buf[kChunk];
@@ -82,14 +86,18 @@ void check_finite(const uint8_t* bytes, int64_t n, const std::vector<int64_t>& s
     const int64_t m = std::min(kChunk, n - at);
     std::memcpy(buf, bytes + at * 4, static_cast<size_t>(m) * 4);
     uint32_t bad = 0;  // an integer OR over the chunk: vectorised, no branch per value
-    for (int64_t i = 0; i < m; ++i) bad |= static_cast<uint32_t>((buf[i] & kExponent) == kExponent);
+    for (int64_t i = 0; i < m; ++i) {
+      bad |= static_cast<uint32_t>((buf[i] & kExponent) == kExponent) | static_cast<uint32_t>(buf[i] > negative_limit);
+    }
     if (!bad) continue;
     for (int64_t i = 0; i < m; ++i) {
-      if ((buf[i] & kExponent) != kExponent) continue;
+      const bool non_finite = (buf[i] & kExponent) == kExponent;
+      if (!non_finite && buf[i] <= negative_limit) continue;
       float v;
       std::memcpy(&v, &buf[i], 4);
-      OLMO2_THROW(InputError, what, " has a non-finite value (", v, ") at flat index ", at + i, " of shape ",
-                  shape_to_string(shape));
+      OLMO2_THROW(InputError, what, non_finite ? " has a non-finite value (" : " has a negative value (", v,
+                  ") at flat index ", at + i, " of shape ", shape_to_string(shape),
+                  non_finite ? "" : " (a running mean of squares is never negative)");
     }
   }
 }
@@ -140,7 +148,7 @@ void verify_checkpoint(const std::string& dir, const VerifyShare& share, std::os
         const std::string moment = (i < 2 * names.size() ? "exp_avg." : "exp_avg_sq.") + name;
         const TensorInfo& info = state_tensors.at(moment);
         check_finite(st.tensors->data(info), static_cast<int64_t>((info.end - info.begin) / 4), shape,
-                     "training_state.safetensors: tensor " + moment);
+                     "training_state.safetensors: tensor " + moment, i >= 2 * names.size());
         st.tensors->release(info);
       }
     }

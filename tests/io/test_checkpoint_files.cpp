@@ -21,14 +21,15 @@ using nlohmann::json;
 
 void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
-/// A directory with two files and a training_state.json listing both.
+/// A directory with the three files a loader reads and a training_state.json listing them.
 struct Listed {
   test::TempDir dir;
   Listed() {
-    write(dir.file("a.bin"), std::string(5000, 'a'));
-    write(dir.file("b.bin"), "0123456789");
+    write(dir.file("model.safetensors"), std::string(5000, 'a'));
+    write(dir.file("config.json"), "0123456789");
+    write(dir.file("training_state.safetensors"), "moments");
     json files = json::object();
-    for (const char* n : {"a.bin", "b.bin"}) {
+    for (const char* n : {"model.safetensors", "config.json", "training_state.safetensors"}) {
       const FileChecksum c = checksum_file(dir.file(n));
       files[n] = {{"bytes", c.bytes}, {"xxh3_128", c.xxh3_128}};
     }
@@ -42,46 +43,71 @@ TEST(CheckpointFiles, IntactFilesPass) {
   const FileListing listing = read_file_listing(l.dir.path());
   EXPECT_TRUE(listing.is_checkpoint);
   EXPECT_TRUE(listing.has_checksums);
-  ASSERT_EQ(listing.files.size(), 2u);
-  EXPECT_EQ(listing.files[0].name, "a.bin");
-  EXPECT_EQ(listing.files[0].bytes, 5000u);
+  ASSERT_EQ(listing.files.size(), 3u);
+  EXPECT_EQ(listing.files[1].name, "model.safetensors");  // in name order
+  EXPECT_EQ(listing.files[1].bytes, 5000u);
   EXPECT_NO_THROW(verify_listed_files(l.dir.path(), listing));
 }
 
 TEST(CheckpointFiles, OneChangedByteIsNamedWithBothChecksums) {
   Listed l;
-  const std::string expected = read_file_listing(l.dir.path()).files[0].xxh3_128;
+  const std::string expected = read_file_listing(l.dir.path()).files[1].xxh3_128;
   std::string bytes(5000, 'a');
   bytes[4321] = 'b';  // same size, one byte differs ("garbage" of the right length)
-  write(l.dir.file("a.bin"), bytes);
-  const std::string found = checksum_file(l.dir.file("a.bin")).xxh3_128;
+  write(l.dir.file("model.safetensors"), bytes);
+  const std::string found = checksum_file(l.dir.file("model.safetensors")).xxh3_128;
   ASSERT_NE(found, expected);
   const std::string e = l.error();
-  EXPECT_THAT(e, HasSubstr("a.bin: expected 5000 bytes with xxh3_128 " + expected + ", found 5000 bytes with xxh3_128 " +
+  EXPECT_THAT(e, HasSubstr("model.safetensors: expected 5000 bytes with xxh3_128 " + expected + ", found 5000 bytes with xxh3_128 " +
                            found));
 }
 
 TEST(CheckpointFiles, TruncatedMissingAndUnlistedFiles) {
   Listed l;
-  write(l.dir.file("b.bin"), "01234");
-  EXPECT_THAT(l.error(), HasSubstr("b.bin: expected 10 bytes with xxh3_128"));
+  write(l.dir.file("config.json"), "01234");
+  EXPECT_THAT(l.error(), HasSubstr("config.json: expected 10 bytes with xxh3_128"));
   EXPECT_THAT(l.error(), HasSubstr("found 5 bytes (truncated)"));
-  write(l.dir.file("b.bin"), "0123456789");
-  std::filesystem::remove(l.dir.file("a.bin"));
-  EXPECT_THAT(l.error(), HasSubstr("a.bin is missing (training_state.json lists it: 5000 bytes)"));
-  write(l.dir.file("a.bin"), std::string(5000, 'a'));
-  write(l.dir.file("extra.bin"), "not listed");  // files beyond the list are not checked
+  write(l.dir.file("config.json"), "0123456789");
+  std::filesystem::remove(l.dir.file("model.safetensors"));
+  EXPECT_THAT(l.error(), HasSubstr("model.safetensors is missing (training_state.json lists it: 5000 bytes)"));
+  write(l.dir.file("model.safetensors"), std::string(5000, 'a'));
+  write(l.dir.file("extrmodel.safetensors"), "not listed");  // files beyond the list are not checked
   EXPECT_NO_THROW(verify_listed_files(l.dir.path(), read_file_listing(l.dir.path())));
 }
 
 TEST(CheckpointFiles, SharesSplitTheFilesOverRanks) {
   Listed l;
-  write(l.dir.file("b.bin"), "garbage!!!");
+  write(l.dir.file("model.safetensors"), std::string(5000, 'b'));
   const FileListing listing = read_file_listing(l.dir.path());
-  EXPECT_NO_THROW(verify_listed_files(l.dir.path(), listing, {0, 2}));  // a.bin only
-  EXPECT_THAT(test::input_error([&] { verify_listed_files(l.dir.path(), listing, {1, 2}); }), HasSubstr("b.bin"));
+  // Name order: config.json, model.safetensors, training_state.safetensors.
+  EXPECT_NO_THROW(verify_listed_files(l.dir.path(), listing, {0, 2}));  // the first and the third
+  EXPECT_THAT(test::input_error([&] { verify_listed_files(l.dir.path(), listing, {1, 2}); }),
+              HasSubstr("model.safetensors"));
   EXPECT_THAT(test::input_error([&] { verify_model_directory(l.dir.path(), {1, 2}, nullptr); }),
-              HasSubstr("--model " + l.dir.path() + ": b.bin: expected 10 bytes"));
+              HasSubstr("--model " + l.dir.path() + ": model.safetensors: expected 5000 bytes"));
+}
+
+// A list that leaves out a file the loader reads (edited, or emptied) is refused: leaving
+// a file out must not switch its verification off. Shards come from the index.
+TEST(CheckpointFiles, AFileTheLoaderReadsMustBeListed) {
+  Listed l;
+  json state;
+  std::ifstream(l.dir.file("training_state.json")) >> state;
+  json edited = state;
+  edited["files"].erase("model.safetensors");
+  write(l.dir.file("training_state.json"), edited.dump());
+  EXPECT_THAT(l.error(), HasSubstr("model.safetensors is not in training_state.json's \"files\" (2 listed)"));
+  edited["files"] = json::object();
+  write(l.dir.file("training_state.json"), edited.dump());
+  EXPECT_THAT(l.error(), HasSubstr("config.json is not in training_state.json's \"files\" (0 listed)"));
+  // Sharded: every file the index names must be listed too.
+  write(l.dir.file("training_state.json"), state.dump());
+  write(l.dir.file("model.safetensors.index.json"),
+        R"({"weight_map": {"x": "model-00001-of-00002.safetensors", "y": "model-00002-of-00002.safetensors"}})");
+  EXPECT_EQ(files_a_loader_reads(l.dir.path()),
+            (std::vector<std::string>{"config.json", "training_state.safetensors", "model.safetensors.index.json",
+                                      "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}));
+  EXPECT_THAT(l.error(), HasSubstr("model.safetensors.index.json is not in training_state.json's \"files\""));
 }
 
 TEST(CheckpointFiles, OldCheckpointWarnsOncePlainModelDirectoryIsSilent) {

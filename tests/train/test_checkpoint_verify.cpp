@@ -119,6 +119,22 @@ TEST(CheckpointVerify, NanBytesInTheMomentsAreCaughtByTheChecksumThenByTheScan) 
   EXPECT_THAT(r.resume_error(), HasSubstr("exp_avg_sq.lm_head.weight"));
 }
 
+// exp_avg_sq is a running mean of squares: a negative value (finite, with a checksum to
+// match) would make the next update's sqrt NaN. exp_avg may be negative.
+TEST(CheckpointVerify, ANegativeSecondMomentIsRefused) {
+  TinyRun r;
+  r.make_checkpoints();
+  const std::string file = r.step_dir(4) + "/training_state.safetensors";
+  const float minus_one = -1.0f;
+  poke(file, element_offset(file, "exp_avg.lm_head.weight", 3), &minus_one, 4);
+  rehash(r.step_dir(4), "training_state.safetensors");
+  EXPECT_NO_THROW(verify_checkpoint(r.step_dir(4), {}, nullptr));
+  poke(file, element_offset(file, "exp_avg_sq.lm_head.weight", 9), &minus_one, 4);
+  rehash(r.step_dir(4), "training_state.safetensors");
+  EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.safetensors: tensor exp_avg_sq.lm_head.weight has a "
+                                           "negative value (-1) at flat index 9 of shape [97, 32]"));
+}
+
 TEST(CheckpointVerify, FlippedBitsInTheWeightsAreCaughtOnResumeAndOnModelLoad) {
   TinyRun r;
   r.make_checkpoints();
