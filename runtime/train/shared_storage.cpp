@@ -147,8 +147,8 @@ std::string storage_failure_message(const std::vector<StorageSight>& sights, con
 }
 
 void check_shared_storage(parallel::Communicator* world, const std::string& save_dir, const std::string& resume_dir) {
-  if (!world || world->size() == 1 || save_dir.empty()) return;
-  const bool root = world->rank() == 0;
+  if (save_dir.empty()) return;
+  const bool root = !world || world->rank() == 0;
   // 1. Rank 0 creates the directory and writes the probe; its failure stops every rank.
   std::string probe, token, digest;
   std::vector<fs::path> created;
@@ -167,6 +167,12 @@ void check_shared_storage(parallel::Communicator* world, const std::string& save
     }
     if (!resume_dir.empty()) digest = checksum_file(resume_dir + "/training_state.json").xxh3_128;
   });
+  if (!world || world->size() == 1) {  // one process: the probe only proves --save-dir writable
+    std::error_code ec;
+    fs::remove(probe, ec);
+    remove_created(created);
+    return;
+  }
   for (std::string* s : {&probe, &token, &digest}) parallel::broadcast_string(*world, *s, 0);
   // 2. Every rank looks (the agree above is the barrier: the probe is complete).
   StorageSight mine{world->rank(), "", "", ""};

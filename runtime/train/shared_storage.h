@@ -32,7 +32,9 @@ std::string storage_failure_message(const std::vector<StorageSight>& sights, con
 /// every rank reads it back and, on a resume, compares the XXH3-128 of
 /// training_state.json (runtime/io/file_checksum.h) with rank 0's; every rank's
 /// StorageSight goes to rank 0, which removes the probe and the directories it created.
-/// A no-op with `world` null or of one rank, or an empty `save_dir`. Throws
+/// A no-op with an empty `save_dir`; with `world` null or of one rank only the probe is
+/// written and removed, so an unwritable --save-dir is refused before the first step
+/// rather than at the first save. Throws
 /// parallel::AgreedError on every rank alike: rank 0 cannot create `save_dir` or write
 /// the probe (the OS reason), or storage_failure_message is not empty.
 /// CollectiveTimeout if a peer never arrives.

@@ -515,7 +515,7 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
     }
     if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1) loss_sum = 0, loss_n = 0;
     // A signal may reach some ranks only: stop when any rank saw one (one vote).
-    const bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || faults_.stop_after(step_);
+    bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || faults_.stop_after(step_);
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
       const auto t0 = std::chrono::steady_clock::now();
       const std::string path = save();
@@ -525,6 +525,10 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
         std::cerr << "saved " << path << " ("
                   << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s)\n";
       }
+      // A signal that arrived during this save stops here, on the checkpoint just
+      // written, not after one more step and one more save (a second vote, only after
+      // a save: the time to stop must fit Slurm's KillWait).
+      if (!stop) stop = parallel::any_rank(world_, stop_requested && stop_requested());
     }
     if (stop && step_ < o.steps) {
       if (root) {

@@ -424,3 +424,35 @@ TEST(TrainCli, OptionsFromAnIniFile) {
 
 }  // namespace
 }  // namespace olmo2
+
+namespace olmo2 {
+namespace {
+
+// docs/architecture.md §7 "Shared storage": one process writes and removes the probe too,
+// so a --save-dir it cannot write is refused before step 1, not at the first save after
+// --save-interval steps of work. Root writes anywhere: the run is made as `nobody`.
+TEST(TrainCli, AnUnwritableSaveDirIsRefusedBeforeTheFirstStep) {
+  if (::geteuid() != 0 || std::system("command -v runuser > /dev/null") != 0) {
+    GTEST_SKIP() << "needs root and runuser to run olmo2 as another user";
+  }
+  TinySetup t;
+  const std::string ro = t.dir.file("ro");
+  std::filesystem::create_directories(ro);
+  std::filesystem::permissions(t.dir.path(), std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                                 std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                                 std::filesystem::perms::others_exec);
+  std::filesystem::permissions(ro, std::filesystem::perms::owner_all | std::filesystem::perms::others_read |
+                                       std::filesystem::perms::others_exec);
+  if (std::system(("runuser -u nobody -- " + std::string(OLMO2_BINARY) + " --help > /dev/null 2>&1").c_str()) != 0) {
+    GTEST_SKIP() << "user nobody cannot run " << OLMO2_BINARY << " (its folders are not world-readable)";
+  }
+  const test::RunResult r = test::run_olmo2_with("runuser -u nobody -- " + std::string(OLMO2_BINARY),
+                                                 t.base(ro) + " --steps 50 --save-interval 25 --log-format json");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--save-dir " + ro + ": cannot write " + ro + "/.olmo2-probe-"));
+  EXPECT_THAT(r.err, HasSubstr("Permission denied"));
+  EXPECT_EQ(r.out, "") << "no step was taken";
+}
+
+}  // namespace
+}  // namespace olmo2

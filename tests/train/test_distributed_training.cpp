@@ -367,6 +367,31 @@ TEST(DistributedTraining, AStopSeenByOneRankStopsEveryRank) {
   groups.world->barrier();
 }
 
+// A stop request that arrives while a checkpoint is being written stops on that
+// checkpoint, not after one more step and one more save (which may not fit in Slurm's
+// KillWait). With a save every step, the request is asked for once after each step and
+// once after each save: the 4th question is the one after step 2's save.
+TEST(DistributedTraining, AStopDuringASaveStopsOnThatCheckpoint) {
+  const int world = world_size();
+  TinyRun s(4);
+  const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{1, 2, 2} : Layout{1, 1, 2};
+  auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
+  TrainOptions o = s.options("during");
+  o.save_interval = 1;
+  Trainer t(with_layout(o, l), &groups);
+  int asked = 0;
+  EXPECT_EQ(t.run([&] { return world_rank() == world - 1 && ++asked == 4; }), RunEnd::kStoppedWithCheckpoint)
+      << "rank " << world_rank();
+  EXPECT_EQ(t.steps_done(), 2) << "rank " << world_rank();
+  if (world_rank() == world - 1) {
+    EXPECT_EQ(asked, 4);
+  }
+  if (world_rank() == 0) {
+    EXPECT_EQ(latest_checkpoint(s.dir.file("during")), s.dir.file("during/step-00000002"));
+  }
+  groups.world->barrier();
+}
+
 // Stop after 3 steps with a checkpoint, resume in the same layout: the same run, bit
 // for bit (losses, grad norms, the final model and optimizer files).
 TEST(DistributedTraining, ResumeInTheSameLayoutIsExact) {
