@@ -93,6 +93,10 @@ start() {
 SLURM_CONF=$SLURM_CONF
 OLMO2_PROMETHEUS_TARGETS=$dir/targets
 EOF
+  # pmix's per-step folders inside DIR, not /tmp: another test cluster on this machine
+  # numbers its jobs from 1 too, and both would use /tmp/spmix_appdir_<uid>_<job>.<step>.
+  mkdir -p "$dir/pmix"
+  echo "PMIxCliTmpDirBase=$dir/pmix" > "$dir/mpi.conf"
   cat > "$SLURM_CONF" <<EOF
 ClusterName=olmo2test
 SlurmctldHost=$host(127.0.0.1)
