@@ -26,6 +26,14 @@ std::vector<std::string> RunDirectory::resume_candidates(const std::string& resu
     out = complete_checkpoints(save_dir);
   } else {
     if (!fs::is_directory(resume)) OLMO2_THROW(InputError, "--resume: no checkpoint directory ", resume);
+    if (!fs::exists(fs::path(resume) / "training_state.json")) {
+      const std::vector<std::string> inside = complete_checkpoints(resume);
+      if (!inside.empty()) {  // a save directory given where a checkpoint was meant
+        OLMO2_THROW(InputError, "--resume ", resume, " is a save directory, not a checkpoint (it holds ", inside.size(),
+                    inside.size() == 1 ? " checkpoint" : " checkpoints", ", the newest ", inside.front(),
+                    "): give --resume ", inside.front(), ", or --save-dir ", resume, " --resume auto");
+      }
+    }
     out.push_back(resume);
     const int64_t step = checkpoint_step_of(resume);
     if (fallback && step >= 0) {
@@ -56,7 +64,9 @@ void RunDirectory::lock(const std::string& dir, const std::string& resume_dir) {
                 " is locked); give each run its own --save-dir");
   }
   const std::string latest = latest_checkpoint(dir);
-  if (!latest.empty() && (resume_dir.empty() || fs::canonical(resume_dir).parent_path() != fs::canonical(dir))) {
+  // The resumed checkpoint's folder, not where a symlinked step directory points.
+  if (!latest.empty() &&
+      (resume_dir.empty() || fs::canonical(fs::absolute(resume_dir).lexically_normal().parent_path()) != fs::canonical(dir))) {
     OLMO2_THROW(InputError, "--save-dir ", dir, " already holds checkpoints of another run (newest ", latest,
                 "); give --resume to continue it, or another --save-dir");
   }

@@ -325,6 +325,21 @@ TEST(TrainCli, SaveDirectoryIsCheckedBeforeTraining) {
   EXPECT_THAT(under_file.err, HasSubstr("cannot create the directory"));
   EXPECT_EQ(under_file.out, "") << "refused before any step";
 
+  // --resume given the save directory instead of a checkpoint: said so, with both fixes.
+  const test::RunResult save_dir_as_checkpoint = test::run_olmo2(s.base(d) + " --steps 3 --resume " + d);
+  EXPECT_EQ(save_dir_as_checkpoint.status, 1);
+  EXPECT_THAT(save_dir_as_checkpoint.err,
+              HasSubstr("--resume " + d + " is a save directory, not a checkpoint (it holds 1 checkpoint, the newest " + d +
+                        "/step-00000002): give --resume " + d + "/step-00000002, or --save-dir " + d + " --resume auto"));
+  // A save directory whose step folder is a symlink to another run's checkpoint resumes
+  // (the step's folder is the save directory, wherever the link points).
+  const std::string linked = s.dir.file("linked");
+  fs::create_directories(linked);
+  fs::create_directory_symlink(d + "/step-00000002", linked + "/step-00000002");
+  const test::RunResult via_link = test::run_olmo2(s.base(linked) + " --steps 3 --resume auto");
+  EXPECT_EQ(via_link.status, 0) << via_link.err;
+  EXPECT_TRUE(fs::exists(linked + "/step-00000003/training_state.json"));
+
   // Another process holds the lock.
   const std::string other = s.dir.file("other");
   fs::create_directories(other);
