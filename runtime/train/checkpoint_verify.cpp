@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,21 @@ void check_state(const std::string& dir, const TrainingState& st) {
     if (inner != st.step) {
       OLMO2_THROW(InputError, "training_state.json: state.step ", inner, " differs from its step ", st.step);
     }
+    // Counters: each counts steps (or tokens) of this run, so none is negative or beyond
+    // the step; AdamW's step count (its bias correction) is at most the updates made.
+    const auto counter = [&](const char* key, int64_t high) {
+      if (!st.state.contains(key)) return int64_t{0};
+      const int64_t v = st.state.at(key).get<int64_t>();
+      if (v < 0 || v > high) {
+        OLMO2_THROW(InputError, "training_state.json: ", key, " is ", v, "; at step ", st.step, " it lies in [0, ",
+                    high, "]");
+      }
+      return v;
+    };
+    const int64_t skipped = counter("skipped_steps", st.step);
+    counter("nonfinite_steps", st.step + 1);  // + the step --on-nonfinite stop refused to take
+    counter("tokens", std::numeric_limits<int64_t>::max());
+    counter("optimizer_steps", st.step - skipped);
     const DataLoaderState d = st.state.at("data_loader").get<DataLoaderState>();
     if (d.global_batch < 1 || d.num_windows < d.global_batch) {
       OLMO2_THROW(InputError, "training_state.json: data_loader has global_batch ", d.global_batch, " and num_windows ",

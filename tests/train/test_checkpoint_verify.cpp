@@ -222,6 +222,16 @@ TEST(CheckpointVerify, StepAndDataPositionMustAgreeWithTheDirectory) {
   write_json(path, j);
   EXPECT_THAT(r.verify_error(4), HasSubstr("data_loader position (epoch 2, step_in_epoch 4, 64 steps per epoch) is "
                                            "not step 4 (expected epoch 0, step_in_epoch 4)"));
+  // Counters out of range: negative tokens, more AdamW steps than steps taken.
+  j = good;
+  j["state"]["tokens"] = -5;
+  write_json(path, j);
+  EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.json: tokens is -5; at step 4 it lies in [0, "));
+  j = good;
+  ASSERT_EQ(j["state"]["optimizer_steps"], 4);
+  j["state"]["optimizer_steps"] = 9;
+  write_json(path, j);
+  EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.json: optimizer_steps is 9; at step 4 it lies in [0, 4]"));
   j = good;
   j.erase("files");  // a checkpoint from before checksums: accepted with one warning
   write_json(path, j);
