@@ -106,8 +106,8 @@ class Cluster:
                           f"{tail(out, 2000) if os.path.exists(out) else ''}\n{self.logs()}") from None
 
     def logs(self):
-        return "".join(f"--- {name}:\n{tail(os.path.join(self.dir, 'log', name), 1500)}\n"
-                       for name in ("slurmctld.log", "slurmd.log"))
+        names = sorted(os.listdir(os.path.join(self.dir, "log"))) if os.path.isdir(os.path.join(self.dir, "log")) else []
+        return "".join(f"--- {name}:\n{tail(os.path.join(self.dir, 'log', name), 1500)}\n" for name in names)
 
 
 TIMING = ("step_time", "tokens_per_second")  # the JSON step line's fields that are not the run's values
@@ -200,7 +200,11 @@ def interrupted_run(cluster, script, name, stop, expect_requeue=False):
         if info["JobState"] != "PENDING":
             raise Failure(f"{name}: job {job} ended {info['JobState']} instead of being requeued; exit statuses "
                           f"{exit_statuses(out)} (a stop must exit 75):\n{tail(out, 1500)}")
-        # Slurm holds a requeued job ~2 minutes (BeginTime); start it now.
+        # Slurm holds a requeued job ~2 minutes (BeginTime); start it now — but not within
+        # the second the node revoked the old run's credential: slurmd compares the new
+        # credential's creation time with the revocation in whole seconds, and refuses the
+        # launch ("Job credential revoked", the job ends FAILED), as seen under load.
+        time.sleep(2.5)
         cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
         final = cluster.wait_state(job, ["COMPLETED", "FAILED", "CANCELLED"], timeout=120)
     else:
@@ -223,7 +227,7 @@ def interrupted_run(cluster, script, name, stop, expect_requeue=False):
             f.write(joined)
     if final["JobState"] != "COMPLETED" or exit_statuses(out)[-1:] != [0]:
         raise Failure(f"{name}: the resumed job ended {final['JobState']}, exit statuses {exit_statuses(out)}:\n"
-                      f"{tail(out, 2000)}")
+                      f"{tail(out, 2000)}\n{cluster.logs()}")
     check_removed(cluster, "train", ids[-1])
     return losses(out), out, ids, time.time() - t0
 
