@@ -11,12 +11,12 @@
 #include "ops/threads.h"
 #include "parallel/agreement.h"
 #include "parallel/node_ranks.h"
+#include "parallel/string_gather.h"
 
 namespace olmo2::parallel {
 
 namespace {
 
-constexpr size_t kHostBytes = 256;  // gethostname's names are at most 255 bytes (HOST_NAME_MAX 64 on Linux)
 
 std::string plural(int n, const char* one) { return std::to_string(n) + " " + one + (n == 1 ? "" : "s"); }
 
@@ -117,25 +117,17 @@ std::vector<RankPlace> place_ranks(Communicator& world, int flag) {
   std::optional<ThreadChoice> fixed;
   agree(&world, [&] {  // a bad setting or failing call on one rank stops every rank
     host = host_name();
-    if (host.size() >= kHostBytes) OLMO2_THROW(Error, "host name of ", host.size(), " bytes: ", host);
     mask = affinity_mask();
     fixed = threads_from_settings(thread_settings_from_environment(flag));
   });
   const size_t n = static_cast<size_t>(world.size());
-  std::vector<uint8_t> my_host(kHostBytes, 0), all_hosts(kHostBytes * n);
-  std::memcpy(my_host.data(), host.data(), host.size());
-  world.all_gather(std::span<const uint8_t>(my_host), all_hosts);
+  const std::vector<std::string> hosts = all_gather_strings(world, host);
   const uint64_t my_mask[2] = {mask.key, static_cast<uint64_t>(mask.cpus)};
   std::vector<uint64_t> all_masks(2 * n);
   world.all_gather(std::span<const uint64_t>(my_mask, 2), all_masks);
 
-  std::vector<std::string> hosts(n);
   std::vector<uint64_t> keys(n);
-  for (size_t r = 0; r < n; ++r) {
-    const char* h = reinterpret_cast<const char*>(all_hosts.data() + r * kHostBytes);
-    hosts[r].assign(h, strnlen(h, kHostBytes));
-    keys[r] = all_masks[2 * r];
-  }
+  for (size_t r = 0; r < n; ++r) keys[r] = all_masks[2 * r];
   const std::vector<int> local = local_ranks(hosts);
   const std::vector<int> sharing = ranks_sharing_mask(hosts, keys);
   const size_t me = static_cast<size_t>(world.rank());

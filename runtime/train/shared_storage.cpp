@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "parallel/agreement.h"
 #include "parallel/node_ranks.h"
+#include "parallel/string_gather.h"
 #include "runtime/io/file_checksum.h"
 
 namespace olmo2 {
@@ -103,21 +104,13 @@ std::string compare_checkpoint(const std::string& resume_dir, const std::string&
   }
 }
 
-/// Every rank's sight, gathered on every rank (an all-gather of JSON-encoded bytes:
-/// the lengths first, then the padded bytes).
+/// Every rank's sight, gathered on every rank (one JSON string per rank).
 std::vector<StorageSight> gather_sights(parallel::Communicator& world, const StorageSight& mine) {
   const std::string text = nlohmann::json{{"host", mine.host}, {"probe", mine.probe}, {"checkpoint", mine.checkpoint}}.dump();
-  const int64_t length = static_cast<int64_t>(text.size());
-  std::vector<int64_t> lengths(static_cast<size_t>(world.size()));
-  world.all_gather(std::span<const int64_t>(&length, 1), lengths);
-  const size_t width = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
-  std::vector<uint8_t> padded(width, 0), all(width * lengths.size());
-  std::copy(text.begin(), text.end(), padded.begin());
-  world.all_gather(std::span<const uint8_t>(padded), all);
+  const std::vector<std::string> all = parallel::all_gather_strings(world, text);
   std::vector<StorageSight> sights;
   for (int r = 0; r < world.size(); ++r) {
-    const char* at = reinterpret_cast<const char*>(all.data()) + static_cast<size_t>(r) * width;
-    const nlohmann::json j = nlohmann::json::parse(std::string(at, static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+    const nlohmann::json j = nlohmann::json::parse(all[static_cast<size_t>(r)]);
     sights.push_back({r, j.at("host"), j.at("probe"), j.at("checkpoint")});
   }
   return sights;

@@ -14,6 +14,7 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/node_ranks.h"
 #include "parallel/process_groups.h"
+#include "parallel/string_gather.h"
 #include "tests/parallel/mpi_test_util.h"
 
 namespace olmo2::parallel {
@@ -332,6 +333,22 @@ TEST(TypedCollectives, MpiDatatypes) {
   EXPECT_EQ(MpiCommunicator::mpi_datatype(DType::I64), MPI_INT64_T);
   EXPECT_EQ(MpiCommunicator::mpi_datatype(DType::U8), MPI_UINT8_T);
   EXPECT_EQ(MpiCommunicator::mpi_datatype(DType::BF16), MPI_UINT16_T);
+}
+
+// Strings of different lengths — empty, with a NUL, longer than the others — arrive
+// whole and in rank order.
+TEST(StringGather, EveryRanksStringInRankOrder) {
+  const int n = world_size();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 60.0);
+  auto text_of = [](int r) {
+    if (r == 0) return std::string();
+    std::string s = "rank " + std::to_string(r) + std::string(static_cast<size_t>(r) * 7, 'x');
+    s[1] = '\0';
+    return s;
+  };
+  const std::vector<std::string> got = all_gather_strings(*g.world, text_of(world_rank()));
+  ASSERT_EQ(got.size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], text_of(r)) << "rank " << r;
 }
 
 TEST(NodeRanks, RanksSharingAHostName) {
