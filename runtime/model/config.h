@@ -1,4 +1,4 @@
-// OLMo 2 model configuration, read from a Hugging Face `config.json`.
+// OLMo 2 and Olmo 3 model configuration, read from a Hugging Face `config.json`.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,27 @@
 
 namespace olmo2 {
 
-/// The fields of `Olmo2Config` (transformers, configuration_olmo2.py) this program uses.
-/// Sizes are element counts; head_dim is derived as hidden_size / num_attention_heads.
+/// What one layer's attention sees (Olmo 3's `layer_types`): every earlier position, or
+/// the last `sliding_window` positions including its own. OLMo 2 layers are all Full.
+enum class AttentionType { Full, Sliding };
+
+/// The RoPE of one layer type (transformers 5's `rope_parameters[layer_type]`; 4.x's
+/// `rope_theta` + `rope_scaling`, which applies to full-attention layers only).
+struct RopeParameters {
+  std::string type = "default";  ///< "default" (plain RoPE) or "yarn"
+  double theta = 0;              ///< rope_theta
+  // YaRN (Peng et al., 2023), as transformers' `_compute_yarn_parameters`:
+  double factor = 1;                              ///< context extension factor (≥ 1)
+  int64_t original_max_position_embeddings = 0;   ///< the pre-extension context
+  std::optional<double> attention_factor;         ///< else 0.1·ln(factor) + 1 (1 when factor ≤ 1)
+  double beta_fast = 32, beta_slow = 1;           ///< the ramp's rotation bounds
+  bool truncate = true;                           ///< floor/ceil the correction range
+  bool operator==(const RopeParameters&) const = default;
+};
+
+/// The fields of `Olmo2Config` / `Olmo3Config` (transformers, configuration_olmo2.py,
+/// configuration_olmo3.py) this program uses. Sizes are element counts; head_dim is
+/// derived as hidden_size / num_attention_heads.
 struct ModelConfig {
   std::string architecture = "Olmo2ForCausalLM";
   int64_t vocab_size = 0;
@@ -26,7 +45,12 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 0;
-  double rope_theta = 0;
+  double rope_theta = 0;  ///< full-attention layers' θ (= rope_full.theta)
+  /// Olmo 3: per layer, Full or Sliding (OLMo 2: all Full); num_hidden_layers entries.
+  std::vector<AttentionType> layer_types;
+  int64_t sliding_window = 0;  ///< positions a Sliding layer sees (its own included); 0 without
+  RopeParameters rope_full;     ///< RoPE of Full layers (Olmo 3: YaRN when configured)
+  RopeParameters rope_sliding;  ///< RoPE of Sliding layers (plain)
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
   std::vector<int64_t> eos_token_ids;  ///< generation stops at any of them
@@ -55,6 +79,16 @@ struct ModelConfig {
   /// q_norm/k_norm, gate/up/down and two post-norms, and the final norm. (from_json
   /// bounds every size so that this cannot overflow.)
   int64_t parameter_count() const;
+
+  /// Whether this is an Olmo 3 model (architecture Olmo3ForCausalLM).
+  bool olmo3() const { return architecture == "Olmo3ForCausalLM"; }
+  /// Whether any layer is a Sliding one.
+  bool has_sliding_layers() const;
+  /// The attention window of layer `layer` (0-based, of the whole model): sliding_window
+  /// for a Sliding layer, 0 (no window) for a Full one.
+  int64_t attention_window(int64_t layer) const;
+  /// The RoPE parameters layer `layer` uses (rope_full or rope_sliding).
+  const RopeParameters& rope_parameters(int64_t layer) const;
 
   /// Multi-line human-readable summary (for `olmo2 info`).
   std::string summary() const;
