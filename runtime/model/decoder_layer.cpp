@@ -13,6 +13,7 @@
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
 #include "parallel/tp_qk_norm.h"
+#include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
 
@@ -56,14 +57,16 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
             const TensorView& out, LayerStats* stats) {
   const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
   const DType act = options.activations;
+  const int64_t window = ctx.config.attention_window(ctx.shard.layers.begin + layer);
   const size_t nseq = packed.sequences();
   if (!kv) {  // each sequence attends to its own new tokens only
     for (size_t i = 0; i < nseq; ++i) {
       ops::causal_attention(packed.rows_of(q, i), packed.rows_of(k, i), packed.rows_of(v, i), nh, nkv,
-                            packed.rows_of(out, i), act);
+                            packed.rows_of(out, i), act, window);
       if (stats) {
-        stats->attention_logit_max = std::max(
-            stats->attention_logit_max, ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv));
+        stats->attention_logit_max =
+            std::max(stats->attention_logit_max,
+                     ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv, window));
       }
     }
     return;
@@ -76,13 +79,14 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
     if (!options.batch_invariant && first >= 0) {  // consecutive blocks: one BLAS attention over the rows
       const int64_t end = first + packed.start[i] + n;
       ops::causal_attention(packed.rows_of(q, i), cache.keys(layer).rows(first, end),
-                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act);
+                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act, window);
     } else {
       paged.push_back({packed.offset[i], n, packed.start[i], kv->block_tables[i]});
     }
   }
   if (!paged.empty()) {
-    ops::paged_attention(q, cache.keys(layer), cache.values(layer), cache.block_size(), paged, nh, nkv, out, act);
+    ops::paged_attention(q, cache.keys(layer), cache.values(layer), cache.block_size(), paged, nh, nkv, out, act,
+                         window);
   }
 }
 
@@ -99,7 +103,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
               h);
   const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
-  const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const ops::RopeFrequencies rope = rope_frequencies(c.rope_parameters(sh.layers.begin + layer), static_cast<int>(hd));
   const DType act = options.activations;
   const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
   auto round = [&](const TensorView& t) {
@@ -116,7 +121,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     saved->*member = Tensor::zeros({n, cols}, DType::F32, dev);
     return (saved->*member).view();
   };
-  if (saved) saved->x = copy_of(x), saved->act = act;
+  if (saved) saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
 
   // ---- attention block ----
   const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);
@@ -140,8 +145,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     ops::rmsnorm(k0, w.k_norm.view(), eps, k);
   }
   round(q), round(k);
-  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), theta);
-  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), theta);
+  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), rope);
+  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), rope);
   round(q), round(k);
   const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
   attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);

@@ -4,8 +4,9 @@
 // a backward needs, batch-invariant or BLAS products, f32 or bf16-rounded activations
 // (docs/architecture.md §3):
 //   q = q_norm(x Wqᵀ), k = k_norm(x Wkᵀ)   over the whole projections, before RoPE
-//   v = x Wvᵀ;  q, k = rope(q), rope(k)
+//   v = x Wvᵀ;  q, k = rope(q), rope(k)     (Olmo 3: the layer type's RoPE, YaRN or plain)
 //   a = softmax(q kᵀ/√hd + causal) v;  x = x + post_attention_layernorm(a Woᵀ)
+//                                           (Olmo 3 sliding layers: within the window)
 //   x = x + post_feedforward_layernorm((silu(x Wgᵀ) · x Wuᵀ) Wdᵀ)
 #pragma once
 
@@ -62,6 +63,7 @@ struct LayerActivations {
   Tensor gate, up;
   Tensor m;       ///< down_proj output (all-reduced), before post_feedforward_layernorm
   DType act = DType::F32;  ///< what the forward rounded activations to (LayerOptions::activations)
+  int64_t layer = 0;       ///< the layer's index in the whole model (its window and RoPE)
 };
 
 /// One layer's forward statistics (monitoring: docs/architecture.md §9).
@@ -89,9 +91,12 @@ struct LayerContext {
 /// column-parallel, the whole-projection QK-norm by one [T, 2] all-reduce, o/down
 /// row-parallel with an all-reduce each. With `saved` every activation the backward
 /// needs is kept there (no KV cache allowed); with `stats` the layer's norms (and, with
-/// no cache, its largest attention logit) are added. Throws ShapeError on mismatched
+/// no cache, its largest attention logit) are added. The layer's attention window and
+/// RoPE are those of its type (ModelConfig::attention_window, rope_parameters of
+/// shard.layers.begin + layer; docs/architecture.md §3). Throws ShapeError on mismatched
 /// shapes, InputError for a KV block outside the pool; CollectiveTimeout if a TP peer
-/// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers).
+/// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers);
+/// Olmo3DecoderLayer, Olmo3Attention (modeling_olmo3.py).
 void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64_t layer, const PackedTokens& packed,
                            const KVCacheBinding* kv, const LayerOptions& options, const TensorView& x,
                            LayerWorkspace& ws, LayerActivations* saved, LayerStats* stats);
