@@ -16,6 +16,8 @@
 #        tests/generation/make_selection_fixtures.py     vLLM's logits processors, min_p, the draw
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
 #        tests/model/make_init_fixtures.py               the documented init (pure Python)
+#        tests/model/make_rope_fixtures.py               RoPE / YaRN frequencies (Olmo 3)
+#        tests/model/make_olmo3_config_fixtures.py       Olmo 3 config.json as transformers writes it
 #        tests/serve/fixtures/make_chat_template_fixtures.py  transformers' chat-template renderings
 #        tests/serve/make_api_fixtures.py                token facts and a chat template for the API tests
 #      Each script rewrites only its own files: one set can be regenerated alone without
@@ -95,6 +97,8 @@ run tests/golden/make_prompt_logprobs_fixtures.py
 run tests/generation/make_selection_fixtures.py
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
+run tests/model/make_rope_fixtures.py
+run tests/model/make_olmo3_config_fixtures.py
 run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
 run tests/serve/make_api_fixtures.py "$TOKENIZER"
 

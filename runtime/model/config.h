@@ -58,11 +58,21 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   DType dtype = DType::F32;  ///< `torch_dtype` / `dtype` of the checkpoint
 
-  /// Parses and validates a config.json object. `source` names the file in messages.
-  /// Throws InputError for another architecture (naming it), a missing required field,
-  /// a field of the wrong type, or contradictory values (e.g. hidden_size % heads ≠ 0,
-  /// an explicit head_dim ≠ hidden_size / heads, heads % kv heads ≠ 0, rope_scaling,
-  /// attention_bias true, hidden_act other than silu).
+  /// Parses and validates a config.json object of Olmo2ForCausalLM or Olmo3ForCausalLM.
+  /// `source` names the file in messages. Olmo 3's layer_types (default: every 4th layer
+  /// full), sliding_window (default 4096, as Olmo3Config) and RoPE per layer type are read
+  /// in transformers 4's spelling (rope_theta + rope_scaling, the latter for full layers)
+  /// and 5's (rope_parameters.{full_attention,sliding_attention}), resolved as
+  /// Olmo3Config does; OLMo 2 gets all-Full layers and rope_full = rope_sliding = plain
+  /// RoPE at rope_theta. Throws InputError for another architecture (naming it), a
+  /// missing required field, a field of the wrong type, or contradictory values (e.g.
+  /// hidden_size % heads ≠ 0, an explicit head_dim ≠ hidden_size / heads, heads % kv
+  /// heads ≠ 0, rope_scaling or layer_types on OLMo 2, attention_bias true, hidden_act
+  /// other than silu), and on Olmo 3 for a layer_types entry or length that is wrong, a
+  /// window ≤ 0, a RoPE type other than default/yarn, a YaRN factor < 1,
+  /// original_max_position_embeddings ≤ 0, attention_factor ≤ 0, beta_fast < beta_slow,
+  /// mscale / mscale_all_dim / partial_rotary_factor, truncate false, or the two
+  /// spellings disagreeing — each naming the field and its value.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
 
   /// Reads `dir/config.json`. Throws InputError when it is missing or invalid.
@@ -85,9 +95,14 @@ struct ModelConfig {
   /// Whether any layer is a Sliding one.
   bool has_sliding_layers() const;
   /// The attention window of layer `layer` (0-based, of the whole model): sliding_window
-  /// for a Sliding layer, 0 (no window) for a Full one.
+  /// for a Sliding layer, 0 (no window) for a Full one (or when layer_types is empty, a
+  /// config built field by field). Throws ShapeError for a layer outside
+  /// [0, num_hidden_layers).
   int64_t attention_window(int64_t layer) const;
-  /// The RoPE parameters layer `layer` uses (rope_full or rope_sliding).
+  /// The RoPE parameters layer `layer` uses (rope_full or rope_sliding). A config built
+  /// field by field (layer_types empty, rope_full.theta 0) gets plain RoPE at rope_theta.
+  /// The reference lives as long as this config (the field-by-field one: the program).
+  /// Throws ShapeError for a layer outside [0, num_hidden_layers).
   const RopeParameters& rope_parameters(int64_t layer) const;
 
   /// Multi-line human-readable summary (for `olmo2 info`).

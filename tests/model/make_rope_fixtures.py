@@ -8,8 +8,8 @@ size, and what transformers computes for them — inv_freq as the exact float32 
 the cos/sin scaling (attention_scaling, a Python float; the model multiplies f32 cos/sin
 by it, so olmo2 compares its f32 rounding).
 
-PyTorch's f32 pow is not always the correctly rounded power: on this CPU (AVX512) the
-elements of whole 32-float chunks go through its vectorized pow (within 1 ulp), the rest
+PyTorch's f32 pow is not always the correctly rounded power: the elements of whole
+vector chunks go through its vectorized pow (within 1 ulp), the rest
 through the C library's. olmo2 rounds the power correctly (runtime/model/rope_frequencies.cpp),
 so per case the fixture lists `pow_not_correctly_rounded`: the indices i where transformers'
 theta^(2i/hd) in f32 is not the correctly rounded value (checked against 50-digit mpmath);
