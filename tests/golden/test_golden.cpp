@@ -105,8 +105,12 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(kFixtures),
                            return n;
                          });
 
+// The released configurations (make_fixtures.py's RELEASED and RELEASED_OLMO3: the sizes
+// allenai publishes for OLMo 2 1B/7B/13B/32B and Olmo 3 7B/32B), each with the parameter
+// count transformers builds for it on the meta device.
 TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
-  for (const char* name : {"OLMo-2-0425-1B", "OLMo-2-1124-7B", "OLMo-2-1124-13B", "OLMo-2-0325-32B"}) {
+  for (const char* name : {"OLMo-2-0425-1B", "OLMo-2-1124-7B", "OLMo-2-1124-13B", "OLMo-2-0325-32B",
+                           "olmo3-7b", "olmo3-32b"}) {
     const std::string dir = fixture_dir(std::string("configs/") + name);
     std::ifstream in(dir + "/parameter_count.txt");
     int64_t expected = 0;
@@ -117,6 +121,12 @@ TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
   // independent of the fixture files.
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0425-1B")).parameter_count(), 1484916736);
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0325-32B")).parameter_count(), 32234279936);
+  const ModelConfig olmo3_7b = ModelConfig::load(fixture_dir("configs/olmo3-7b"));
+  EXPECT_EQ(olmo3_7b.parameter_count(), 7298011136);
+  EXPECT_EQ(olmo3_7b.rope_full.type, "yarn");
+  EXPECT_EQ(olmo3_7b.attention_window(0), 4096);
+  EXPECT_EQ(olmo3_7b.attention_window(3), 0);
+  EXPECT_EQ(ModelConfig::load(fixture_dir("configs/olmo3-32b")).parameter_count(), 32233522176);
 }
 
 }  // namespace
