@@ -109,6 +109,16 @@ struct ModelConfig {
   std::string summary() const;
 };
 
+/// An Olmo 3 config with `base`'s sizes and tokens (for tests and `olmo2_random_model
+/// --olmo3`): layer types from `pattern` (letters S = sliding, F = full, repeated over the
+/// layers; empty = Olmo3Config's default, every 4th layer full), sliding_window `window`,
+/// the full layers' RoPE `full_rope` (e.g. YaRN; its theta 0 = base.rope_theta; none =
+/// plain RoPE), the sliding layers' plain RoPE at base.rope_theta. Made as a config.json
+/// and read by from_json, so it is validated as one; throws InputError for a bad pattern
+/// letter or any value from_json refuses.
+ModelConfig olmo3_config(const ModelConfig& base, int64_t window, const std::string& pattern = "",
+                         std::optional<RopeParameters> full_rope = std::nullopt);
+
 /// The sizes the partition plan needs (parallel/ does not read configs).
 parallel::ModelShape model_shape(const ModelConfig& c);
 

@@ -12,12 +12,12 @@
 
 namespace olmo2::config_detail {
 
+const char* const kFull = "full_attention";
+const char* const kSliding = "sliding_attention";
+
 namespace {
 
 using nlohmann::json;
-
-const char* const kFull = "full_attention";
-const char* const kSliding = "sliding_attention";
 
 /// One layer type's RoPE dict after transformers merges its sources, with the config.json
 /// path each key came from (for messages).
@@ -339,3 +339,37 @@ std::string olmo3_summary(const ModelConfig& c) {
 }
 
 }  // namespace olmo2::config_detail
+
+namespace olmo2 {
+
+ModelConfig olmo3_config(const ModelConfig& base, int64_t window, const std::string& pattern,
+                         std::optional<RopeParameters> full_rope) {
+  ModelConfig c = base;
+  c.architecture = "Olmo3ForCausalLM";
+  if (c.layer_types.size() != static_cast<size_t>(c.num_hidden_layers)) {
+    c.layer_types.assign(static_cast<size_t>(c.num_hidden_layers), AttentionType::Full);
+  }
+  c.sliding_window = window;
+  c.rope_sliding = RopeParameters();
+  c.rope_sliding.theta = base.rope_theta;
+  c.rope_full = full_rope.value_or(c.rope_sliding);
+  if (c.rope_full.theta == 0) c.rope_full.theta = base.rope_theta;
+  nlohmann::json j = c.to_json();  // written as an Olmo 3 config.json, then read back
+  j["sliding_window"] = window;    // as given: from_json judges it
+  if (pattern.empty()) {
+    j.erase("layer_types");
+  } else {
+    nlohmann::json& types = j["layer_types"];
+    for (size_t i = 0; i < types.size(); ++i) {
+      const char letter = pattern[i % pattern.size()];
+      if (letter != 'S' && letter != 'F') {
+        OLMO2_THROW(InputError, "layer pattern \"", pattern, "\" has '", std::string(1, letter),
+                    "'; use S (sliding) and F (full)");
+      }
+      types[i] = letter == 'S' ? config_detail::kSliding : config_detail::kFull;
+    }
+  }
+  return ModelConfig::from_json(j, "olmo3_config");
+}
+
+}  // namespace olmo2

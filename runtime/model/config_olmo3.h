@@ -14,6 +14,9 @@ namespace olmo2::config_detail {
 /// Olmo3Config.default_theta (configuration_olmo3.py): the θ of a layer type whose RoPE
 /// names none.
 inline constexpr double kOlmo3DefaultTheta = 500000.0;
+/// config.json's names of the two layer types.
+extern const char* const kFull;     // "full_attention"
+extern const char* const kSliding;  // "sliding_attention"
 /// Olmo3Config's sliding_window when config.json has no such key.
 inline constexpr int64_t kOlmo3DefaultWindow = 4096;
 

@@ -249,6 +249,48 @@ TEST(ConfigOlmo3, AFieldByFieldConfigIsOlmo2) {
   EXPECT_THROW(c.rope_parameters(-1), ShapeError);
 }
 
+TEST(ConfigOlmo3, Olmo3ConfigMakesAValidatedVariantOfAnyConfig) {
+  const ModelConfig base = ModelConfig::load(test::source_path("tests/golden/fixtures/configs/OLMo-2-0425-1B"));
+  RopeParameters y;
+  y.type = "yarn", y.factor = 4, y.original_max_position_embeddings = 64;
+  const ModelConfig c = olmo3_config(base, 16, "SF", y);
+  EXPECT_TRUE(c.olmo3());
+  for (int64_t l = 0; l < 16; ++l) {
+    EXPECT_EQ(c.attention_window(l), l % 2 == 0 ? 16 : 0) << l;
+    EXPECT_EQ(c.rope_parameters(l).type, l % 2 == 0 ? "default" : "yarn") << l;
+    EXPECT_EQ(c.rope_parameters(l).theta, 500000.0) << l;  // base's θ on both types
+  }
+  EXPECT_EQ(c.rope_full.factor, 4.0);
+  EXPECT_EQ(c.rope_full.original_max_position_embeddings, 64);
+  EXPECT_EQ(c.parameter_count(), base.parameter_count());
+  EXPECT_EQ(c.eos_token_ids, base.eos_token_ids);
+  const ModelConfig d = olmo3_config(base, 4096);  // Olmo3Config's pattern, plain RoPE
+  for (int64_t l = 0; l < 16; ++l) EXPECT_EQ(d.attention_window(l), (l + 1) % 4 == 0 ? 0 : 4096) << l;
+  EXPECT_EQ(d.rope_full, d.rope_sliding);
+  ModelConfig hand;  // field by field, as the tests build one
+  hand.vocab_size = 32, hand.hidden_size = 16, hand.intermediate_size = 24, hand.num_hidden_layers = 3;
+  hand.num_attention_heads = 2, hand.num_key_value_heads = 1, hand.head_dim = 8;
+  hand.max_position_embeddings = 64, hand.rms_norm_eps = 1e-6, hand.rope_theta = 10000;
+  const ModelConfig h = olmo3_config(hand, 8, "FS");
+  EXPECT_EQ(h.attention_window(0), 0);
+  EXPECT_EQ(h.attention_window(1), 8);
+  EXPECT_EQ(h.attention_window(2), 0);
+  EXPECT_EQ(h.rope_parameters(1).theta, 10000.0);
+  auto error = [&](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error([&] { olmo3_config(base, 16, "SX"); }), HasSubstr("layer pattern \"SX\" has 'X'"));
+  EXPECT_THAT(error([&] { olmo3_config(base, 0); }), HasSubstr("\"sliding_window\" must be positive, got 0"));
+  y.factor = 0.5;
+  EXPECT_THAT(error([&] { olmo3_config(base, 16, "", y); }),
+              HasSubstr("\"rope_parameters.full_attention.factor\" must be a finite number ≥ 1, got 0.5"));
+}
+
 TEST(ConfigOlmo3, SummaryNamesLayerTypesWindowAndRope) {
   const std::string s = ModelConfig::from_json(fixture("released-7b-transformers4", "input"), "c").summary();
   EXPECT_THAT(s, HasSubstr("layer_types             sliding ×24, full ×8 (every 4th full)\n"));
