@@ -2,8 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -185,17 +183,13 @@ int64_t ModelConfig::attention_window(int64_t layer) const {
   return layer_types[static_cast<size_t>(layer)] == AttentionType::Sliding ? sliding_window : 0;
 }
 
-const RopeParameters& ModelConfig::rope_parameters(int64_t layer) const {
+RopeParameters ModelConfig::rope_parameters(int64_t layer) const {
   check_layer(*this, layer);
   if (layer_types.empty() && rope_full.theta == 0) {
-    // A config built field by field (tests, benches) sets only rope_theta: OLMo 2's plain
-    // RoPE. One entry per θ, never erased, so the reference stays valid.
-    static std::mutex mu;
-    static std::map<double, RopeParameters> plain;
-    std::lock_guard<std::mutex> lock(mu);
+    // A config built field by field (tests, benches) sets only rope_theta: OLMo 2's plain RoPE.
     RopeParameters p;
     p.theta = rope_theta;
-    return plain.try_emplace(rope_theta, p).first->second;
+    return p;
   }
   const bool sliding = !layer_types.empty() && layer_types[static_cast<size_t>(layer)] == AttentionType::Sliding;
   return sliding ? rope_sliding : rope_full;

@@ -101,9 +101,8 @@ struct ModelConfig {
   int64_t attention_window(int64_t layer) const;
   /// The RoPE parameters layer `layer` uses (rope_full or rope_sliding). A config built
   /// field by field (layer_types empty, rope_full.theta 0) gets plain RoPE at rope_theta.
-  /// The reference lives as long as this config (the field-by-field one: the program).
   /// Throws ShapeError for a layer outside [0, num_hidden_layers).
-  const RopeParameters& rope_parameters(int64_t layer) const;
+  RopeParameters rope_parameters(int64_t layer) const;
 
   /// Multi-line human-readable summary (for `olmo2 info`).
   std::string summary() const;

@@ -39,11 +39,8 @@ ops::RopeFrequencies rope_frequencies(const RopeParameters& p, int head_dim) {
   const float base = static_cast<float>(p.theta);
   ops::RopeFrequencies f;
   f.inv_freq.resize(static_cast<size_t>(half));
-  if (p.type == "default") {  // compute_default_rope_parameters
-    for (int i = 0; i < half; ++i) f.inv_freq[static_cast<size_t>(i)] = 1.0f / pos_freq(base, i, dim);
-    f.attention_scaling = 1.0f;
-    return f;
-  }
+  // compute_default_rope_parameters: the ops' own table, so OLMo 2 keeps its bits.
+  if (p.type == "default") return ops::RopeFrequencies::standard(base, head_dim);
 
   // _compute_yarn_parameters (transformers 5.24, modeling_rope_utils.py).
   if (!(p.factor >= 1)) OLMO2_THROW(InputError, "YaRN factor must be ≥ 1, got ", p.factor);
