@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "ops/rope.h"
 #include "ops/tensor.h"
 
 namespace olmo2::ops {
