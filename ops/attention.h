@@ -12,7 +12,8 @@ namespace olmo2::ops {
 /// are the last T positions, so query t sees keys 0 … S−T+t (causal); with `window` > 0
 /// (a sliding-window layer) only keys max(0, S−T+t−window+1) … S−T+t, the last `window`
 /// positions including its own, exactly what transformers' sliding-window causal mask
-/// keeps (`kv_idx > q_idx − sliding_window`); 0 means no window. out [T, H·hd].
+/// keeps (`kv_idx > q_idx − sliding_window`); 0 means no window. Keys before the first
+/// query's window are never read (their rows may hold anything). out [T, H·hd].
 /// Query head h uses kv head h / (H/KV) (GQA by repetition). Scale 1/sqrt(hd), softmax
 /// in fp32. `act` is the dtype the reference stores activations in: with bf16 the
 /// scores q·kᵀ, the scaled scores, the probabilities and the output are rounded to

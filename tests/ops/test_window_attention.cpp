@@ -99,6 +99,17 @@ TEST(WindowAttention, WindowZeroOrCoveringTheContextIsCausalAttentionBitForBit) 
   EXPECT_EQ(std::memcmp(plain.f32(), w.f32(), sizeof(float) * (t_len - 1) * nh * hd), 0);
 }
 
+TEST(WindowAttention, KeysBeforeTheFirstQuerysWindowAreNeverRead) {
+  const int nh = 4, nkv = 2;
+  const int64_t hd = 8, t_len = 3, s_len = 12, window = 4;  // the first query, at 9, sees 6 … 9
+  Qkv x(t_len, s_len, nh, nkv, hd, 71);
+  Tensor clean = Tensor::zeros({t_len, nh * hd}), poisoned = Tensor::zeros({t_len, nh * hd});
+  causal_attention(x.q.view(), x.k.view(), x.v.view(), nh, nkv, clean.view(), DType::F32, window);
+  for (int64_t i = 0; i < 6 * nkv * hd; ++i) x.k.f32()[i] = x.v.f32()[i] = std::nanf("");
+  causal_attention(x.q.view(), x.k.view(), x.v.view(), nh, nkv, poisoned.view(), DType::F32, window);
+  EXPECT_TRUE(same_bits(clean, poisoned));
+}
+
 TEST(WindowAttention, Bf16ActivationsRoundAsWithoutWindow) {
   const int nh = 4, nkv = 2;
   const int64_t hd = 16, t_len = 8, s_len = 20, window = 5;
