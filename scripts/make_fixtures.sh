@@ -74,7 +74,7 @@ export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OMP_NUM_THREADS=1 M
 # gone after it was another script's output (or the script removed a stale one of its
 # own, e.g. after a change of shard count: then commit the removal knowingly).
 FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures tests/serve/fixtures
-  tests/generation/fixtures)
+  tests/generation/fixtures tests/ops/fixtures)
 run() {
   echo "== $*"
   local before after gone
@@ -99,6 +99,7 @@ run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
 run tests/model/make_rope_fixtures.py
 run tests/model/make_olmo3_config_fixtures.py
+run tests/ops/make_window_attention_fixtures.py
 run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
 run tests/serve/make_api_fixtures.py "$TOKENIZER"
 
