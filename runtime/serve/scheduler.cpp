@@ -1,6 +1,7 @@
 #include "runtime/serve/scheduler.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 
@@ -15,6 +16,79 @@ Scheduler::Scheduler(const SchedulerOptions& o) : opt_(o), allocator_(std::max<i
                 o.max_running, ": every running sequence needs a token per step");
   }
   if (o.micro_batches < 1) OLMO2_THROW(InputError, "micro-batches must be ≥ 1, got ", o.micro_batches);
+  for (int64_t w : o.group_windows) {
+    if (w < 0) OLMO2_THROW(InputError, "a KV group's attention window must be ≥ 0, got ", w);
+    if (w > 0) opt_.prefix_caching = false;  // docs/architecture.md §8: not with sliding groups
+  }
+  groups_ = std::max<int64_t>(1, static_cast<int64_t>(o.group_windows.size()));
+}
+
+int64_t kv_capacity_tokens(const SchedulerOptions& o) {
+  const int64_t groups = std::max<int64_t>(1, static_cast<int64_t>(o.group_windows.size()));
+  const int64_t everything = o.num_blocks / groups * o.block_size;
+  int64_t full = 0, sliding_held = 0;
+  for (int64_t w : o.group_windows) {
+    if (w == 0) ++full;
+    else sliding_held += blocks_for(w - 1 + o.max_batch_tokens, o.block_size) + 1;
+  }
+  if (sliding_held == 0 || sliding_held > o.num_blocks) return everything;
+  if (full == 0) return std::numeric_limits<int64_t>::max() / 2;
+  return std::max(everything, (o.num_blocks - sliding_held) / full * o.block_size);
+}
+
+bool Scheduler::grow(SchedSequence& s, int64_t add) {
+  if (add <= 0) return true;
+  std::vector<int32_t> ids;
+  if (!allocator_.allocate(add * groups_, ids)) return false;
+  if (groups_ == 1) {
+    s.blocks.insert(s.blocks.end(), ids.begin(), ids.end());
+    return true;
+  }
+  const size_t n = s.blocks.size() / static_cast<size_t>(groups_), a = static_cast<size_t>(add);
+  std::vector<int32_t> grown;
+  grown.reserve(s.blocks.size() + ids.size());
+  for (size_t g = 0; g < static_cast<size_t>(groups_); ++g) {
+    grown.insert(grown.end(), s.blocks.begin() + g * n, s.blocks.begin() + (g + 1) * n);
+    grown.insert(grown.end(), ids.begin() + g * a, ids.begin() + (g + 1) * a);
+  }
+  s.blocks = std::move(grown);
+  return true;
+}
+
+void Scheduler::release_all(SchedSequence& s) {
+  std::vector<int32_t> held;
+  held.reserve(s.blocks.size());
+  for (int32_t id : s.blocks) {
+    if (id >= 0) held.push_back(id);
+  }
+  allocator_.release(held);
+  s.blocks.clear();
+}
+
+void Scheduler::release_before_window(SchedSequence& s, int64_t next) {
+  const size_t n = s.blocks.size() / static_cast<size_t>(groups_);
+  for (size_t g = 0; g < opt_.group_windows.size(); ++g) {
+    const int64_t w = opt_.group_windows[g];
+    if (w == 0) continue;
+    // Blocks b with (b + 1)·block_size ≤ next − w + 1 hold only positions before the window.
+    const size_t before = static_cast<size_t>(std::max<int64_t>(0, next - w + 1) / opt_.block_size);
+    std::vector<int32_t> gone;
+    for (size_t b = 0; b < std::min(before, n); ++b) {
+      int32_t& id = s.blocks[g * n + b];
+      if (id >= 0) gone.push_back(id), id = -1;
+    }
+    allocator_.release(gone);
+  }
+}
+
+int64_t Scheduler::held_in_group(int64_t group) const {
+  OLMO2_CHECK(group >= 0 && group < groups_, "KV group ", group, " of ", groups_);
+  int64_t held = 0;
+  for (const SchedSequence& s : running_) {
+    const std::span<const int32_t> table = KVCache::group_table(s.blocks, groups_, group);
+    held += std::count_if(table.begin(), table.end(), [](int32_t id) { return id >= 0; });
+  }
+  return held;
 }
 
 void Scheduler::add(SchedSequence seq, std::vector<SchedSequence> forks) {
@@ -54,7 +128,7 @@ bool Scheduler::remove(int64_t id) {
   };
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->id == id) {
-      allocator_.release(it->blocks);
+      release_all(*it);
       orphan_forks(*it);
       running_.erase(it);
       return true;
@@ -63,7 +137,7 @@ bool Scheduler::remove(int64_t id) {
   }
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     if (it->id == id) {
-      allocator_.release(it->blocks);
+      release_all(*it);
       SchedSequence gone = std::move(*it);
       waiting_.erase(it);
       orphan_forks(gone);
@@ -75,7 +149,7 @@ bool Scheduler::remove(int64_t id) {
 }
 
 void Scheduler::preempt(SchedSequence& seq) {
-  allocator_.release(seq.blocks);
+  release_all(seq);
   seq.computed = 0;
   seq.cached.clear();
   ++seq.preemptions;
@@ -112,18 +186,24 @@ void Scheduler::cache_full_blocks(SchedSequence& s) {
 
 void Scheduler::fork(SchedSequence& parent, std::vector<SchedSequence>& made) {
   const int64_t bs = opt_.block_size;
-  while (!parent.forks.empty() && allocator_.free_count() >= 1 &&
+  while (!parent.forks.empty() && allocator_.free_count() >= groups_ &&
          running() + static_cast<int64_t>(made.size()) < opt_.max_running) {
     SchedSequence& c = parent.forks.front();
     const int64_t shared = static_cast<int64_t>(c.tokens.size()) - 1;  // the prompt but its last token
     if (parent.computed < shared) break;
     const int64_t full = shared / bs;
-    for (int64_t b = 0; b < full; ++b) {
-      allocator_.share(parent.blocks[static_cast<size_t>(b)]);
-      c.blocks.push_back(parent.blocks[static_cast<size_t>(b)]);
+    std::vector<int32_t> own;  // one block per group for position `shared` on
+    allocator_.allocate(groups_, own);
+    for (int64_t g = 0; g < groups_; ++g) {
+      const std::span<const int32_t> table = KVCache::group_table(parent.blocks, groups_, g);
+      for (int64_t b = 0; b < full; ++b) {  // a block the parent released stays released
+        const int32_t id = table[static_cast<size_t>(b)];
+        if (id >= 0) allocator_.share(id);
+        c.blocks.push_back(id);
+      }
+      c.blocks.push_back(own[static_cast<size_t>(g)]);
+      if (shared % bs != 0) copies_.push_back({table[static_cast<size_t>(full)], c.blocks.back()});
     }
-    allocator_.allocate(1, c.blocks);  // position `shared` on
-    if (shared % bs != 0) copies_.push_back({parent.blocks[static_cast<size_t>(full)], c.blocks.back()});
     c.computed = shared;
     c.cached.assign(parent.cached.begin(),
                     parent.cached.begin() + std::min<int64_t>(full, static_cast<int64_t>(parent.cached.size())));
@@ -137,10 +217,13 @@ StepPlan Scheduler::schedule() {
   int64_t budget = opt_.max_batch_tokens;
   const int64_t preempted_before = preemptions_;
   auto plan_chunk = [&](SchedSequence& s, int64_t n) {
-    for (int64_t b = s.computed / opt_.block_size; b < blocks_for(s.computed + n, opt_.block_size); ++b) {
-      const int32_t id = s.blocks[static_cast<size_t>(b)];
-      OLMO2_CHECK(allocator_.refs(id) == 1 && !allocator_.cache().contains(id), "sequence ", s.id,
-                  " would write into KV block ", id, ", which is shared or cached");
+    for (int64_t g = 0; g < groups_; ++g) {
+      const std::span<const int32_t> table = KVCache::group_table(s.blocks, groups_, g);
+      for (int64_t b = s.computed / opt_.block_size; b < blocks_for(s.computed + n, opt_.block_size); ++b) {
+        const int32_t id = table[static_cast<size_t>(b)];
+        OLMO2_CHECK(id >= 0 && allocator_.refs(id) == 1 && !allocator_.cache().contains(id), "sequence ", s.id,
+                    " would write into KV block ", id, " of group ", g, ", which is released, shared or cached");
+      }
     }
     PlannedSequence p;
     p.seq_id = s.id;
@@ -157,7 +240,8 @@ StepPlan Scheduler::schedule() {
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     SchedSequence& s = running_[i];
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
-    const int64_t need = blocks_for(s.computed + n, opt_.block_size) - static_cast<int64_t>(s.blocks.size());
+    const int64_t add = blocks_for(s.computed + n, opt_.block_size) - static_cast<int64_t>(s.blocks.size()) / groups_;
+    const int64_t need = add * groups_;  // one id per group
     while (need > allocator_.free_count() && running_.size() > i + 1) {
       preempt(running_.back());
       running_.pop_back();
@@ -167,7 +251,7 @@ StepPlan Scheduler::schedule() {
       running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    allocator_.allocate(need, s.blocks);
+    grow(s, add);
     plan_chunk(s, n);
     ++i;
   }
@@ -181,7 +265,8 @@ StepPlan Scheduler::schedule() {
     const std::vector<CachedBlock> hits = cached_prefix(s);
     const int64_t from = static_cast<int64_t>(hits.size()) * opt_.block_size;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - from, budget);
-    const int64_t need = blocks_for(from + n, opt_.block_size) - static_cast<int64_t>(hits.size());
+    const int64_t add = blocks_for(from + n, opt_.block_size) - static_cast<int64_t>(hits.size());
+    const int64_t need = add * groups_;  // hits only with one group (prefix caching)
     // Cached blocks nobody holds count as free: reviving them takes them from the pool.
     const int64_t revived = std::count_if(hits.begin(), hits.end(), [&](const CachedBlock& h) {
       return allocator_.refs(h.block) == 0;
@@ -198,7 +283,7 @@ StepPlan Scheduler::schedule() {
       cache_hits_ += from;
     }
     s.computed = from;
-    allocator_.allocate(need, s.blocks);
+    grow(s, add);
     running_.push_back(std::move(s));
     waiting_.pop_front();
     plan_chunk(running_.back(), n);
@@ -228,6 +313,10 @@ void Scheduler::step_done(const StepPlan& plan, const std::vector<SelectedToken>
       it->tokens.push_back(tokens[k++].id);
     }
     cache_full_blocks(*it);
+    // Sliding groups: what no later query sees. A parent keeps what its forks compute with.
+    const int64_t next = it->forks.empty() ? it->computed
+                                           : std::min<int64_t>(it->computed, it->forks.front().tokens.size() - 1);
+    if (groups_ > 1 || !opt_.group_windows.empty()) release_before_window(*it, next);
   }
   // Forks join the running batch (newest, so first to be pre-empted) holding their blocks:
   // a waiting sequence never holds blocks.
