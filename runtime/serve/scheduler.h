@@ -22,7 +22,7 @@ struct SchedulerOptions {
   /// Per KV group (KVLayout::windows()), its layers' attention window: 0 for full
   /// attention, W for sliding layers, whose blocks wholly before the window of a
   /// sequence's next position are released. Empty: one group, no window (OLMo 2).
-  std::vector<int64_t> group_windows;
+  std::vector<int64_t> group_windows = {};
 };
 
 /// Positions one sequence can always hold in `options.num_blocks` blocks (what a request
