@@ -108,6 +108,19 @@ TEST(KVCacheGroups, LayersOfOneSlotShareAPoolAndABlockCostsTheSlotsUsed) {
   EXPECT_EQ(KVCache::bytes_per_block(config({}), ShardSpec::whole(config({})), 4), 2 * 2 * 2 * 8 * 4 * 4);
 }
 
+TEST(KVCacheGroups, APipelineStageKeepsThePoolsOfTheSlotsItsLayersUse) {
+  const ModelConfig c = config({S, S, F, S, S, F});  // g = 2: {2, 5} full; {0, 1}, {3, 4} sliding
+  ShardSpec late = ShardSpec::whole(c), first = ShardSpec::whole(c);
+  late.layers = {3, 6};
+  first.layers = {0, 1};
+  const KVCache cache(c, late, 4, 4);
+  EXPECT_EQ((std::vector<int64_t>{cache.group(0), cache.group(1), cache.group(2)}), (std::vector<int64_t>{2, 2, 0}));
+  EXPECT_EQ(cache.keys(1).data(), cache.keys(2).data());  // layers 4 and 5: slot 1
+  EXPECT_NE(cache.keys(0).data(), cache.keys(1).data());
+  EXPECT_EQ(KVCache::bytes_per_block(c, late, 4), 2 * 2 * 2 * 8 * 4 * 4);
+  EXPECT_EQ(KVCache::bytes_per_block(c, first, 4), 2 * 1 * 2 * 8 * 4 * 4);  // layer 0 alone: one slot
+}
+
 TEST(KVCacheGroups, AContiguousCacheGivesEachGroupItsConsecutiveBlocks) {
   const ModelConfig c = config({S, F, S, F});
   const KVCache cache = KVCache::contiguous(c, ShardSpec::whole(c), 10, 4);  // 3 blocks per group
