@@ -4,10 +4,15 @@
 // Prompts longer than the window, prefilled in chunks and served in one batch, with the
 // sliding groups' blocks released as the window passes (read through the paged path with
 // −1 entries), give the greedy tokens of `generate` (a contiguous cache, nothing freed,
-// the BLAS attention); also in a pool so small that sequences are pre-empted.
+// the BLAS attention); also in a pool so small that sequences are pre-empted; and on the
+// device (a GPU, label gpu, or the emulated device, label unit, there with the CPU's bits).
 #include <gtest/gtest.h>
 
+#include "ops/device_emulation.h"
 #include "runtime/generation/generate.h"
+#include "runtime/model/parameters.h"
+#include "runtime/train/checkpoint.h"
+#include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/serve/engine_fixture.h"
 
 namespace olmo2 {
@@ -46,14 +51,23 @@ std::vector<std::vector<int32_t>> prompts() {
   return out;
 }
 
+constexpr int64_t kMaxTokens = 14;
+
+/// The prompts served greedily on `served` in one batch, in blocks of 4 and chunks of 16.
+std::vector<test::Outcome> serve(const Olmo2Model& served, int64_t num_blocks) {
+  std::vector<CompletionParams> requests;
+  for (const auto& p : prompts()) requests.push_back(test::greedy_request(p, kMaxTokens));
+  const SchedulerOptions so{.num_blocks = num_blocks, .block_size = 4, .max_running = 4, .max_batch_tokens = 16};
+  return test::serve_all(served, &tokenizer(), EngineRanks{}, so, requests);
+}
+
 void expect_generates_tokens(int64_t num_blocks) {
   const KVLayout layout(model().config());
   ASSERT_EQ(layout.windows(), (std::vector<int64_t>{0, 8, 8}));
-  const int64_t max_tokens = 14;
+  const int64_t max_tokens = kMaxTokens;
   std::vector<CompletionParams> requests;
   for (const auto& p : prompts()) requests.push_back(test::greedy_request(p, max_tokens));
-  const SchedulerOptions so{.num_blocks = num_blocks, .block_size = 4, .max_running = 4, .max_batch_tokens = 16};
-  const std::vector<test::Outcome> got = test::serve_all(model(), &tokenizer(), EngineRanks{}, so, requests);
+  const std::vector<test::Outcome> got = serve(model(), num_blocks);
   ASSERT_EQ(got.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const GenerateResult want = generate_greedy(model(), requests[i].prompt, max_tokens);
@@ -70,6 +84,29 @@ TEST(EngineSliding, ServedGreedyTokensEqualGenerateWithChunksAndBatches) { expec
 TEST(EngineSliding, AndWhenSequencesArePreempted) {
   // One 44-token sequence needs at most 11 + 2 · 7 ids; the four together do not fit.
   expect_generates_tokens(48);
+}
+
+TEST(EngineSliding, OnTheDevice) {
+  OLMO2_REQUIRE_DEVICE();
+  test::TempDir dir;
+  CheckpointContents contents;
+  contents.config = model().config();
+  Olmo2Model copy = Olmo2Model::random(model().config(), 31, 0.2f);  // the same weights, written out
+  contents.model_tensors = hf_named_tensors(copy.mutable_weights(), contents.config);
+  contents.tokenizer_file = test::source_path("data/dolma2-tokenizer.json");
+  const std::string path = save_checkpoint(dir.path(), 0, contents, 0);
+  const Olmo2Model device =
+      Olmo2Model::load(path, ShardSpec::whole(model().config()), std::nullopt, Device::CUDA);
+  const std::vector<test::Outcome> got = serve(device, 48);
+  const std::vector<test::Outcome> cpu = serve(model(), 48);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const GenerateResult want = generate_greedy(model(), prompts()[i], kMaxTokens);
+    std::vector<int32_t> ids;
+    for (const SelectedToken& t : got[i].tokens) ids.push_back(t.id);
+    EXPECT_EQ(ids, want.output_ids) << "request " << i;
+    // The emulated device runs the CPU kernels: the CPU's bits.
+    if (ops::device_emulated()) EXPECT_EQ(test::bits(got[i].tokens), test::bits(cpu[i].tokens)) << "request " << i;
+  }
 }
 
 }  // namespace
