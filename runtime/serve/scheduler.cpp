@@ -316,7 +316,7 @@ void Scheduler::step_done(const StepPlan& plan, const std::vector<SelectedToken>
     // Sliding groups: what no later query sees. A parent keeps what its forks compute with.
     const int64_t next = it->forks.empty() ? it->computed
                                            : std::min<int64_t>(it->computed, it->forks.front().tokens.size() - 1);
-    if (groups_ > 1 || !opt_.group_windows.empty()) release_before_window(*it, next);
+    release_before_window(*it, next);  // nothing without sliding groups
   }
   // Forks join the running batch (newest, so first to be pre-empted) holding their blocks:
   // a waiting sequence never holds blocks.
