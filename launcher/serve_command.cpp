@@ -170,7 +170,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products, prefix caching "
               << (s.engine->prefix_caching() ? "on"
-                  : o.prefix_caching ? "off (not with sliding-window layers' KV groups)" : "off")
+                  : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
               << dev.description << "; chat template: "
               << (!s.chat_template ? std::string("none")

@@ -18,8 +18,10 @@ Scheduler::Scheduler(const SchedulerOptions& o) : opt_(o), allocator_(std::max<i
   if (o.micro_batches < 1) OLMO2_THROW(InputError, "micro-batches must be ≥ 1, got ", o.micro_batches);
   for (int64_t w : o.group_windows) {
     if (w < 0) OLMO2_THROW(InputError, "a KV group's attention window must be ≥ 0, got ", w);
-    if (w > 0) opt_.prefix_caching = false;  // docs/architecture.md §8: not with sliding groups
   }
+  // Cached blocks are keyed by group 0's chain, which must keep every block: a full group
+  // (KVLayout puts them first). Every layer sliding: no prefix caching (docs/architecture.md §8).
+  if (!o.group_windows.empty() && o.group_windows[0] > 0) opt_.prefix_caching = false;
   groups_ = std::max<int64_t>(1, static_cast<int64_t>(o.group_windows.size()));
 }
 
@@ -157,30 +159,82 @@ void Scheduler::preempt(SchedSequence& seq) {
   waiting_.push_front(std::move(seq));
 }
 
-std::vector<CachedBlock> Scheduler::cached_prefix(const SchedSequence& s) const {
-  std::vector<CachedBlock> hits;
-  if (!opt_.prefix_caching || !s.read_cache) return hits;
+namespace {
+/// The key of group g's block after the group-0 prefix `chain` (the identity of group 0's
+/// block at the same place): the chain stands for the tokens, the marker −1 − g for
+/// the group (a group-0 key has block_size token ids ≥ 0 instead).
+BlockKey group_key(CachedBlock chain, int64_t group) { return BlockKey{chain, {static_cast<int32_t>(-1 - group)}}; }
+}  // namespace
+
+Scheduler::PrefixHit Scheduler::cached_prefix(const SchedSequence& s) const {
+  PrefixHit hit;
+  if (!opt_.prefix_caching || !s.read_cache) return hit;
   const int64_t bs = opt_.block_size;
   // Never the block of the last token: its logits must be computed.
   const int64_t most = (static_cast<int64_t>(s.tokens.size()) - 1) / bs;
   BlockKey key;
-  for (int64_t i = 0; i < most; ++i) {
-    key.parent = hits.empty() ? CachedBlock{} : hits.back();
+  for (int64_t i = 0; i < most; ++i) {  // group 0 (a full group): the chain of token blocks
+    key.parent = hit.chain.empty() ? CachedBlock{} : hit.chain.back();
     key.tokens.assign(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
-    const std::optional<CachedBlock> hit = allocator_.cache().find(key);
-    if (!hit) break;
-    hits.push_back(*hit);
+    const std::optional<CachedBlock> found = allocator_.cache().find(key);
+    if (!found) break;
+    hit.chain.push_back(*found);
   }
-  return hits;
+  // Every other group's block i under group 0's identity of block i, or −1 (vLLM's rule
+  // for hybrid models: full groups need every block before the hit, sliding groups the
+  // blocks of the window of the hit's first computed position).
+  int64_t p = static_cast<int64_t>(hit.chain.size());
+  std::vector<std::vector<int32_t>> found(static_cast<size_t>(groups_));
+  for (int64_t g = 0; g < groups_; ++g) {
+    std::vector<int32_t>& f = found[static_cast<size_t>(g)];
+    for (int64_t i = 0; i < p; ++i) {
+      const CachedBlock& c = hit.chain[static_cast<size_t>(i)];
+      const std::optional<CachedBlock> b = g == 0 ? std::optional<CachedBlock>(c)
+                                                  : allocator_.cache().find(group_key(c, g));
+      f.push_back(b ? b->block : -1);
+    }
+  }
+  auto first_seen = [&](int64_t g, int64_t blocks) {  // the first block the window of position blocks·bs sees
+    const int64_t w = opt_.group_windows.empty() ? 0 : opt_.group_windows[static_cast<size_t>(g)];
+    return w == 0 ? 0 : std::max<int64_t>(0, blocks * bs - w + 1) / bs;
+  };
+  // missing[g][i]: the last block ≤ i that group g lacks (−1: none), so a hit of P blocks
+  // is served when, in every group, that of P − 1 lies before the first block it needs.
+  std::vector<std::vector<int64_t>> missing(static_cast<size_t>(groups_));
+  for (int64_t g = 0; g < groups_; ++g) {
+    int64_t last = -1;
+    for (int64_t i = 0; i < p; ++i) {
+      if (found[static_cast<size_t>(g)][static_cast<size_t>(i)] < 0) last = i;
+      missing[static_cast<size_t>(g)].push_back(last);
+    }
+  }
+  auto covered = [&](int64_t blocks) {
+    for (int64_t g = 0; g < groups_; ++g) {
+      if (missing[static_cast<size_t>(g)][static_cast<size_t>(blocks - 1)] >= first_seen(g, blocks)) return false;
+    }
+    return true;
+  };
+  while (p > 0 && !covered(p)) --p;  // the longest hit every group can serve
+  hit.chain.resize(static_cast<size_t>(p));
+  for (int64_t g = 0; g < groups_; ++g) {
+    const std::vector<int32_t>& f = found[static_cast<size_t>(g)];
+    for (int64_t i = 0; i < p; ++i) hit.table.push_back(i < first_seen(g, p) ? -1 : f[static_cast<size_t>(i)]);
+  }
+  return hit;
 }
 
 void Scheduler::cache_full_blocks(SchedSequence& s) {
   if (!opt_.prefix_caching) return;
   const int64_t bs = opt_.block_size;
+  const size_t n = s.blocks.size() / static_cast<size_t>(groups_);
   for (int64_t i = static_cast<int64_t>(s.cached.size()); i < s.computed / bs; ++i) {
     BlockKey key{i == 0 ? CachedBlock{} : s.cached.back(),
                  std::vector<int32_t>(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs)};
     s.cached.push_back(allocator_.cache().insert(s.blocks[static_cast<size_t>(i)], std::move(key)));
+    for (int64_t g = 1; g < groups_; ++g) {  // under group 0's identity (a released block is cached already)
+      const int32_t id = s.blocks[static_cast<size_t>(g) * n + static_cast<size_t>(i)];
+      if (id >= 0) allocator_.cache().insert(id, group_key(s.cached.back(), g));
+    }
   }
 }
 
@@ -262,22 +316,23 @@ StepPlan Scheduler::schedule() {
     SchedSequence& s = waiting_.front();
     OLMO2_CHECK(s.blocks.empty() && s.computed == 0, "waiting sequence ", s.id, " holds KV blocks");
     // Start from its longest cached prefix.
-    const std::vector<CachedBlock> hits = cached_prefix(s);
-    const int64_t from = static_cast<int64_t>(hits.size()) * opt_.block_size;
+    const PrefixHit hit = cached_prefix(s);
+    const int64_t hits = static_cast<int64_t>(hit.chain.size());
+    const int64_t from = hits * opt_.block_size;
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - from, budget);
-    const int64_t add = blocks_for(from + n, opt_.block_size) - static_cast<int64_t>(hits.size());
-    const int64_t need = add * groups_;  // hits only with one group (prefix caching)
+    const int64_t add = blocks_for(from + n, opt_.block_size) - hits;
+    const int64_t need = add * groups_;  // one id per group
     // Cached blocks nobody holds count as free: reviving them takes them from the pool.
-    const int64_t revived = std::count_if(hits.begin(), hits.end(), [&](const CachedBlock& h) {
-      return allocator_.refs(h.block) == 0;
+    const int64_t revived = std::count_if(hit.table.begin(), hit.table.end(), [&](int32_t id) {
+      return id >= 0 && allocator_.refs(id) == 0;
     });
     // The watermark keeps blocks for running decodes; an empty batch may use them all.
     if (need + revived > allocator_.free_count() - (running_.empty() ? 0 : watermark)) break;
-    for (const CachedBlock& h : hits) {  // before allocate, which could evict them
-      allocator_.share(h.block);
-      s.blocks.push_back(h.block);
-      s.cached.push_back(h);
+    for (int32_t id : hit.table) {  // before allocate, which could evict them
+      if (id >= 0) allocator_.share(id);
+      s.blocks.push_back(id);
     }
+    s.cached = hit.chain;
     if (opt_.prefix_caching && s.read_cache) {
       cache_queries_ += static_cast<int64_t>(s.tokens.size());
       cache_hits_ += from;

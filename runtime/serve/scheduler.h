@@ -18,7 +18,7 @@ struct SchedulerOptions {
   int64_t max_running = 64;        ///< sequences in the running batch at most
   int64_t max_batch_tokens = 512;  ///< tokens per step (prefill chunks + decodes), ≥ max_running
   int32_t micro_batches = 1;       ///< pipeline micro-batches per step (the pp size)
-  bool prefix_caching = true;      ///< reuse cached full blocks of equal prefixes (off with sliding groups)
+  bool prefix_caching = true;      ///< reuse cached full blocks of equal prefixes (off when group 0 is sliding)
   /// Per KV group (KVLayout::windows()), its layers' attention window: 0 for full
   /// attention, W for sliding layers, whose blocks wholly before the window of a
   /// sequence's next position are released. Empty: one group, no window (OLMo 2).
@@ -47,8 +47,8 @@ struct SchedSequence {
   /// position is computed, e.g. to score the prompt); its full blocks enter the cache
   /// either way.
   bool read_cache = true;
-  /// Prefix caching: the cache identities of the leading full blocks (registered by this
-  /// sequence, or found in the cache or shared from its fork parent).
+  /// Prefix caching: the cache identities of the leading full blocks of KV group 0
+  /// (registered by this sequence, or found in the cache or shared from its fork parent).
   std::vector<CachedBlock> cached;
   /// Sequences of the same prompt waiting to fork from this one (n > 1; Scheduler::add).
   std::vector<SchedSequence> forks;
@@ -87,7 +87,12 @@ struct SchedSequence {
 /// parent with forks to make keeps those of the window of its prompt's last position,
 /// which the forks compute). Pre-emption, removal and the end release every id held.
 /// Forks share each group's blocks (−1 stays −1) and copy each group's partial block.
-/// Prefix caching is off with sliding groups. With one group everything is as above.
+/// Prefix caching keys group 0's blocks (a full group) by the token chain and every other
+/// group's block by group 0's identity at its place; a hit of P blocks needs every
+/// block before P in full groups and, in sliding groups, those the window of position
+/// P·block_size sees (vLLM's rule); the sequence holds −1 before them. A model whose every
+/// layer is sliding (group 0 sliding) has no prefix caching. With one group everything is
+/// as above.
 /// Not thread-safe (the engine thread owns it).
 class Scheduler {
  public:
@@ -125,7 +130,7 @@ class Scheduler {
   int64_t prefix_cache_queries() const { return cache_queries_; }
   int64_t prefix_cache_hits() const { return cache_hits_; }
   const BlockAllocator& blocks() const { return allocator_; }
-  /// The options in force (prefix_caching false when there are sliding groups).
+  /// The options in force (prefix_caching false when group 0 is sliding).
   const SchedulerOptions& options() const { return opt_; }
   /// KV groups (≥ 1).
   int64_t groups() const { return groups_; }
@@ -143,10 +148,19 @@ class Scheduler {
   /// In every sliding group, releases s's blocks wholly before the window of position
   /// `next` (sets them to −1).
   void release_before_window(SchedSequence& s, int64_t next);
-  /// The cache identities of seq's longest cached prefix of full blocks, at most
-  /// (tokens − 1) / block_size of them.
-  std::vector<CachedBlock> cached_prefix(const SchedSequence& seq) const;
-  /// Enters seq's computed full blocks not yet in seq.cached into the prefix cache.
+  /// A cached prefix of P full blocks: group 0's identities of blocks 0 … P−1, and the
+  /// block table (G tables of P entries) a sequence starting there takes: every block in
+  /// full groups, in sliding groups those its window sees from position P·block_size on
+  /// (−1 before).
+  struct PrefixHit {
+    std::vector<CachedBlock> chain;
+    std::vector<int32_t> table;
+  };
+  /// seq's longest cached prefix, at most (tokens − 1) / block_size blocks, that every
+  /// group can serve (vLLM's rule for hybrid models).
+  PrefixHit cached_prefix(const SchedSequence& seq) const;
+  /// Enters seq's computed full blocks not yet in seq.cached into the prefix cache: group
+  /// 0's under the chained token key, every other group's under group 0's identity.
   void cache_full_blocks(SchedSequence& seq);
   /// Makes the forks of `parent` that its computed positions, the free blocks and the
   /// running limit allow, appending them to `made`.

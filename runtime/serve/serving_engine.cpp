@@ -78,7 +78,7 @@ ServingEngine::~ServingEngine() = default;
 int64_t ServingEngine::cache_capacity_tokens() const { return kv_capacity_tokens(opt_.scheduler); }
 
 bool ServingEngine::prefix_caching() const {
-  return opt_.scheduler.prefix_caching && !cache_.layout().has_sliding_groups();
+  return opt_.scheduler.prefix_caching && cache_.layout().window(0) == 0;  // as the Scheduler decides
 }
 
 std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {

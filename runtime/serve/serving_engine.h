@@ -75,8 +75,8 @@ class ServingEngine {
   /// Positions one sequence can always hold in the KV cache (kv_capacity_tokens: blocks ×
   /// block size with one KV group): no request may need more.
   int64_t cache_capacity_tokens() const;
-  /// Whether prefix caching is on: as asked, but off for a model with sliding KV groups
-  /// (docs/architecture.md §8).
+  /// Whether prefix caching is on: as asked, but off for a model whose every layer is a
+  /// sliding-window one (docs/architecture.md §8).
   bool prefix_caching() const;
   const EngineOptions& options() const { return opt_; }
 
