@@ -4,7 +4,9 @@
 // Prompts longer than the window, prefilled in chunks and served in one batch, with the
 // sliding groups' blocks released as the window passes (read through the paged path with
 // −1 entries), give the greedy tokens of `generate` (a contiguous cache, nothing freed,
-// the BLAS attention); also in a pool so small that sequences are pre-empted; and on the
+// the BLAS attention); also in a pool so small that sequences are pre-empted; prompts
+// sharing a prefix longer than the window get the same bits with prefix caching (hits
+// taking the full blocks and the sliding window before them) as without; and on the
 // device (a GPU, label gpu, or the emulated device, label unit, there with the CPU's bits).
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 #include "runtime/model/parameters.h"
 #include "runtime/train/checkpoint.h"
 #include "tests/ops/cuda/cuda_test_util.h"
+#include "tests/serve/choices_fixture.h"
 #include "tests/serve/engine_fixture.h"
 
 namespace olmo2 {
@@ -84,6 +87,44 @@ TEST(EngineSliding, ServedGreedyTokensEqualGenerateWithChunksAndBatches) { expec
 TEST(EngineSliding, AndWhenSequencesArePreempted) {
   // One 44-token sequence needs at most 11 + 2 · 7 ids; the four together do not fit.
   expect_generates_tokens(48);
+}
+
+TEST(EngineSliding, PrefixCachingGivesTheSameBitsAsNone) {
+  std::vector<CompletionParams> batch;
+  for (int r = 0; r < 4; ++r) {  // a 22-token prefix (5 full blocks, past the window), then 3 + r own tokens
+    std::vector<int32_t> p;
+    for (int i = 0; i < 22; ++i) p.push_back(static_cast<int32_t>((29 * i + 5) % 500));
+    for (int i = 0; i < 3 + r; ++i) p.push_back(static_cast<int32_t>(400 + 7 * r + i));
+    batch.push_back(test::greedy_request(p, 6, 2));
+  }
+  std::vector<std::vector<test::Answer>> runs;  // caching on, off
+  std::vector<std::string> scrapes;
+  for (bool caching : {true, false}) {
+    EngineOptions o;
+    o.scheduler = {.num_blocks = 120, .block_size = 4, .max_running = 4, .max_batch_tokens = 16,
+                   .prefix_caching = caching};
+    monitoring::ServeMetrics metrics;
+    ServingEngine engine(model(), &tokenizer(), &metrics, o, EngineRanks{});
+    EXPECT_EQ(engine.prefix_caching(), caching);
+    test::EngineThread running(engine);
+    std::vector<test::Answer> answers;
+    for (const CompletionParams& p : batch) answers.push_back(test::run_batch(engine, {p})[0]);  // one by one
+    for (const test::Answer& a : test::run_batch(engine, batch)) answers.push_back(a);          // all at once
+    running.stop();
+    runs.push_back(std::move(answers));
+    scrapes.push_back(metrics.scrape());
+  }
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    ASSERT_TRUE(runs[0][i].error.empty() && runs[1][i].error.empty()) << runs[0][i].error << runs[1][i].error;
+    test::expect_same_bits(runs[0][i].choices.at(0), runs[1][i].choices.at(0), "answer " + std::to_string(i));
+  }
+  const GenerateResult want = generate_greedy(model(), batch[3].prompt, 6);
+  std::vector<int32_t> ids;
+  for (const SelectedToken& t : runs[0][3].choices.at(0).tokens) ids.push_back(t.id);
+  EXPECT_EQ(ids, want.output_ids);
+  // One by one, every request after the first finds the prefix's 5 full blocks (20 tokens).
+  EXPECT_GE(test::scraped(scrapes[0], "olmo2_serve_prefix_cache_hits_total"), 20.0 * 3) << scrapes[0];
+  EXPECT_EQ(test::scraped(scrapes[1], "olmo2_serve_prefix_cache_hits_total"), 0);
 }
 
 TEST(EngineSliding, OnTheDevice) {

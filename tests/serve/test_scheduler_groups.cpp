@@ -3,7 +3,8 @@
 // wholly before the window of the next position are released (−1) as a sequence grows,
 // so it holds the window and no more; pre-emption, removal and a random load return
 // every id; forks share each group's blocks (released ones stay −1) and copy each group's
-// partial block; prefix caching is off; plans carry −1 entries across ranks; one group
+// partial block; a prefix hit takes the full blocks and the sliding window before it,
+// also under eviction (off when every layer slides); plans carry −1 entries; one group
 // plans exactly as without groups; the capacity one sequence can always hold. A model
 // of the pools checks that every read would see the right keys of the right group.
 #include <gtest/gtest.h>
@@ -171,22 +172,90 @@ TEST(SchedulerGroups, ForksShareEachGroupAndCopyEachGroupsPartialBlock) {
   EXPECT_EQ(s.free_blocks(), 40);
 }
 
-TEST(SchedulerGroups, PrefixCachingIsOffWithSlidingGroups) {
-  SchedulerOptions o = options({0, 8});
+TEST(SchedulerGroups, APrefixHitTakesTheFullBlocksAndTheSlidingWindowBeforeIt) {
+  const std::vector<int64_t> windows = {0, 8};
+  SchedulerOptions o = options(windows);
   o.prefix_caching = true;
   Scheduler s(o);
-  EXPECT_FALSE(s.options().prefix_caching);
-  s.add(seq(1, 12));
-  StepPlan p = s.schedule();
-  s.step_done(p, chosen({1}));
-  s.add(seq(2, 12));  // the same prompt: no hit
-  p = s.schedule();
-  ASSERT_EQ(p.sequences.size(), 2u);
-  EXPECT_EQ(p.sequences[1].start, 0);
-  EXPECT_EQ(s.prefix_cache_queries(), 0);
-  EXPECT_TRUE(Scheduler(options({0, 0})).options().prefix_caching == false);  // as asked
-  o.group_windows = {0, 0};
+  GroupPoolModel pool(64, 4, windows);
+  s.add(seq(1, 30));
+  std::vector<int32_t> first;  // sequence 1's table as its second chunk ran: 8 blocks per group
+  for (int step = 0; step < 4; ++step) {  // prefill in two chunks, two decodes
+    const StepPlan p = s.schedule();
+    ASSERT_EQ(pool.apply(p, s), 0);
+    if (step == 1) first = p.sequences.at(0).blocks;
+    s.step_done(p, std::vector<SelectedToken>(static_cast<size_t>(p.sampled()), SelectedToken{3, 0.0f, {}}));
+  }
+  ASSERT_EQ(first.size(), 16u);
+  EXPECT_EQ(s.find(1)->blocks[8 + 5], -1);  // released since, but still cached
+  ASSERT_TRUE(s.remove(1));  // everything free, the full blocks still cached
+  EXPECT_EQ(s.free_blocks(), 64);
+  SchedSequence two = seq(2, 27);  // the first 24 tokens as sequence 1's, then others
+  for (int i = 24; i < 27; ++i) two.tokens[static_cast<size_t>(i)] = 7;
+  s.add(two);
+  const StepPlan p = s.schedule();
+  ASSERT_EQ(p.sequences.size(), 1u);
+  EXPECT_EQ(p.sequences[0].start, 24);
+  const std::vector<int32_t>& b = p.sequences[0].blocks;  // 7 logical blocks per group
+  ASSERT_EQ(b.size(), 14u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(b[static_cast<size_t>(i)], first[static_cast<size_t>(i)]) << "full block " << i;
+  // The window of position 24 starts at 17: sliding blocks 4 and 5 (positions 16 … 23).
+  EXPECT_EQ((std::vector<int32_t>(b.begin() + 7, b.begin() + 13)),
+            (std::vector<int32_t>{-1, -1, -1, -1, first[8 + 4], first[8 + 5]}));
+  ASSERT_EQ(pool.apply(p, s), 0);
+  EXPECT_EQ(s.prefix_cache_hits(), 24);
+  EXPECT_EQ(s.prefix_cache_queries(), 30 + 27);
+  expect_group_accounting(s, {2});
+}
+
+TEST(SchedulerGroups, PrefixHitsUnderEvictionReadTheirOwnKeysInEveryGroup) {
+  // Shared prefixes, a pool small enough to evict: each group's cached blocks come and go
+  // apart, and every hit must still read the right keys in every window.
+  for (const std::vector<int64_t>& windows : std::vector<std::vector<int64_t>>{{0, 6, 6}, {0, 0, 9}}) {
+    SchedulerOptions o = options(windows, 36, 10, 3);
+    o.prefix_caching = true;
+    Scheduler s(o);
+    GroupPoolModel pool(36, 4, windows);
+    std::mt19937 rng(17);
+    std::vector<int64_t> live;
+    std::map<int64_t, size_t> target;
+    int64_t next_id = 0, finished = 0;
+    for (int step = 0; step < 800 && finished < 40; ++step) {
+      if (next_id < 40 && rng() % 3 == 0) {
+        SchedSequence q = seq(next_id, 2 + static_cast<int>(rng() % 22), 100 + static_cast<int32_t>(rng() % 2));
+        for (size_t i = 12 + rng() % 10; i < q.tokens.size(); ++i) q.tokens[i] = static_cast<int32_t>(rng() % 50);
+        s.add(q);
+        target[next_id] = s.find(next_id)->tokens.size() + 1 + rng() % 6;
+        live.push_back(next_id++);
+      }
+      const StepPlan p = s.schedule();
+      ASSERT_EQ(pool.apply(p, s), 0) << "step " << step;
+      std::vector<SelectedToken> out(static_cast<size_t>(p.sampled()), SelectedToken{5, 0.0f, {}});
+      s.step_done(p, out);
+      expect_group_accounting(s, live);
+      for (auto it = live.begin(); it != live.end();) {
+        if (s.find(*it)->tokens.size() >= target[*it]) {
+          ASSERT_TRUE(s.remove(*it));
+          ++finished;
+          it = live.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    EXPECT_EQ(finished, 40);
+    EXPECT_GT(s.prefix_cache_hits(), 0);
+    EXPECT_EQ(s.free_blocks(), o.num_blocks);
+  }
+}
+
+TEST(SchedulerGroups, NoPrefixCachingWhenEveryLayerSlides) {
+  SchedulerOptions o = options({8});
+  o.prefix_caching = true;
+  EXPECT_FALSE(Scheduler(o).options().prefix_caching);
+  o.group_windows = {0, 8};
   EXPECT_TRUE(Scheduler(o).options().prefix_caching);
+  EXPECT_FALSE(Scheduler(options({0, 8})).options().prefix_caching);  // as asked
   o.group_windows = {-1};
   EXPECT_THROW(Scheduler{o}, InputError);
 }
