@@ -121,9 +121,13 @@ TEST(SchedulerGroups, RandomLoadWithPreemptionReadsRightAndReturnsEveryBlock) {
   EXPECT_EQ(s.free_blocks(), o.num_blocks);
 }
 
-TEST(SchedulerGroups, ForksShareEachGroupAndCopyEachGroupsPartialBlock) {
+class GroupForks : public ::testing::TestWithParam<bool> {};  // prefix caching off, on
+
+TEST_P(GroupForks, ShareEachGroupAndCopyEachGroupsPartialBlock) {
   const std::vector<int64_t> windows = {0, 4};
-  Scheduler s(options(windows, 40, 8, 4));
+  SchedulerOptions o = options(windows, 40, 8, 4);
+  o.prefix_caching = GetParam();
+  Scheduler s(o);
   GroupPoolModel pool(40, 4, windows);
   SchedSequence f2, f3;
   f2.id = 2, f3.id = 3;
@@ -171,6 +175,8 @@ TEST(SchedulerGroups, ForksShareEachGroupAndCopyEachGroupsPartialBlock) {
   for (int64_t id : {1, 2, 3}) ASSERT_TRUE(s.remove(id));
   EXPECT_EQ(s.free_blocks(), 40);
 }
+
+INSTANTIATE_TEST_SUITE_P(CachingOffAndOn, GroupForks, ::testing::Bool());
 
 TEST(SchedulerGroups, APrefixHitTakesTheFullBlocksAndTheSlidingWindowBeforeIt) {
   const std::vector<int64_t> windows = {0, 8};
