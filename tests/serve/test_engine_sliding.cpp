@@ -146,7 +146,9 @@ TEST(EngineSliding, OnTheDevice) {
     for (const SelectedToken& t : got[i].tokens) ids.push_back(t.id);
     EXPECT_EQ(ids, want.output_ids) << "request " << i;
     // The emulated device runs the CPU kernels: the CPU's bits.
-    if (ops::device_emulated()) EXPECT_EQ(test::bits(got[i].tokens), test::bits(cpu[i].tokens)) << "request " << i;
+    if (ops::device_emulated()) {
+      EXPECT_EQ(test::bits(got[i].tokens), test::bits(cpu[i].tokens)) << "request " << i;
+    }
   }
 }
 
