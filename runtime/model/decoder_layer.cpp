@@ -23,11 +23,19 @@ KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
               " block tables");
   KVCacheBinding kv;
   kv.cache = &cache;
-  kv.block_tables = block_tables;
-  for (size_t i = 0; i < packed.sequences(); ++i) {
-    const int64_t n = packed.offset[i + 1] - packed.offset[i];
-    kv.rows.push_back(cache.rows_of(block_tables[i], packed.start[i], n));
-    kv.contiguous.push_back(cache.contiguous_rows(block_tables[i], packed.start[i] + n));
+  const int64_t groups = cache.layout().groups();
+  kv.block_tables.resize(static_cast<size_t>(groups));
+  kv.rows.resize(static_cast<size_t>(groups));
+  kv.contiguous.resize(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    const size_t k = static_cast<size_t>(g);
+    for (size_t i = 0; i < packed.sequences(); ++i) {
+      const int64_t n = packed.offset[i + 1] - packed.offset[i];
+      const std::span<const int32_t> table = KVCache::group_table(block_tables[i], groups, g);
+      kv.block_tables[k].push_back(table);
+      kv.rows[k].push_back(cache.rows_of(table, packed.start[i], n));
+      kv.contiguous[k].push_back(cache.contiguous_rows(table, packed.start[i] + n));
+    }
   }
   return kv;
 }
@@ -71,17 +79,22 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
     }
     return;
   }
+  // The layer's KV group: its tables and its slot's pools (docs/architecture.md §8).
   const KVCache& cache = *kv->cache;
-  for (size_t i = 0; i < nseq; ++i) cache.write(layer, kv->rows[i].view(), packed.rows_of(k, i), packed.rows_of(v, i));
+  const size_t group = static_cast<size_t>(cache.group(layer));
+  const std::vector<std::span<const int32_t>>& tables = kv->block_tables[group];
+  for (size_t i = 0; i < nseq; ++i) {
+    cache.write(layer, kv->rows[group][i].view(), packed.rows_of(k, i), packed.rows_of(v, i));
+  }
   std::vector<ops::PagedSequence> paged;
   for (size_t i = 0; i < nseq; ++i) {
-    const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[i];
+    const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[group][i];
     if (!options.batch_invariant && first >= 0) {  // consecutive blocks: one BLAS attention over the rows
       const int64_t end = first + packed.start[i] + n;
       ops::causal_attention(packed.rows_of(q, i), cache.keys(layer).rows(first, end),
                             cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act, window);
     } else {
-      paged.push_back({packed.offset[i], n, packed.start[i], kv->block_tables[i]});
+      paged.push_back({packed.offset[i], n, packed.start[i], tables[i]});
     }
   }
   if (!paged.empty()) {

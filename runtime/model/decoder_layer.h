@@ -36,17 +36,20 @@ struct LayerOptions {
 
 /// Where attention finds keys and values: null (no cache) means each sequence's own new
 /// tokens only (training, a plain forward: start must be 0); with a cache, every layer
-/// first writes its new keys and values into the sequences' blocks, then attends to all
-/// cached positions.
+/// first writes its new keys and values into the sequences' blocks of its KV group, then
+/// attends to the cached positions its window sees (docs/architecture.md §8).
 struct KVCacheBinding {
   const KVCache* cache = nullptr;
-  std::vector<std::span<const int32_t>> block_tables;  ///< per sequence
-  std::vector<Tensor> rows;                            ///< per sequence: pool rows of its new tokens
-  std::vector<int64_t> contiguous;                     ///< per sequence: first pool row if consecutive, else −1
+  /// Per KV group, per sequence: the group's block table.
+  std::vector<std::vector<std::span<const int32_t>>> block_tables;
+  std::vector<std::vector<Tensor>> rows;           ///< per group, per sequence: pool rows of its new tokens
+  std::vector<std::vector<int64_t>> contiguous;    ///< per group, per sequence: first pool row if consecutive, else −1
 };
 
-/// Binds `cache` to the sequences of `packed` with their block tables. Throws ShapeError
-/// for a table too short, InputError for a block outside the pool.
+/// Binds `cache` to the sequences of `packed` with their block tables (each all the
+/// cache's groups' tables, KVCache's class comment). Throws ShapeError for a table too
+/// short or not made of equal group tables, InputError for a block of a new token
+/// outside the pool.
 KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
                              const std::vector<std::span<const int32_t>>& block_tables);
 
