@@ -8,6 +8,7 @@
 #   2. runs each fixture script, in the order their inputs need:
 #        tests/golden/make_fixtures.py                   the tiny models, their logits, configs/
 #        tests/golden/make_train_fixtures.py             loss and gradients of two of those models
+#        tests/golden/make_olmo3_fixtures.py             Olmo 3 models (window, YaRN): logits, gradients
 #        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (three models)
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
@@ -90,6 +91,7 @@ run() {
 }
 run tests/golden/make_fixtures.py
 run tests/golden/make_train_fixtures.py
+run tests/golden/make_olmo3_fixtures.py "$TOKENIZER"
 run tests/golden/make_bf16_train_fixtures.py
 run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"
