@@ -74,15 +74,27 @@ class SharedDir {
 
 /// A 4-layer model (MHA: 4/4 heads, GQA: 4/2 — at tp 4 its kv heads are replicated)
 /// with a vocabulary of 131 that tp 2 and 4 pad, and 4096 tokens of a learnable pattern.
+/// `olmo3`: the GQA model as Olmo 3 (docs/architecture.md §3): sliding, full, sliding,
+/// sliding layers (pp 4 puts one type per stage), a window of 5 positions inside the
+/// 16-token sequences, and YaRN (factor 4 over an original context of 8) on the full layer.
 struct TinyRun {
   SharedDir dir;
-  explicit TinyRun(int kv_heads) {
+  explicit TinyRun(int kv_heads, bool olmo3 = false) {
     if (world_rank() == 0) {
       nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 131},
                           {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
                           {"num_attention_heads", 4}, {"num_key_value_heads", kv_heads},
                           {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
                           {"tie_word_embeddings", false}, {"eos_token_id", 130}, {"pad_token_id", 129}};
+      if (olmo3) {
+        c["architectures"] = {"Olmo3ForCausalLM"}, c["model_type"] = "olmo3", c.erase("rope_theta");
+        c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "sliding_attention"};
+        c["sliding_window"] = 5;
+        c["rope_parameters"] = {
+            {"full_attention",
+             {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 8}}},
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
+      }
       std::ofstream(dir.file("config.json")) << c.dump(1);
       std::mt19937 rng(11);
       std::vector<uint32_t> ids(4096);
@@ -204,7 +216,7 @@ std::vector<StepRecord> run_layout(const TrainOptions& o, const Layout& l, int s
 
 void expect_layouts_match_one_process(int kv_heads, const std::string& model) {
   const int world = world_size();
-  TinyRun s(kv_heads);
+  TinyRun s(kv_heads, model == "olmo3");
   const Reference ref = single_process(s.options());
   for (const Layout& l : layouts_of_world(world)) {
     const TrainOptions o = s.options(model + "-" + l.name());
@@ -220,6 +232,8 @@ void expect_layouts_match_one_process(int kv_heads, const std::string& model) {
 TEST(DistributedTraining, EveryLayoutReproducesOneProcessMHA) { expect_layouts_match_one_process(4, "mha"); }
 
 TEST(DistributedTraining, EveryLayoutReproducesOneProcessGQA) { expect_layouts_match_one_process(2, "gqa"); }
+
+TEST(DistributedTraining, EveryLayoutReproducesOneProcessOlmo3) { expect_layouts_match_one_process(2, "olmo3"); }
 
 // bf16 mixed precision (--precision bf16: f32 master weights, moments and gradient
 // reduction, bf16 compute copies) in every layout of this world: the run of the golden
