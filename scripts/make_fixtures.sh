@@ -9,7 +9,7 @@
 #        tests/golden/make_fixtures.py                   the tiny models, their logits, configs/
 #        tests/golden/make_train_fixtures.py             loss and gradients of two of those models
 #        tests/golden/make_olmo3_fixtures.py             Olmo 3 models (window, YaRN): logits, gradients
-#        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (three models)
+#        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (four models)
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
 #                                                        trained (trained/; needs build/olmo2)

@@ -312,6 +312,10 @@ TEST(DistributedTraining, Bf16EveryLayoutFollowsTheReferenceGQA) {
   expect_bf16_layouts_follow_the_reference("deep-gqa-f32");  // 6 layers: pp 4 too; kv heads replicated at tp 4
 }
 
+TEST(DistributedTraining, Bf16EveryLayoutFollowsTheReferenceOlmo3) {
+  expect_bf16_layouts_follow_the_reference("olmo3-mha-f32");  // sliding and full layers, YaRN; 4 layers: pp 4 too
+}
+
 // ZeRO-1 shards the AdamW moments over DP; the parameters it produces are bit-identical.
 TEST(DistributedTraining, ZeroOneGivesTheSameRunAsPlainAdamW) {
   const int world = world_size();
