@@ -25,8 +25,10 @@ Per model directory, in the formats of make_fixtures.py / make_train_fixtures.py
                          of a right-padded batch of two sequences (LENGTHS)
   reference.json         prompt_ids (sequence 0), greedy_ids (GEN_TOKENS, full-recompute
                          argmax: positions run past original_max_position_embeddings and
-                         the window slides), stop_eos_index, parameter_count, and `rope`:
-                         per layer type transformers' inv_freq and attention scaling
+                         the window slides), stop_eos_index, parameter_count, `rope`:
+                         per layer type transformers' inv_freq and attention scaling, and
+                         `max_logit_diff`: how far sequence 0's logits move without the
+                         window or without YaRN (checked to dwarf the tests' bounds)
   train_reference.*      (TRAIN_MODELS only) loss and every parameter gradient, as
                          make_train_fixtures.py writes them for OLMo 2
 TOKENIZER_MODEL is a dolma2-vocabulary model (tied embeddings, hidden size 8, fp32) without logits: its
@@ -177,6 +179,21 @@ def greedy(model, prompt, n):
     return out
 
 
+def sensitivity(path, dtype, ids, logits):
+    """How far transformers' logits of `ids` move without the window (sliding_window
+    1000) and without YaRN (plain RoPE on the full layers): both must dwarf the tests'
+    bounds (1e-4 fp32, 5e-2 bf16), or a forward that ignored one would pass."""
+    cfg = Olmo3Config.from_pretrained(path)
+    plain = {t: {"rope_type": "default", "rope_theta": p["rope_theta"]} for t, p in cfg.rope_parameters.items()}
+    out = {}
+    for what, change in (("no_window", {"sliding_window": 1000}), ("no_yarn", {"rope_parameters": plain})):
+        m = Olmo3ForCausalLM.from_pretrained(path, attn_implementation="eager", dtype=dtype, **change).eval()
+        with torch.no_grad():
+            out[what] = float((m(input_ids=ids[None]).logits[0].float() - logits).abs().max())
+        assert out[what] > (0.5 if dtype == torch.bfloat16 else 1e-2), f"{path}: {what} moves the logits {out[what]}"
+    return out
+
+
 def record(name, kw, dtype, spelling, seed):
     vocab = kw["vocab_size"]
     model, gen, path = build(name, kw, dtype, spelling, seed, eos=vocab - 2, pad=vocab - 1)
@@ -212,7 +229,8 @@ def record(name, kw, dtype, spelling, seed):
     out = greedy(model, prompt, GEN_TOKENS)
     k = next(i for i in range(1, len(out)) if out[i] not in out[:i])
     ref = {"prompt_ids": prompt, "greedy_ids": out, "stop_eos_index": k,
-           "parameter_count": sum(p.numel() for p in model.parameters()), "rope": rope_of(model)}
+           "parameter_count": sum(p.numel() for p in model.parameters()), "rope": rope_of(model),
+           "max_logit_diff": sensitivity(path, dtype, seqs[0], tensors["logits.0"])}
     with open(os.path.join(path, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
     print(f"{name}: greedy {out}")
