@@ -12,7 +12,8 @@
 #        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (four models)
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
-#                                                        trained (trained/; needs build/olmo2)
+#                                                        trained (trained/, trained-olmo3/;
+#                                                        needs build/olmo2)
 #        tests/golden/make_prompt_logprobs_fixtures.py   prompt log-probabilities of deep-gqa-f32
 #        tests/generation/make_selection_fixtures.py     vLLM's logits processors, min_p, the draw
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
@@ -95,6 +96,7 @@ run tests/golden/make_olmo3_fixtures.py "$TOKENIZER"
 run tests/golden/make_bf16_train_fixtures.py
 run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"
+run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2" --model olmo3
 run tests/golden/make_prompt_logprobs_fixtures.py
 run tests/generation/make_selection_fixtures.py
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
