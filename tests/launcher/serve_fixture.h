@@ -63,8 +63,9 @@ struct ServeModel {
       c.architecture = "Olmo3ForCausalLM", c.num_hidden_layers = 4;
       c.layer_types = {AttentionType::Sliding, AttentionType::Sliding, AttentionType::Sliding, AttentionType::Full};
       c.sliding_window = 8;
-      c.rope_full = RopeParameters{.type = "yarn", .theta = 10000, .factor = 4, .original_max_position_embeddings = 32};
-      c.rope_sliding = RopeParameters{.type = "default", .theta = 10000};
+      c.rope_full.type = "yarn", c.rope_full.theta = 10000, c.rope_full.factor = 4;
+      c.rope_full.original_max_position_embeddings = 32;
+      c.rope_sliding.type = "default", c.rope_sliding.theta = 10000;
     }
     Olmo2Model m = Olmo2Model::random(c, 11, 0.2f);
     ModelWeights& w = m.mutable_weights();
