@@ -49,8 +49,9 @@ inline ::testing::AssertionResult wait_until(const std::function<bool()>& done, 
 /// 2 layers, hidden 64, 4 query / 2 kv heads, context `context` (default 128), the
 /// dolma2 vocabulary; weights N(0, 0.2²) (wide logits: greedy choices are far from ties).
 /// `olmo3`: an Olmo 3 model instead (docs/architecture.md §3): 4 layers, sliding, sliding,
-/// sliding, full (three sliding KV groups and one full one, §8), a window of 8 positions
-/// and YaRN (factor 4 over an original context of 32) on the full layer.
+/// sliding, full (three sliding KV groups and one full one, docs/architecture.md §8), a
+/// window of 8 positions and YaRN (factor 4 over an original context of 32) on the full
+/// layer.
 struct ServeModel {
   TempDir dir;
   std::string path;

@@ -157,7 +157,8 @@ TEST(ServeUnderMpirun, PrefixCachingKeepsEveryLayoutsBits) {
 // Olmo 3 (sliding-window and YaRN layers, docs/architecture.md §3): prompts of 20 … 40
 // tokens and 40-token answers, longer than the window (8) and YaRN's original context
 // (32), in blocks of 4 positions that the sliding KV groups release as the window passes
-// them (§8): tp 2 and pp 2 answer what one process answers, as for OLMo 2.
+// them (docs/architecture.md §8): tp 2 and pp 2 answer what one process answers, as for
+// OLMo 2.
 TEST(ServeUnderMpirun, Olmo3AnswersEqualOneProcessInEveryLayout) {
   static const test::ServeModel olmo3(128, true);
   std::vector<std::string> b;

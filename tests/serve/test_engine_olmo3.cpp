@@ -2,9 +2,9 @@
 // sliding-window and YaRN layers, docs/architecture.md §3), with the paged KV cache in
 // blocks of 4 positions and the 20-token prompt prefilled in chunks of 8, so that every
 // window spans blocks and the sliding KV groups release blocks as the window passes them
-// (§8): the prompt's log-probabilities are those of transformers' logits, and the greedy
-// continuation (positions 20 … 43: past YaRN's original context of 16) is transformers'
-// — for a request alone in its steps and beside two others.
+// (docs/architecture.md §8): the prompt's log-probabilities are those of transformers'
+// logits, and the greedy continuation (positions 20 … 43: past YaRN's original context
+// of 16) is transformers' — for a request alone in its steps and beside two others.
 #include <gtest/gtest.h>
 
 #include <cmath>
