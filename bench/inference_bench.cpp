@@ -14,7 +14,7 @@
 // olmo2_gpu_peaks' device copy bandwidth and weight_bytes_per_token.
 //
 // Every figure is wall-clock time through the model's public API: Olmo2Model::forward
-// with a contiguous KVCache (KVCache::contiguous + consecutive_blocks, as
+// with a contiguous KVCache (KVCache::contiguous + contiguous_table, as
 // runtime/generation/generate.cpp does) and ForwardOptions::last_logits_only. Token ids
 // are uniform random (fixed seed). Prints a human summary and one JSON line per figure
 // ("bench":"olmo2_inference_bench") on stdout; progress on stderr.
@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
                                std::to_string(config.max_position_embeddings));
     }
     const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity, 16, o.device);
-    const std::vector<int32_t> table = olmo2::KVCache::consecutive_blocks(capacity, cache.block_size());
+    const std::vector<int32_t> table = cache.contiguous_table(capacity);  // every KV group's blocks
     olmo2::ForwardOptions fo;
     fo.last_logits_only = true;
     fo.batch_invariant = o.batch_invariant;

@@ -169,7 +169,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
               << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products, prefix caching "
-              << (o.prefix_caching ? "on" : "off")
+              << (s.engine->prefix_caching() ? "on"
+                  : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
               << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
               << dev.description << "; chat template: "
               << (!s.chat_template ? std::string("none")

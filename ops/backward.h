@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "ops/rope.h"
 #include "ops/tensor.h"
 
 namespace olmo2::ops {
@@ -89,12 +90,20 @@ void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps
 /// the forward rotation, which is orthogonal, so its transpose is its inverse):
 ///   dx[i]   =  dy[i]·cos a + dy[i+h]·sin a
 ///   dx[i+h] =  dy[i+h]·cos a − dy[i]·sin a
-/// with the same fp32 angles a = positions[t]·inv_freq[i] as `rope` (positions [T] i32).
-/// Throws ShapeError when the width is not n_heads·head_dim or head_dim is odd.
-void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta);
+/// with the same fp32 angles a = positions[t]·f.inv_freq[i] as `rope` (positions [T] i32),
+/// cos and sin each times f.attention_scaling (the forward is then s times a rotation, and
+/// its transpose is s times the inverse rotation). Throws ShapeError when the width is not
+/// n_heads·head_dim, head_dim is odd or f.inv_freq has not head_dim/2 entries.
+void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
+                   const RopeFrequencies& f);
+/// Plain RoPE's backward (RopeFrequencies::standard(theta, head_dim)).
+inline void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta) {
+  rope_backward(dy, positions, n_heads, head_dim, RopeFrequencies::standard(theta, head_dim));
+}
 
 /// Backward of `causal_attention` (act = f32) for one sequence: q [T, H·hd]; k, v
-/// [S, KV·hd], S ≥ T, query t sees keys 0 … S−T+t; dout [T, H·hd]. Recomputes the softmax
+/// [S, KV·hd], S ≥ T, query t sees keys 0 … S−T+t (with `window` > 0 only the last
+/// `window` of them, as `causal_attention`); dout [T, H·hd]. Recomputes the softmax
 /// probabilities P (scale 1/sqrt(hd)), then per query head h (kv head h/(H/KV)):
 ///   dP = dO·Vᵀ,  dS = P ⊙ (dP − rowsum(P ⊙ dP)) · scale,
 ///   dq = dS·K,   dk += dSᵀ·Q,   dv += Pᵀ·dO
@@ -104,7 +113,8 @@ void rope_backward(const TensorView& dy, const TensorView& positions, int n_head
 /// or H % KV ≠ 0. Source: derivative of `eager_attention_forward` (modeling_olmo2.py).
 void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                                const TensorView& dout, int n_heads, int n_kv_heads,
-                               const TensorView& dq, const TensorView& dk, const TensorView& dv);
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               int64_t window = 0);
 
 /// Backward of `swiglu` (f32 path): out = silu(g)·u with silu(g) = g·σ(g), σ = logistic:
 ///   dgate = dout·u·σ(g)·(1 + g·(1 − σ(g))),    dup = dout·silu(g)    (both overwritten)

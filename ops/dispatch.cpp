@@ -95,21 +95,22 @@ void rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& s
                    const TensorView& y) {
   OLMO2_DISPATCH(rmsnorm_apply, ({&x, &w, &sumsq, &y}), x, w, sumsq, d_total, eps, y);
 }
-void rope(const TensorView& x, const TensorView& positions, int n_heads, int head_dim, float theta) {
-  OLMO2_DISPATCH(rope, ({&x, &positions}), x, positions, n_heads, head_dim, theta);
+void rope(const TensorView& x, const TensorView& positions, int n_heads, int head_dim, const RopeFrequencies& f) {
+  OLMO2_DISPATCH(rope, ({&x, &positions}), x, positions, n_heads, head_dim, f);
 }
 void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads, int n_kv_heads,
-                      const TensorView& out, DType act) {
-  OLMO2_DISPATCH(causal_attention, ({&q, &k, &v, &out}), q, k, v, n_heads, n_kv_heads, out, act);
+                      const TensorView& out, DType act, int64_t window) {
+  OLMO2_DISPATCH(causal_attention, ({&q, &k, &v, &out}), q, k, v, n_heads, n_kv_heads, out, act, window);
 }
-float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads) {
-  OLMO2_DISPATCH(causal_attention_max_logit, ({&q, &k}), q, k, n_heads, n_kv_heads);
+float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads,
+                                 int64_t window) {
+  OLMO2_DISPATCH(causal_attention_max_logit, ({&q, &k}), q, k, n_heads, n_kv_heads, window);
 }
 void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool, int64_t block_size,
                      const std::vector<PagedSequence>& sequences, int n_heads, int n_kv_heads, const TensorView& out,
-                     DType act) {
+                     DType act, int64_t window) {
   OLMO2_DISPATCH(paged_attention, ({&q, &k_pool, &v_pool, &out}), q, k_pool, v_pool, block_size, sequences, n_heads,
-                 n_kv_heads, out, act);
+                 n_kv_heads, out, act, window);
 }
 void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act) {
   OLMO2_DISPATCH(swiglu, ({&gate, &up, &out}), gate, up, out, act);
@@ -143,14 +144,15 @@ void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps
   OLMO2_DISPATCH(rmsnorm_backward_finish, ({&x, &w, &dy, &sumsq, &dot, &dx, &dw}), x, w, eps, d_total, dy, sumsq,
                  dot, dx, dw);
 }
-void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta) {
-  OLMO2_DISPATCH(rope_backward, ({&dy, &positions}), dy, positions, n_heads, head_dim, theta);
+void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
+                   const RopeFrequencies& f) {
+  OLMO2_DISPATCH(rope_backward, ({&dy, &positions}), dy, positions, n_heads, head_dim, f);
 }
 void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dout,
                                int n_heads, int n_kv_heads, const TensorView& dq, const TensorView& dk,
-                               const TensorView& dv) {
+                               const TensorView& dv, int64_t window) {
   OLMO2_DISPATCH(causal_attention_backward, ({&q, &k, &v, &dout, &dq, &dk, &dv}), q, k, v, dout, n_heads, n_kv_heads,
-                 dq, dk, dv);
+                 dq, dk, dv, window);
 }
 void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout, const TensorView& dgate,
                      const TensorView& dup) {

@@ -22,7 +22,10 @@ struct PagedSequence {
 /// start … start+rows−1. k_pool, v_pool [num_blocks·block_size, KV·hd]: position p of
 /// a sequence lives in row block_table[p / block_size]·block_size + p % block_size
 /// (the caller has already written the new tokens' keys and values there). Query t
-/// sees positions 0 … start+t. out [T, H·hd], only the sequences' rows written.
+/// sees positions 0 … start+t; with `window` > 0 only max(0, start+t−window+1) … start+t
+/// (a sliding-window layer, as `causal_attention`), and the table's entries for blocks
+/// wholly before every query's window are never read (they may be −1: blocks freed for
+/// sliding layers, docs/architecture.md §8). out [T, H·hd], only the sequences' rows written.
 /// Scale 1/sqrt(hd), softmax in fp32, GQA (query head h uses kv head h / (H/KV));
 /// `act` = bf16 rounds scores, probabilities and output as `causal_attention` does.
 /// Batch-invariant: each (row, head) is computed alone in a fixed order, so its result
@@ -30,9 +33,10 @@ struct PagedSequence {
 /// the thread count. Source: PagedAttention (Kwon et al., SOSP 2023) for the layout,
 /// `eager_attention_forward` in transformers' modeling_olmo2.py for the math.
 /// Throws ShapeError on inconsistent shapes, H % KV ≠ 0, or a block table too short
-/// for start + rows positions; InputError for a block id outside the pool.
+/// for start + rows positions; InputError for a block id outside the pool (among the
+/// blocks read).
 void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                      int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
-                     int n_kv_heads, const TensorView& out, DType act = DType::F32);
+                     int n_kv_heads, const TensorView& out, DType act = DType::F32, int64_t window = 0);
 
 }  // namespace olmo2::ops

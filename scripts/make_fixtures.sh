@@ -8,14 +8,18 @@
 #   2. runs each fixture script, in the order their inputs need:
 #        tests/golden/make_fixtures.py                   the tiny models, their logits, configs/
 #        tests/golden/make_train_fixtures.py             loss and gradients of two of those models
-#        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (three models)
+#        tests/golden/make_olmo3_fixtures.py             Olmo 3 models (window, YaRN): logits, gradients
+#        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (four models)
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
-#                                                        trained (trained/; needs build/olmo2)
+#                                                        trained (trained/, trained-olmo3/;
+#                                                        needs build/olmo2)
 #        tests/golden/make_prompt_logprobs_fixtures.py   prompt log-probabilities of deep-gqa-f32
 #        tests/generation/make_selection_fixtures.py     vLLM's logits processors, min_p, the draw
 #        tests/tokenizer/make_tokenizer_fixtures.py      the `tokenizers` library on 5,387 strings
 #        tests/model/make_init_fixtures.py               the documented init (pure Python)
+#        tests/model/make_rope_fixtures.py               RoPE / YaRN frequencies (Olmo 3)
+#        tests/model/make_olmo3_config_fixtures.py       Olmo 3 config.json as transformers writes it
 #        tests/serve/fixtures/make_chat_template_fixtures.py  transformers' chat-template renderings
 #        tests/serve/make_api_fixtures.py                token facts and a chat template for the API tests
 #      Each script rewrites only its own files: one set can be regenerated alone without
@@ -72,7 +76,7 @@ export ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 OMP_NUM_THREADS=1 M
 # gone after it was another script's output (or the script removed a stale one of its
 # own, e.g. after a change of shard count: then commit the removal knowingly).
 FIXTURE_DIRS=(tests/golden/fixtures tests/tokenizer/fixtures tests/model/fixtures tests/serve/fixtures
-  tests/generation/fixtures)
+  tests/generation/fixtures tests/ops/fixtures)
 run() {
   echo "== $*"
   local before after gone
@@ -88,13 +92,18 @@ run() {
 }
 run tests/golden/make_fixtures.py
 run tests/golden/make_train_fixtures.py
+run tests/golden/make_olmo3_fixtures.py "$TOKENIZER"
 run tests/golden/make_bf16_train_fixtures.py
 run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"
+run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2" --model olmo3
 run tests/golden/make_prompt_logprobs_fixtures.py
 run tests/generation/make_selection_fixtures.py
 run tests/tokenizer/make_tokenizer_fixtures.py "$TOKENIZER"
 run tests/model/make_init_fixtures.py
+run tests/model/make_rope_fixtures.py
+run tests/model/make_olmo3_config_fixtures.py
+run tests/ops/make_window_attention_fixtures.py
 run tests/serve/fixtures/make_chat_template_fixtures.py "$TOKENIZER"
 run tests/serve/make_api_fixtures.py "$TOKENIZER"
 

@@ -228,24 +228,28 @@ void cpu::rmsnorm_backward(const TensorView& x, const TensorView& w, float eps, 
 
 // ---------------------------------------------------------------------------------------
 void cpu::rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
-                        float theta) {
+                        const RopeFrequencies& f) {
   // The rotation by −a is the forward at position −p: (−p)·f = −(p·f) exactly in fp32,
-  // and cos/sin are even/odd, so this reuses the forward's angles bit for bit.
+  // and cos/sin are even/odd, so this reuses the forward's angles bit for bit; the
+  // scaled sine f32(sin(−a)·s) = −f32(sin(a)·s) too (rounding is symmetric), so this is
+  // s times the inverse rotation, the forward's transpose.
   const int64_t rows = dy.dim() == 2 ? dy.size(0) : 0;
   OLMO2_CHECK(positions.dim() == 1 && positions.size(0) == rows && positions.stride(0) == 1,
               "rope_backward: positions ", positions.shape_str(), " for dy ", dy.shape_str());
   std::vector<int32_t> negated(static_cast<size_t>(rows));
   for (int64_t t = 0; t < rows; ++t) negated[static_cast<size_t>(t)] = -positions.i32()[t];
-  rope(dy, TensorView(negated.data(), DType::I32, {rows}), n_heads, head_dim, theta);
+  cpu::rope(dy, TensorView(negated.data(), DType::I32, {rows}), n_heads, head_dim, f);
 }
 
 // ---------------------------------------------------------------------------------------
 void cpu::causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                                const TensorView& dout, int n_heads, int n_kv_heads,
-                               const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               int64_t window) {
   const char* op = "causal_attention_backward";
   const int64_t hd = attention_backward_check(q, k, v, dout, n_heads, n_kv_heads, dq, dk, dv);
   OLMO2_CHECK(q.device() == Device::CPU, op, ": views not on the CPU");
+  OLMO2_CHECK(window >= 0, op, ": window ", window, " is negative (0 means no window)");
   const int64_t t_len = q.size(0), s_len = k.size(0);
   for (int64_t s = 0; s < s_len; ++s) {
     std::memset(dk.f32() + s * dk.stride(0), 0, sizeof(float) * k.size(1));
@@ -281,24 +285,27 @@ void cpu::causal_attention_backward(const TensorView& q, const TensorView& k, co
           float* row = p.data() + t * s_len;
           float* drow = dp.data() + t * s_len;
           const int64_t visible = past + t + 1;
+          // Keys before the window (docs/architecture.md §3) have P = dS = 0.
+          const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+          for (int64_t s = 0; s < first; ++s) row[s] = drow[s] = 0.0f;
           float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t s = 0; s < visible; ++s) {
+          for (int64_t s = first; s < visible; ++s) {
             row[s] *= scale;
             mx = std::max(mx, row[s]);
           }
           float sum = 0.0f;
-          for (int64_t s = 0; s < visible; ++s) {
+          for (int64_t s = first; s < visible; ++s) {
             row[s] = std::exp(row[s] - mx);
             sum += row[s];
           }
           const float inv = 1.0f / sum;
           float pdp = 0.0f;
-          for (int64_t s = 0; s < visible; ++s) {
+          for (int64_t s = first; s < visible; ++s) {
             row[s] *= inv;
             pdp += row[s] * drow[s];
           }
           // dS (already multiplied by the score scale) replaces dP in place.
-          for (int64_t s = 0; s < visible; ++s) drow[s] = row[s] * (drow[s] - pdp) * scale;
+          for (int64_t s = first; s < visible; ++s) drow[s] = row[s] * (drow[s] - pdp) * scale;
           for (int64_t s = visible; s < s_len; ++s) row[s] = drow[s] = 0.0f;
         }
         // dq_h = dS · K_h

@@ -39,7 +39,7 @@ struct RowItem {
 
 void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                      int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
-                     int n_kv_heads, const TensorView& out, DType act) {
+                     int n_kv_heads, const TensorView& out, DType act, int64_t window) {
   OLMO2_CHECK(q.dim() == 2 && k_pool.dim() == 2 && v_pool.dim() == 2 && out.dim() == 2,
               "paged attention wants 2-d views, got q ", q.shape_str(), " k_pool ",
               k_pool.shape_str(), " v_pool ", v_pool.shape_str(), " out ", out.shape_str());
@@ -55,6 +55,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       "paged attention needs contiguous rows");
   OLMO2_CHECK(block_size > 0 && k_pool.size(0) % block_size == 0, "paged attention: pool rows ",
               k_pool.size(0), " not a multiple of block size ", block_size);
+  OLMO2_CHECK(window >= 0, "paged attention: window ", window, " is negative (0 means no window)");
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
 
@@ -74,7 +75,10 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
                 "paged attention: sequence ", s, " needs ", blocks, " blocks for ", ctx,
                 " positions (block size ", block_size, "), block table has ",
                 seq.block_table.size());
-    for (int64_t b = 0; b < blocks; ++b) {
+    // Blocks wholly before the first row's window are never read (their entries may be
+    // −1: freed for a sliding layer, docs/architecture.md §8), so not checked either.
+    const int64_t first_read = window > 0 ? std::max<int64_t>(0, seq.start + 1 - window) / block_size : 0;
+    for (int64_t b = first_read; b < blocks; ++b) {
       const int64_t id = seq.block_table[static_cast<size_t>(b)];
       if (id < 0 || id >= num_blocks) {
         OLMO2_THROW(InputError, "paged attention: sequence ", s, " block table entry ", b,
@@ -84,7 +88,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     max_ctx = std::max(max_ctx, ctx);
     for (int64_t t = 0; t < seq.rows; ++t) {
       items.push_back({static_cast<int32_t>(s), t});
-      work += (seq.start + t + 1) * hd * n_heads;
+      work += std::min(seq.start + t + 1, window > 0 ? window : seq.start + t + 1) * hd * n_heads;
     }
   }
   if (items.empty()) return;
@@ -121,6 +125,9 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
       const int64_t row = seq.row_begin + item.t;
       const int64_t visible = seq.start + item.t + 1;
+      // The row's first key: keys before its window are skipped, which gives the bits of
+      // the reference's masked scores (exp(−∞) = 0 adds nothing).
+      const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
       const float* qr = qd + row * q_ld;
       float* orow = od + row * o_ld;
       const int32_t* table = seq.block_table.data();
@@ -131,7 +138,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
 
       // s_j = (q_h · k_j) / sqrt(hd), j increasing; running max per head.
       for (int h = h0; h < h1; ++h) mx[h] = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = first; j < visible; ++j) {
         const float* kr = kd + pool_row(j) * k_ld;
         for (int h = h0; h < h1; ++h) {
           const float d = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd);
@@ -145,19 +152,19 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       for (int h = h0; h < h1; ++h) {
         float* s = sc(h);
         float sum = 0.0f;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           s[j] = std::exp(s[j] - mx[h]);
           sum += s[j];
         }
         const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = first; j < visible; ++j) {
           s[j] *= inv;
           if (act == DType::BF16) s[j] = round_bf16(s[j]);
         }
       }
       // out_h = Σ_j p_j v_j, j increasing.
       std::fill(orow + h0 * hd, orow + h1 * hd, 0.0f);
-      for (int64_t j = 0; j < visible; ++j) {
+      for (int64_t j = first; j < visible; ++j) {
         const float* vr = vd + pool_row(j) * v_ld;
         for (int h = h0; h < h1; ++h) axpy(sc(h)[j], vr + (h / group) * hd, orow + h * hd, hd);
       }

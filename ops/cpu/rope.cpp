@@ -7,18 +7,18 @@
 
 namespace olmo2::ops {
 
-void cpu::rope(const TensorView& x, const TensorView& pos, int n_heads, int head_dim, float theta) {
+void cpu::rope(const TensorView& x, const TensorView& pos, int n_heads, int head_dim, const RopeFrequencies& f) {
   OLMO2_CHECK(x.dim() == 2 && x.size(1) == static_cast<int64_t>(n_heads) * head_dim &&
                   head_dim % 2 == 0 && x.stride(1) == 1,
               "rope: x ", x.shape_str(), " n_heads ", n_heads, " head_dim ", head_dim);
   OLMO2_CHECK(pos.dim() == 1 && pos.size(0) == x.size(0) && pos.stride(0) == 1, "rope: positions ",
               pos.shape_str(), " for x ", x.shape_str());
+  OLMO2_CHECK(static_cast<int64_t>(f.inv_freq.size()) == head_dim / 2, "rope: ", f.inv_freq.size(),
+              " inverse frequencies for head_dim ", head_dim, " (want ", head_dim / 2, ")");
   const int32_t* positions = pos.i32();
   const int half = head_dim / 2;
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) {
-    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-  }
+  const float* inv_freq = f.inv_freq.data();
+  const float scaling = f.attention_scaling;
   float* base = x.f32();
   const int64_t rows = x.size(0);
 #pragma omp parallel for schedule(static) if (rows * n_heads > 64)
@@ -26,8 +26,9 @@ void cpu::rope(const TensorView& x, const TensorView& pos, int n_heads, int head
     std::vector<float> c(half), s(half);
     for (int i = 0; i < half; ++i) {
       const float a = static_cast<float>(positions[t]) * inv_freq[i];
-      c[i] = std::cos(a);
-      s[i] = std::sin(a);
+      // Each table entry times the scaling, rounded to f32 (exact for scaling 1).
+      c[i] = std::cos(a) * scaling;
+      s[i] = std::sin(a) * scaling;
     }
     float* row = base + t * x.stride(0);
     for (int hd = 0; hd < n_heads; ++hd) {

@@ -88,20 +88,21 @@ int64_t check_attention(const char* op, const TensorView& q, const TensorView& k
 }
 
 cuda::attention_detail::TileArgs causal_args(const TensorView& q, const TensorView& k, int n_heads,
-                                             int n_kv_heads, int64_t hd) {
+                                             int n_kv_heads, int64_t hd, int64_t window) {
   cuda::attention_detail::TileArgs a{};
   a.q = static_cast<const float*>(q.data()), a.q_ld = q.stride(0);
   a.k = static_cast<const float*>(k.data()), a.k_ld = k.stride(0);
   a.hd = static_cast<int>(hd), a.group = n_heads / n_kv_heads;
   a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   a.t_len = q.size(0), a.past = k.size(0) - q.size(0);
+  a.window = window;
   return a;
 }
 
 }  // namespace
 
 void cuda::causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
-                            int n_kv_heads, const TensorView& out, DType act) {
+                            int n_kv_heads, const TensorView& out, DType act, int64_t window) {
   const int64_t hd = check_attention("causal_attention", q, k, n_heads, n_kv_heads);
   OLMO2_CHECK(v.dim() == 2 && out.dim() == 2 && v.shape() == k.shape() && out.shape() == q.shape(),
               "causal_attention: q ", q.shape_str(), " k ", k.shape_str(), " v ", v.shape_str(), " out ",
@@ -112,8 +113,9 @@ void cuda::causal_attention(const TensorView& q, const TensorView& k, const Tens
                 t->shape_str());
   }
   OLMO2_CHECK(act == DType::F32 || act == DType::BF16, "causal_attention: act ", dtype_name(act));
+  OLMO2_CHECK(window >= 0, "attention: window ", window, " is negative (0 means no window)");
   if (q.size(0) == 0 || hd == 0) return;
-  attention_detail::TileArgs a = causal_args(q, k, n_heads, n_kv_heads, hd);
+  attention_detail::TileArgs a = causal_args(q, k, n_heads, n_kv_heads, hd, window);
   a.v = static_cast<const float*>(v.data()), a.v_ld = v.stride(0);
   a.out = static_cast<float*>(out.data()), a.o_ld = out.stride(0);
   constexpr int kWarps = 4;
@@ -140,11 +142,13 @@ __global__ void max_reduce_kernel(const float* x, int64_t n, float* out) {
 
 }  // namespace
 
-float cuda::causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads) {
+float cuda::causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads,
+                                       int64_t window) {
   const int64_t hd = check_attention("causal_attention_max_logit", q, k, n_heads, n_kv_heads);
+  OLMO2_CHECK(window >= 0, "causal_attention_max_logit: window ", window, " is negative (0 means no window)");
   // No pairs, or empty heads (the CPU's 0·∞ scores are NaN, which its max skips).
   if (q.size(0) == 0 || hd == 0) return -std::numeric_limits<float>::infinity();
-  attention_detail::TileArgs a = causal_args(q, k, n_heads, n_kv_heads, hd);
+  attention_detail::TileArgs a = causal_args(q, k, n_heads, n_kv_heads, hd, window);
   constexpr int kRows = kRowsPerWarp * 4;
   const int64_t tiles = (q.size(0) + kRows - 1) / kRows;
   const int64_t n_blocks = tiles * n_heads;

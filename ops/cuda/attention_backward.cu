@@ -11,6 +11,9 @@
 //     dk = Σ_t dS·q_t. Each output element is written once by one thread.
 // Both kernels sum every dot product over d in increasing order with fmaf, so kernel 2
 // recomputes kernel 1's probabilities bit for bit.
+// With a sliding window (docs/architecture.md §3) kernel 1 starts at the 32-aligned tile
+// of its block's first visible key and a row skips the tiles wholly before its window;
+// kernel 2 visits only the rows whose window holds one of its keys; P = dS = 0 elsewhere.
 // Same math as ops::cpu::causal_attention_backward (D there is rowsum(P ⊙ dP)).
 #include <cuda_runtime.h>
 
@@ -52,6 +55,7 @@ struct BackwardArgs {
   int64_t dv_ld;
   float* stats;  // [3][H][T]: m, 1/l, D
   int64_t t_len, s_len, past;
+  int64_t window;  // 0: none; else row t sees keys past+t−window+1 … past+t
   int hd, n_heads, group;
   float scale;
 };
@@ -83,6 +87,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
   load_rows(qs, hd, a.q, a.q_ld, row0, nrows, kRowTile, static_cast<int64_t>(h) * hd, hd);
   load_rows(dos, hd, a.dout, a.do_ld, row0, nrows, kRowTile, static_cast<int64_t>(h) * hd, hd);
   const int64_t kend = a.past + row0 + nrows;
+  const int64_t kfirst = a.window > 0 && a.past + row0 - a.window + 1 > 0 ? a.past + row0 - a.window + 1 : 0;
 
   float m[4], l[4], dsum[4], dq[4][NJ];
 #pragma unroll
@@ -92,7 +97,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
     for (int jj = 0; jj < NJ; ++jj) dq[i][jj] = 0.0f;
   }
   for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t k0 = 0; k0 < kend; k0 += 32) {
+    for (int64_t k0 = kfirst / 32 * 32; k0 < kend; k0 += 32) {
       __syncthreads();
       const int64_t nk = kend - k0 < 32 ? kend - k0 : 32;
       load_rows(ks, kp, a.k, a.k_ld, k0, nk, 32, static_cast<int64_t>(kvh) * hd, hd);
@@ -112,9 +117,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         ds[i] = 0.0f;
-        if (i >= wrows) continue;
+        const int64_t pos = a.past + row0 + wr0 + i;
+        const int64_t lo = a.window > 0 ? pos - a.window + 1 : 0;  // the row's first key (may be < 0)
+        // A tile wholly before the row's window adds nothing (and m may still be −∞).
+        if (i >= wrows || k0 + 32 <= lo) continue;
         const float s = sd[i] * a.scale;
-        const float x = key <= a.past + row0 + wr0 + i ? s : -INFINITY;
+        const float x = key <= pos && key >= lo ? s : -INFINITY;
         const float dp = pd[i];
         if (pass == 0) {
           const float mn = fmaxf(m[i], warp_max(x));
@@ -196,8 +204,12 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_keys_kernel(Backwar
   }
   const int64_t plane = static_cast<int64_t>(a.n_heads) * a.t_len;
   const int64_t t_first = k0 - a.past > 0 ? k0 - a.past : 0;  // the first row that sees key k0
+  // One past the last row that sees one of the block's keys (its last key, k0+nkeys−1).
+  const int64_t t_stop = a.window > 0 && k0 + nkeys - 1 + a.window - a.past < a.t_len
+                             ? k0 + nkeys - 1 + a.window - a.past
+                             : a.t_len;
   for (int h = kvh * a.group; h < (kvh + 1) * a.group; ++h) {
-    for (int64_t t0 = t_first; t0 < a.t_len; t0 += 32) {
+    for (int64_t t0 = t_first; t0 < t_stop; t0 += 32) {
       const int64_t nt = a.t_len - t0 < 32 ? a.t_len - t0 : 32;
       __syncthreads();
       load_rows(qs, qp, a.q, a.q_ld, t0, nt, 32, static_cast<int64_t>(h) * hd, hd);
@@ -227,7 +239,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_keys_kernel(Backwar
         if (i >= wkeys) continue;
         const int64_t key = k0 + kw0 + i;
         const float s = sd[i] * a.scale, dp = pd[i];
-        if (t < a.t_len && key <= a.past + t) {
+        if (t < a.t_len && key <= a.past + t && (a.window == 0 || key > a.past + t - a.window)) {
           p[i] = expf(s - row_m[lane]) * row_il[lane];
           ds[i] = p[i] * (dp - row_d[lane]) * a.scale;
         }
@@ -290,10 +302,11 @@ void run_backward(const BackwardArgs& a, int n_kv_heads) {
 
 void cuda::causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                                      const TensorView& dout, int n_heads, int n_kv_heads, const TensorView& dq,
-                                     const TensorView& dk, const TensorView& dv) {
+                                     const TensorView& dk, const TensorView& dv, int64_t window) {
   const char* op = "causal_attention_backward";
   const int64_t hd = attention_backward_check(q, k, v, dout, n_heads, n_kv_heads, dq, dk, dv);
   OLMO2_CHECK(q.device() == Device::CUDA, op, ": views not on the GPU");
+  OLMO2_CHECK(window >= 0, op, ": window ", window, " is negative (0 means no window)");
   const int64_t t_len = q.size(0), s_len = k.size(0);
   OLMO2_CHECK(n_heads <= 65535, op, ": ", n_heads, " heads is above the grid limit");
   const int nj = attention_detail::dims_per_lane(hd, op);
@@ -307,7 +320,7 @@ void cuda::causal_attention_backward(const TensorView& q, const TensorView& k, c
   a.dq = static_cast<float*>(dq.data()), a.dq_ld = dq.stride(0);
   a.dk = static_cast<float*>(dk.data()), a.dk_ld = dk.stride(0);
   a.dv = static_cast<float*>(dv.data()), a.dv_ld = dv.stride(0);
-  a.t_len = t_len, a.s_len = s_len, a.past = s_len - t_len;
+  a.t_len = t_len, a.s_len = s_len, a.past = s_len - t_len, a.window = window;
   a.hd = static_cast<int>(hd), a.n_heads = n_heads, a.group = n_heads / n_kv_heads;
   a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
   OLMO2_CHECK((s_len + kKeyBlock - 1) / kKeyBlock <= std::numeric_limits<int32_t>::max(), op, ": too many keys");

@@ -1,11 +1,15 @@
 // The forward attention tile shared by `causal_attention`, `causal_attention_max_logit`
 // and `paged_attention` on CUDA (docs/architecture.md §2). One block computes up to
 // 4·WARPS consecutive query rows of one sequence for one query head; keys are visited in
-// tiles of 32 positions starting at position 0, staged in shared memory, one key per
-// lane; each warp owns 4 rows. What a row computes depends only on its query vector,
-// its keys and values and its last visible position — not on the other rows of its
-// block, the block size or the batch — which is what makes `paged_attention`
-// batch-invariant and chunking-invariant (the same bits as `causal_attention`).
+// tiles of 32 positions aligned to multiples of 32 (from position 0, or with a sliding
+// window from the tile holding the block's first visible key), staged in shared memory,
+// one key per lane; each warp owns 4 rows. A row skips the tiles wholly before its own
+// window (docs/architecture.md §3), so what a row computes depends only on its query
+// vector, its keys and values, its window and its last visible position — not on the
+// other rows of its block, the block size or the batch — which is what makes
+// `paged_attention` batch-invariant and chunking-invariant (the same bits as
+// `causal_attention`). Keys before the block's first visible key are never loaded (a
+// paged table's entries there may be −1).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -27,7 +31,8 @@ enum class Mode {
 };
 
 /// Query rows of one block: rows row0 … row0+nrows−1 of q/out are positions
-/// pos0 … pos0+nrows−1 and see keys 0 … pos0+i; key position p is row `p` of k/v, or
+/// pos0 … pos0+nrows−1 and see keys 0 … pos0+i (with TileArgs::window > 0 only
+/// max(0, pos0+i−window+1) … pos0+i); key position p is row `p` of k/v, or
 /// row table[p / block_size]·block_size + p % block_size when `table` is set (paged).
 struct TileDesc {
   int64_t row0;
@@ -48,6 +53,7 @@ struct TileArgs {
   int hd;
   int group;  // query heads per kv head
   float scale;
+  int64_t window;  // 0: none; else a row at position p sees keys p−window+1 … p
   // Causal (tiles == nullptr): block x covers rows x·rows_per_block … of T, past = S − T.
   int64_t t_len;
   int64_t past;
@@ -109,7 +115,9 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
     const int r = i / hd, d = i % hd;
     qs[i] = r < tile.nrows ? a.q[(tile.row0 + r) * a.q_ld + static_cast<int64_t>(h) * hd + d] : 0.0f;
   }
-  const int64_t kend = tile.pos0 + tile.nrows;  // keys 0 … kend−1 are seen by some row
+  const int64_t kend = tile.pos0 + tile.nrows;  // keys kfirst … kend−1 are seen by some row
+  const int64_t kfirst = a.window > 0 && tile.pos0 - a.window + 1 > 0 ? tile.pos0 - a.window + 1 : 0;
+  const int64_t kstart = kfirst / kKeyTile * kKeyTile;  // tiles stay aligned to positions
 
   float m[kRowsPerWarp], l[kRowsPerWarp], inv[kRowsPerWarp], o[kRowsPerWarp][NJ];
 #pragma unroll
@@ -124,13 +132,13 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
   for (int pass = 0; pass < kPasses; ++pass) {
     const bool stats = M != Mode::kTwoPass || pass == 0;  // this pass finds max and sum
     const bool use_v = M == Mode::kOnline || pass == 1;
-    for (int64_t k0 = 0; k0 < kend; k0 += kKeyTile) {
+    for (int64_t k0 = kstart; k0 < kend; k0 += kKeyTile) {
       __syncthreads();  // the previous tile is no longer read
       for (int i = static_cast<int>(threadIdx.x); i < kKeyTile * hd; i += blockDim.x) {
         const int c = i / hd, d = i % hd;
         const int64_t p = k0 + c;
         float kx = 0.0f, vx = 0.0f;
-        if (p < kend) {
+        if (p >= kfirst && p < kend) {
           const int64_t row = table ? static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size : p;
           kx = a.k[row * a.k_ld + static_cast<int64_t>(kvh) * hd + d];
           if (use_v) vx = a.v[row * a.v_ld + static_cast<int64_t>(kvh) * hd + d];
@@ -158,21 +166,29 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
         for (int i = 0; i < kRowsPerWarp; ++i) dot[i] = fmaf(q0[i * hd + d], kd, dot[i]);
       }
       float x[kRowsPerWarp];
+      bool before[kRowsPerWarp];  // the whole tile is before row i's window (warp-uniform)
 #pragma unroll
       for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int64_t pos = tile.pos0 + wr0 + i;
+        const int64_t lo = a.window > 0 ? pos - a.window + 1 : 0;  // the row's first key (may be < 0)
+        before[i] = k0 + kKeyTile <= lo;
         // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
         const float s = M == Mode::kTwoPass ? round_bf16(round_bf16(dot[i]) * a.scale) : dot[i] * a.scale;
-        x[i] = i < wrows && key <= tile.pos0 + wr0 + i ? s : -INFINITY;
+        x[i] = i < wrows && key <= pos && key >= lo ? s : -INFINITY;
       }
       if constexpr (M == Mode::kMaxLogit) {
 #pragma unroll
-        for (int i = 0; i < kRowsPerWarp; ++i) best = fmaxf(best, x[i]);
+        for (int i = 0; i < kRowsPerWarp; ++i) {
+          if (!before[i]) best = fmaxf(best, x[i]);  // (x is −∞ there anyway)
+        }
       } else {
         float p[kRowsPerWarp];
 #pragma unroll
         for (int i = 0; i < kRowsPerWarp; ++i) {
           p[i] = 0.0f;
-          if (i >= wrows) continue;
+          // A tile wholly before the row's window: skipped (p = 0 as the reference's masked
+          // −∞ scores; the running max may still be −∞ here, so no update is made).
+          if (i >= wrows || before[i]) continue;
           if (stats) {
             // Running max and sum; a tile with no visible key changes neither (corr = 1).
             const float mn = fmaxf(m[i], warp_max(x[i]));
@@ -194,7 +210,7 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
           for (int c = 0; c < cmax; ++c) {
 #pragma unroll
             for (int i = 0; i < kRowsPerWarp; ++i) {
-              if (i >= wrows) continue;
+              if (i >= wrows || before[i]) continue;
               const float pc = __shfl_sync(0xffffffffu, p[i], c);
 #pragma unroll
               for (int jj = 0; jj < NJ; ++jj) o[i][jj] = fmaf(pc, vs[c * kVStride + lane + 32 * jj], o[i][jj]);

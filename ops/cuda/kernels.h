@@ -14,6 +14,7 @@
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/paged_attention.h"
+#include "ops/rope.h"
 #include "ops/tensor.h"
 
 namespace olmo2::ops::cuda {
@@ -27,13 +28,14 @@ void rmsnorm(const TensorView& x, const TensorView& w, float eps, const TensorVi
 void rmsnorm_partials(const TensorView& x, const TensorView& sumsq);
 void rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& sumsq, int64_t d_total, float eps,
                    const TensorView& y);
-void rope(const TensorView& x, const TensorView& positions, int n_heads, int head_dim, float theta);
+void rope(const TensorView& x, const TensorView& positions, int n_heads, int head_dim, const RopeFrequencies& f);
 void causal_attention(const TensorView& q, const TensorView& k, const TensorView& v, int n_heads, int n_kv_heads,
-                      const TensorView& out, DType act);
-float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads);
+                      const TensorView& out, DType act, int64_t window);
+float causal_attention_max_logit(const TensorView& q, const TensorView& k, int n_heads, int n_kv_heads,
+                                 int64_t window);
 void paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool, int64_t block_size,
                      const std::vector<PagedSequence>& sequences, int n_heads, int n_kv_heads, const TensorView& out,
-                     DType act);
+                     DType act, int64_t window);
 void swiglu(const TensorView& gate, const TensorView& up, const TensorView& out, DType act);
 void add_inplace(const TensorView& y, const TensorView& x, DType act);
 
@@ -49,10 +51,11 @@ void rmsnorm_backward_partials(const TensorView& x, const TensorView& w, const T
 void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps, int64_t d_total,
                              const TensorView& dy, const TensorView& sumsq, const TensorView& dot,
                              const TensorView& dx, const TensorView& dw);
-void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim, float theta);
+void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
+                   const RopeFrequencies& f);
 void causal_attention_backward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& dout,
                                int n_heads, int n_kv_heads, const TensorView& dq, const TensorView& dk,
-                               const TensorView& dv);
+                               const TensorView& dv, int64_t window);
 void swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout, const TensorView& dgate,
                      const TensorView& dup);
 CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView& targets, float z_coef, float scale,

@@ -5,7 +5,8 @@
 // each sequence's new rows into tiles of up to 4 (decode-only batches) or 16 rows, and
 // copies the tile descriptors and the used part of every block table to the device in
 // one transfer from a pinned staging buffer. A row's result depends only on its query,
-// its positions 0 … start+t and the fixed key order (tiles of 32 positions from 0), not
+// its positions (0 … start+t, or its window's) and the fixed key order (tiles of 32
+// positions aligned to multiples of 32), not
 // on the rows sharing its block or the tile size (attention_tile.cuh), so it is
 // batch-invariant, chunking-invariant, and the same bits as cuda::causal_attention.
 #include <cuda_runtime.h>
@@ -67,7 +68,7 @@ void upload(void* dst, const void* src, size_t bytes) {
 
 void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                            int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
-                           int n_kv_heads, const TensorView& out, DType act) {
+                           int n_kv_heads, const TensorView& out, DType act, int64_t window) {
   // The checks of ops::cpu::paged_attention, in its order, plus f32 CUDA views.
   OLMO2_CHECK(q.dim() == 2 && k_pool.dim() == 2 && v_pool.dim() == 2 && out.dim() == 2,
               "paged attention wants 2-d views, got q ", q.shape_str(), " k_pool ", k_pool.shape_str(), " v_pool ",
@@ -87,6 +88,7 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
   OLMO2_CHECK(block_size > 0 && k_pool.size(0) % block_size == 0, "paged attention: pool rows ", k_pool.size(0),
               " not a multiple of block size ", block_size);
   OLMO2_CHECK(act == DType::F32 || act == DType::BF16, "paged attention: act ", dtype_name(act));
+  OLMO2_CHECK(window >= 0, "paged attention: window ", window, " is negative (0 means no window)");
   attention_detail::dims_per_lane(hd, "paged attention");
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
@@ -102,7 +104,10 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
     OLMO2_CHECK(static_cast<int64_t>(seq.block_table.size()) >= blocks, "paged attention: sequence ", s, " needs ",
                 blocks, " blocks for ", ctx, " positions (block size ", block_size, "), block table has ",
                 seq.block_table.size());
-    for (int64_t b = 0; b < blocks; ++b) {
+    // Blocks wholly before the first row's window are never read (entries may be −1,
+    // docs/architecture.md §8): not checked, and the kernel loads no key before it.
+    const int64_t first_read = window > 0 ? std::max<int64_t>(0, seq.start + 1 - window) / block_size : 0;
+    for (int64_t b = first_read; b < blocks; ++b) {
       const int64_t id = seq.block_table[static_cast<size_t>(b)];
       if (id < 0 || id >= num_blocks) {
         OLMO2_THROW(InputError, "paged attention: sequence ", s, " block table entry ", b, " is block ", id,
@@ -150,6 +155,7 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
     a.tiles = reinterpret_cast<const TileDesc*>(dev);
     a.tables = reinterpret_cast<const int32_t*>(dev + tiles_bytes);
     a.block_size = block_size;
+    a.window = window;
     attention_detail::launch_tiles(act == DType::BF16 ? attention_detail::Mode::kTwoPass : attention_detail::Mode::kOnline,
                                    warps, a, static_cast<int64_t>(tiles.size()), n_heads);
   } catch (...) {

@@ -41,7 +41,8 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
   validate(sampling);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_tokens;
   const KVCache cache = KVCache::contiguous(c, model.shard(), capacity, 16, model.device());
-  const std::vector<int32_t> table = KVCache::consecutive_blocks(capacity, cache.block_size());
+  // Every KV group its own consecutive blocks, nothing released (docs/architecture.md §8).
+  const std::vector<int32_t> table = cache.contiguous_table(capacity);
   parallel::Communicator* pp = ctx.pipeline();
   GenerateResult r;
   r.finish_reason = "length";

@@ -7,60 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/model/config_olmo3.h"
+#include "runtime/model/config_reader.h"
 
 namespace olmo2 {
 
-namespace {
-
 using nlohmann::json;
-
-struct Reader {
-  const json& j;
-  const std::string& source;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
-    OLMO2_THROW(InputError, source, ": field \"", field, "\" ", why);
-  }
-  const json* find(const std::string& field) const {
-    auto it = j.find(field);
-    return (it == j.end() || it->is_null()) ? nullptr : &*it;
-  }
-  int64_t integer(const std::string& field, std::optional<int64_t> fallback = {}) const {
-    const json* v = find(field);
-    if (!v) {
-      if (fallback) return *fallback;
-      fail(field, "is missing");
-    }
-    if (!v->is_number_integer()) fail(field, "must be an integer, got " + v->dump());
-    return v->get<int64_t>();
-  }
-  int64_t positive(const std::string& field, std::optional<int64_t> fallback = {}) const {
-    const int64_t x = integer(field, fallback);
-    if (x <= 0) fail(field, "must be positive, got " + std::to_string(x));
-    return x;
-  }
-  double number(const std::string& field) const {
-    const json* v = find(field);
-    if (!v) fail(field, "is missing");
-    if (!v->is_number()) fail(field, "must be a number, got " + v->dump());
-    return v->get<double>();
-  }
-  bool boolean(const std::string& field, bool fallback) const {
-    const json* v = find(field);
-    if (!v) return fallback;
-    if (!v->is_boolean()) fail(field, "must be true or false, got " + v->dump());
-    return v->get<bool>();
-  }
-  std::optional<int64_t> token_id(const std::string& field) const {
-    const json* v = find(field);
-    if (!v) return std::nullopt;
-    if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) return (*v)[0].get<int64_t>();
-    if (!v->is_number_integer()) fail(field, "must be a token id, got " + v->dump());
-    return v->get<int64_t>();
-  }
-};
-
-}  // namespace
+using config_detail::Reader;
 
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (!j.is_object()) OLMO2_THROW(InputError, source, ": expected a JSON object");
@@ -73,12 +26,13 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     r.fail("architectures", "must be a list of one name, got " + arch->dump());
   }
   c.architecture = (*arch)[0].get<std::string>();
-  if (c.architecture != "Olmo2ForCausalLM") {
+  if (c.architecture != "Olmo2ForCausalLM" && c.architecture != "Olmo3ForCausalLM") {
     OLMO2_THROW(InputError, source, ": architecture \"", c.architecture,
-                "\" is not supported; this program runs Olmo2ForCausalLM");
+                "\" is not supported; this program runs Olmo2ForCausalLM and Olmo3ForCausalLM");
   }
-  if (const json* mt = r.find("model_type"); mt && *mt != "olmo2") {
-    r.fail("model_type", "is " + mt->dump() + " but architectures says Olmo2ForCausalLM");
+  const char* model_type = c.olmo3() ? "olmo3" : "olmo2";
+  if (const json* mt = r.find("model_type"); mt && *mt != model_type) {
+    r.fail("model_type", "is " + mt->dump() + " but architectures says " + c.architecture);
   }
 
   c.vocab_size = r.positive("vocab_size");
@@ -89,25 +43,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.num_key_value_heads = r.positive("num_key_value_heads", c.num_attention_heads);
   c.max_position_embeddings = r.positive("max_position_embeddings");
   c.rms_norm_eps = r.number("rms_norm_eps");
-  // transformers < 5 writes rope_theta (+ rope_scaling null); 5.x writes
-  // rope_parameters {rope_type: "default", rope_theta}. Accept either, refuse a conflict.
-  const json* params = r.find("rope_parameters");
-  if (params) {
-    if (!params->is_object()) r.fail("rope_parameters", "must be an object, got " + params->dump());
-    auto type = params->find("rope_type");
-    if (type != params->end() && *type != "default") {
-      r.fail("rope_parameters", "has rope_type " + type->dump() + "; OLMo 2 uses plain RoPE (\"default\")");
-    }
-    auto th = params->find("rope_theta");
-    if (th == params->end() || !th->is_number()) r.fail("rope_parameters", "has no numeric rope_theta");
-    c.rope_theta = th->get<double>();
-    if (r.find("rope_theta") && r.number("rope_theta") != c.rope_theta) {
-      OLMO2_THROW(InputError, source, ": rope_theta ", r.number("rope_theta"),
-                  " contradicts rope_parameters.rope_theta ", c.rope_theta);
-    }
-  } else {
-    c.rope_theta = r.number("rope_theta");
-  }
+  if (c.olmo3()) config_detail::read_olmo3_attention(r, c);
+  else config_detail::read_olmo2_attention(r, c);
   if (r.find("initializer_range")) c.initializer_range = r.number("initializer_range");
   c.tie_word_embeddings = r.boolean("tie_word_embeddings", false);
   if (const json* e = r.find("eos_token_id"); e && e->is_array()) {  // a list: stop at any
@@ -142,9 +79,6 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (r.boolean("attention_bias", false)) r.fail("attention_bias", "is true; OLMo 2 has no biases");
   if (const json* act = r.find("hidden_act"); act && *act != "silu") {
     r.fail("hidden_act", "is " + act->dump() + "; OLMo 2 uses silu");
-  }
-  if (r.find("rope_scaling")) {
-    r.fail("rope_scaling", "is set; OLMo 2 uses plain RoPE (rope_scaling null)");
   }
   std::vector<std::pair<const char*, int64_t>> ids;
   for (int64_t e : c.eos_token_ids) ids.emplace_back("eos_token_id", e);
@@ -222,7 +156,43 @@ json ModelConfig::to_json() const {
                                                   : json(eos_token_ids);
   j["pad_token_id"] = pad_token_id ? json(*pad_token_id) : json(nullptr);
   j["bos_token_id"] = bos_token_id ? json(*bos_token_id) : json(nullptr);
+  if (olmo3()) config_detail::write_olmo3_attention(*this, j);
   return j;
+}
+
+bool ModelConfig::has_sliding_layers() const {
+  for (AttentionType t : layer_types) {
+    if (t == AttentionType::Sliding) return true;
+  }
+  return false;
+}
+
+namespace {
+
+void check_layer(const ModelConfig& c, int64_t layer) {
+  if (layer < 0 || layer >= c.num_hidden_layers) {
+    OLMO2_THROW(ShapeError, "layer ", layer, " is outside the model's ", c.num_hidden_layers, " layers");
+  }
+}
+
+}  // namespace
+
+int64_t ModelConfig::attention_window(int64_t layer) const {
+  check_layer(*this, layer);
+  if (layer_types.empty()) return 0;  // a config built field by field: OLMo 2
+  return layer_types[static_cast<size_t>(layer)] == AttentionType::Sliding ? sliding_window : 0;
+}
+
+RopeParameters ModelConfig::rope_parameters(int64_t layer) const {
+  check_layer(*this, layer);
+  if (layer_types.empty() && rope_full.theta == 0) {
+    // A config built field by field (tests, benches) sets only rope_theta: OLMo 2's plain RoPE.
+    RopeParameters p;
+    p.theta = rope_theta;
+    return p;
+  }
+  const bool sliding = !layer_types.empty() && layer_types[static_cast<size_t>(layer)] == AttentionType::Sliding;
+  return sliding ? rope_sliding : rope_full;
 }
 
 parallel::ModelShape model_shape(const ModelConfig& c) {
@@ -266,6 +236,7 @@ std::string ModelConfig::summary() const {
          for (size_t i = 0; i < eos_token_ids.size(); ++i) s += (i ? std::string(",") : std::string()) + std::to_string(eos_token_ids[i]);
          return s;
        }()) << "\n"
+    << (olmo3() ? config_detail::olmo3_summary(*this) : std::string())
     << "dtype                   " << dtype_name(dtype) << "\n"
     << "parameters              " << parameter_count() << "\n";
   return s.str();

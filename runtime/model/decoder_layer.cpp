@@ -13,6 +13,7 @@
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
 #include "parallel/tp_qk_norm.h"
+#include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
 
@@ -22,11 +23,19 @@ KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
               " block tables");
   KVCacheBinding kv;
   kv.cache = &cache;
-  kv.block_tables = block_tables;
-  for (size_t i = 0; i < packed.sequences(); ++i) {
-    const int64_t n = packed.offset[i + 1] - packed.offset[i];
-    kv.rows.push_back(cache.rows_of(block_tables[i], packed.start[i], n));
-    kv.contiguous.push_back(cache.contiguous_rows(block_tables[i], packed.start[i] + n));
+  const int64_t groups = cache.layout().groups();
+  kv.block_tables.resize(static_cast<size_t>(groups));
+  kv.rows.resize(static_cast<size_t>(groups));
+  kv.contiguous.resize(static_cast<size_t>(groups));
+  for (int64_t g = 0; g < groups; ++g) {
+    const size_t k = static_cast<size_t>(g);
+    for (size_t i = 0; i < packed.sequences(); ++i) {
+      const int64_t n = packed.offset[i + 1] - packed.offset[i];
+      const std::span<const int32_t> table = KVCache::group_table(block_tables[i], groups, g);
+      kv.block_tables[k].push_back(table);
+      kv.rows[k].push_back(cache.rows_of(table, packed.start[i], n));
+      kv.contiguous[k].push_back(cache.contiguous_rows(table, packed.start[i] + n));
+    }
   }
   return kv;
 }
@@ -56,33 +65,41 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
             const TensorView& out, LayerStats* stats) {
   const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
   const DType act = options.activations;
+  const int64_t window = ctx.config.attention_window(ctx.shard.layers.begin + layer);
   const size_t nseq = packed.sequences();
   if (!kv) {  // each sequence attends to its own new tokens only
     for (size_t i = 0; i < nseq; ++i) {
       ops::causal_attention(packed.rows_of(q, i), packed.rows_of(k, i), packed.rows_of(v, i), nh, nkv,
-                            packed.rows_of(out, i), act);
+                            packed.rows_of(out, i), act, window);
       if (stats) {
-        stats->attention_logit_max = std::max(
-            stats->attention_logit_max, ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv));
+        stats->attention_logit_max =
+            std::max(stats->attention_logit_max,
+                     ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv, window));
       }
     }
     return;
   }
+  // The layer's KV group: its tables and its slot's pools (docs/architecture.md §8).
   const KVCache& cache = *kv->cache;
-  for (size_t i = 0; i < nseq; ++i) cache.write(layer, kv->rows[i].view(), packed.rows_of(k, i), packed.rows_of(v, i));
+  const size_t group = static_cast<size_t>(cache.group(layer));
+  const std::vector<std::span<const int32_t>>& tables = kv->block_tables[group];
+  for (size_t i = 0; i < nseq; ++i) {
+    cache.write(layer, kv->rows[group][i].view(), packed.rows_of(k, i), packed.rows_of(v, i));
+  }
   std::vector<ops::PagedSequence> paged;
   for (size_t i = 0; i < nseq; ++i) {
-    const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[i];
+    const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[group][i];
     if (!options.batch_invariant && first >= 0) {  // consecutive blocks: one BLAS attention over the rows
       const int64_t end = first + packed.start[i] + n;
       ops::causal_attention(packed.rows_of(q, i), cache.keys(layer).rows(first, end),
-                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act);
+                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act, window);
     } else {
-      paged.push_back({packed.offset[i], n, packed.start[i], kv->block_tables[i]});
+      paged.push_back({packed.offset[i], n, packed.start[i], tables[i]});
     }
   }
   if (!paged.empty()) {
-    ops::paged_attention(q, cache.keys(layer), cache.values(layer), cache.block_size(), paged, nh, nkv, out, act);
+    ops::paged_attention(q, cache.keys(layer), cache.values(layer), cache.block_size(), paged, nh, nkv, out, act,
+                         window);
   }
 }
 
@@ -99,7 +116,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
               h);
   const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
-  const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const ops::RopeFrequencies rope = rope_frequencies(c.rope_parameters(sh.layers.begin + layer), static_cast<int>(hd));
   const DType act = options.activations;
   const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
   auto round = [&](const TensorView& t) {
@@ -116,7 +134,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     saved->*member = Tensor::zeros({n, cols}, DType::F32, dev);
     return (saved->*member).view();
   };
-  if (saved) saved->x = copy_of(x), saved->act = act;
+  if (saved) saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
 
   // ---- attention block ----
   const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);
@@ -140,8 +158,8 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     ops::rmsnorm(k0, w.k_norm.view(), eps, k);
   }
   round(q), round(k);
-  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), theta);
-  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), theta);
+  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), rope);
+  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), rope);
   round(q), round(k);
   const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
   attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);

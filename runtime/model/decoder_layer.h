@@ -4,8 +4,9 @@
 // a backward needs, batch-invariant or BLAS products, f32 or bf16-rounded activations
 // (docs/architecture.md §3):
 //   q = q_norm(x Wqᵀ), k = k_norm(x Wkᵀ)   over the whole projections, before RoPE
-//   v = x Wvᵀ;  q, k = rope(q), rope(k)
+//   v = x Wvᵀ;  q, k = rope(q), rope(k)     (Olmo 3: the layer type's RoPE, YaRN or plain)
 //   a = softmax(q kᵀ/√hd + causal) v;  x = x + post_attention_layernorm(a Woᵀ)
+//                                           (Olmo 3 sliding layers: within the window)
 //   x = x + post_feedforward_layernorm((silu(x Wgᵀ) · x Wuᵀ) Wdᵀ)
 #pragma once
 
@@ -35,17 +36,20 @@ struct LayerOptions {
 
 /// Where attention finds keys and values: null (no cache) means each sequence's own new
 /// tokens only (training, a plain forward: start must be 0); with a cache, every layer
-/// first writes its new keys and values into the sequences' blocks, then attends to all
-/// cached positions.
+/// first writes its new keys and values into the sequences' blocks of its KV group, then
+/// attends to the cached positions its window sees (docs/architecture.md §8).
 struct KVCacheBinding {
   const KVCache* cache = nullptr;
-  std::vector<std::span<const int32_t>> block_tables;  ///< per sequence
-  std::vector<Tensor> rows;                            ///< per sequence: pool rows of its new tokens
-  std::vector<int64_t> contiguous;                     ///< per sequence: first pool row if consecutive, else −1
+  /// Per KV group, per sequence: the group's block table.
+  std::vector<std::vector<std::span<const int32_t>>> block_tables;
+  std::vector<std::vector<Tensor>> rows;           ///< per group, per sequence: pool rows of its new tokens
+  std::vector<std::vector<int64_t>> contiguous;    ///< per group, per sequence: first pool row if consecutive, else −1
 };
 
-/// Binds `cache` to the sequences of `packed` with their block tables. Throws ShapeError
-/// for a table too short, InputError for a block outside the pool.
+/// Binds `cache` to the sequences of `packed` with their block tables (each all the
+/// cache's groups' tables, KVCache's class comment). Throws ShapeError for a table too
+/// short or not made of equal group tables, InputError for a block of a new token
+/// outside the pool.
 KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
                              const std::vector<std::span<const int32_t>>& block_tables);
 
@@ -62,6 +66,7 @@ struct LayerActivations {
   Tensor gate, up;
   Tensor m;       ///< down_proj output (all-reduced), before post_feedforward_layernorm
   DType act = DType::F32;  ///< what the forward rounded activations to (LayerOptions::activations)
+  int64_t layer = 0;       ///< the layer's index in the whole model (its window and RoPE)
 };
 
 /// One layer's forward statistics (monitoring: docs/architecture.md §9).
@@ -89,9 +94,12 @@ struct LayerContext {
 /// column-parallel, the whole-projection QK-norm by one [T, 2] all-reduce, o/down
 /// row-parallel with an all-reduce each. With `saved` every activation the backward
 /// needs is kept there (no KV cache allowed); with `stats` the layer's norms (and, with
-/// no cache, its largest attention logit) are added. Throws ShapeError on mismatched
+/// no cache, its largest attention logit) are added. The layer's attention window and
+/// RoPE are those of its type (ModelConfig::attention_window, rope_parameters of
+/// shard.layers.begin + layer; docs/architecture.md §3). Throws ShapeError on mismatched
 /// shapes, InputError for a KV block outside the pool; CollectiveTimeout if a TP peer
-/// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers).
+/// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers);
+/// Olmo3DecoderLayer, Olmo3Attention (modeling_olmo3.py).
 void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64_t layer, const PackedTokens& packed,
                            const KVCacheBinding* kv, const LayerOptions& options, const TensorView& x,
                            LayerWorkspace& ws, LayerActivations* saved, LayerStats* stats);

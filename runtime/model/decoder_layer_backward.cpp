@@ -7,6 +7,7 @@
 #include "parallel/tensor_collectives.h"
 #include "parallel/tp_qk_norm.h"
 #include "runtime/model/decoder_layer.h"
+#include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
 namespace {
@@ -28,7 +29,9 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   const int64_t n = packed.rows(), h = c.hidden_size, hd = c.head_dim;
   const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
-  const float eps = static_cast<float>(c.rms_norm_eps), theta = static_cast<float>(c.rope_theta);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const ops::RopeFrequencies rope = rope_frequencies(c.rope_parameters(a.layer), static_cast<int>(hd));
+  const int64_t window = c.attention_window(a.layer);
   OLMO2_CHECK(dx.shape() == std::vector<int64_t>({n, h}) && a.x.shape() == std::vector<int64_t>({n, h}),
               "layer backward: dx ", dx.shape_str(), " for ", n, " tokens (activations kept for ",
               shape_to_string(a.x.shape()), ")");
@@ -64,10 +67,10 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   for (size_t i = 0; i < packed.sequences(); ++i) {
     ops::causal_attention_backward(packed.rows_of(a.qr.view(), i), packed.rows_of(a.kr.view(), i),
                                    packed.rows_of(a.v.view(), i), packed.rows_of(dattn, i), nh, nkv,
-                                   packed.rows_of(dq, i), packed.rows_of(dk, i), packed.rows_of(dv, i));
+                                   packed.rows_of(dq, i), packed.rows_of(dk, i), packed.rows_of(dv, i), window);
   }
-  ops::rope_backward(dq, packed.positions.view(), nh, static_cast<int>(hd), theta);
-  ops::rope_backward(dk, packed.positions.view(), nkv, static_cast<int>(hd), theta);
+  ops::rope_backward(dq, packed.positions.view(), nh, static_cast<int>(hd), rope);
+  ops::rope_backward(dk, packed.positions.view(), nkv, static_cast<int>(hd), rope);
   if (tp) {
     parallel::tp_qk_norm_backward(a.q0.view(), w.q_norm.view(), c.num_attention_heads * hd, dq, g.q_norm.view(),
                                   a.k0.view(), w.k_norm.view(), c.num_key_value_heads * hd, dk, g.k_norm.view(),

@@ -1,5 +1,6 @@
 #include "runtime/model/kv_cache.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
@@ -7,20 +8,51 @@
 
 namespace olmo2 {
 
+namespace {
+/// The KV slots the layers of `shard` use, ascending without repeats.
+std::vector<int64_t> local_slots(const KVLayout& layout, const ShardSpec& shard) {
+  std::vector<int64_t> slots;
+  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) slots.push_back(layout.slot_of(l));
+  std::sort(slots.begin(), slots.end());
+  slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+  return slots;
+}
+}  // namespace
+
 KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size, Device device)
-    : num_blocks_(num_blocks), block_size_(block_size), device_(device) {
+    : num_blocks_(num_blocks), block_size_(block_size), device_(device), layout_(c), first_layer_(shard.layers.begin) {
   if (num_blocks < 1) OLMO2_THROW(InputError, "the KV cache needs at least one block, got ", num_blocks);
   if (block_size < 1) OLMO2_THROW(InputError, "KV block size must be ≥ 1, got ", block_size);
   const int64_t width = shard.kv_heads.size() * c.head_dim;
-  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
+  const std::vector<int64_t> slots = local_slots(layout_, shard);
+  for (size_t i = 0; i < slots.size(); ++i) {
     k_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
     v_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
+  }
+  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
+    const auto at = std::lower_bound(slots.begin(), slots.end(), layout_.slot_of(l));
+    pool_of_.push_back(static_cast<size_t>(at - slots.begin()));
   }
 }
 
 KVCache KVCache::contiguous(const ModelConfig& c, const ShardSpec& shard, int64_t capacity, int64_t block_size,
                             Device device) {
-  return KVCache(c, shard, std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size, device);
+  const int64_t groups = KVLayout(c).groups();
+  return KVCache(c, shard, groups * std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size, device);
+}
+
+std::vector<int32_t> KVCache::contiguous_table(int64_t positions) const {
+  std::vector<int32_t> table(static_cast<size_t>(layout_.groups() * blocks_for(positions, block_size_)));
+  std::iota(table.begin(), table.end(), 0);
+  return table;
+}
+
+std::span<const int32_t> KVCache::group_table(std::span<const int32_t> table, int64_t groups, int64_t group) {
+  OLMO2_CHECK(groups >= 1 && group >= 0 && group < groups && table.size() % static_cast<size_t>(groups) == 0,
+                    "a block table of ", table.size(), " entries is not ", groups,
+                    " equal group tables, or group ", group, " is not one of them");
+  const size_t n = table.size() / static_cast<size_t>(groups);
+  return table.subspan(static_cast<size_t>(group) * n, n);
 }
 
 std::vector<int32_t> KVCache::consecutive_blocks(int64_t positions, int64_t block_size) {
@@ -30,7 +62,8 @@ std::vector<int32_t> KVCache::consecutive_blocks(int64_t positions, int64_t bloc
 }
 
 int64_t KVCache::bytes_per_block(const ModelConfig& c, const ShardSpec& shard, int64_t block_size) {
-  return 2 * shard.layers.size() * shard.kv_heads.size() * c.head_dim * block_size *
+  const int64_t slots = static_cast<int64_t>(local_slots(KVLayout(c), shard).size());
+  return 2 * slots * shard.kv_heads.size() * c.head_dim * block_size *
          static_cast<int64_t>(sizeof(float));
 }
 
@@ -56,7 +89,7 @@ Tensor KVCache::rows_of(std::span<const int32_t> table, int64_t start, int64_t n
 
 int64_t KVCache::contiguous_rows(std::span<const int32_t> table, int64_t n) const {
   const int64_t blocks = blocks_for(n, block_size_);
-  if (blocks > static_cast<int64_t>(table.size()) || blocks == 0) return -1;
+  if (blocks > static_cast<int64_t>(table.size()) || blocks == 0 || table[0] < 0) return -1;
   for (int64_t b = 1; b < blocks; ++b) {
     if (table[static_cast<size_t>(b)] != table[0] + b) return -1;
   }
@@ -77,7 +110,7 @@ void KVCache::copy_blocks(std::span<const BlockCopy> copies) const {
   }
   for (const BlockCopy& c : copies) {
     const int64_t s = c.src * block_size_, d = c.dst * block_size_;
-    for (size_t l = 0; l < k_.size(); ++l) {
+    for (size_t l = 0; l < k_.size(); ++l) {  // every slot: the block's group uses them all
       ops::copy(k_[l].view().rows(s, s + block_size_), k_[l].view().rows(d, d + block_size_));
       ops::copy(v_[l].view().rows(s, s + block_size_), v_[l].view().rows(d, d + block_size_));
     }

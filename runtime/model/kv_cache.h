@@ -1,8 +1,9 @@
 // The KV cache: keys and values of every position of every sequence in fixed-size
-// blocks of one pool per layer, and per-sequence block tables (PagedAttention, Kwon et
-// al., SOSP 2023). Serving hands blocks out and back as sequences come and go;
-// generation gives its one sequence the consecutive blocks 0, 1, 2, … — a contiguous
-// cache is a block table of consecutive blocks (docs/architecture.md §3, §8).
+// blocks of one pool per KV slot, and per-sequence block tables, one per KV group
+// (PagedAttention, Kwon et al., SOSP 2023; vLLM's hybrid layout, runtime/model/kv_layout.h).
+// Serving hands blocks out and back as sequences come and go; generation gives its one
+// sequence consecutive blocks — a contiguous cache is a block table of consecutive
+// blocks (docs/architecture.md §3, §8).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "ops/tensor.h"
 #include "runtime/model/config.h"
+#include "runtime/model/kv_layout.h"
 #include "runtime/model/shard_spec.h"
 
 namespace olmo2 {
@@ -22,11 +24,16 @@ struct BlockCopy {
   bool operator==(const BlockCopy&) const = default;
 };
 
-/// What one rank stores for its layers and kv heads: per local layer, keys and values
-/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). Position p of a
-/// sequence lives in row table[p / block_size]·block_size + p % block_size. Block ids
-/// are the same on every rank of a job (the scheduler's), so every pool has the same
-/// block count; the block tables stay on the host.
+/// What one rank stores for its layers and kv heads: per KV slot its local layers use
+/// (KVLayout; with one group a slot is a layer), keys and values
+/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). A sequence's
+/// block table is its G group tables (G = KVLayout::groups()) of equal length n, group
+/// after group: group k's table is entries k·n … (k+1)·n − 1 (group_table); with one
+/// group it is the plain table. Position p of a sequence lives, for a layer of group k,
+/// in row group_table(k)[p / block_size]·block_size + p % block_size of the layer's slot's
+/// pool. An entry −1 is a block released for a sliding group (before every window).
+/// Block ids are the same on every rank of a job (the scheduler's), so every pool has
+/// the same block count; the block tables stay on the host.
 class KVCache {
  public:
   /// The pools on `device` (zero-filled). Throws InputError for num_blocks < 1 or
@@ -34,33 +41,48 @@ class KVCache {
   KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size,
           Device device = Device::CPU);
 
-  /// A cache for one sequence of up to `capacity` positions in blocks of `block_size`,
-  /// to be used with consecutive_blocks(capacity, block_size) as its table.
+  /// A cache for one sequence of up to `capacity` positions in blocks of `block_size`:
+  /// G·max(1, blocks_for(capacity)) blocks, to be used with contiguous_table(capacity)
+  /// as its table (with one group: consecutive_blocks(capacity, block_size)).
   static KVCache contiguous(const ModelConfig& config, const ShardSpec& shard, int64_t capacity,
                             int64_t block_size = 16, Device device = Device::CPU);
   /// The block table 0, 1, …, blocks_for(positions) − 1.
   static std::vector<int32_t> consecutive_blocks(int64_t positions, int64_t block_size);
+  /// The table of one sequence of `positions` positions in a contiguous() cache: with
+  /// n = blocks_for(positions), group k gets the consecutive blocks k·n … (k+1)·n − 1
+  /// (so the whole table is 0 … G·n − 1). Nothing is ever released from it.
+  std::vector<int32_t> contiguous_table(int64_t positions) const;
+  /// Group `group`'s table within `table` (all G groups' tables, see the class comment).
+  /// Throws ShapeError when table's length is not a multiple of `groups` or group is
+  /// outside 0 … groups − 1.
+  static std::span<const int32_t> group_table(std::span<const int32_t> table, int64_t groups, int64_t group);
 
-  /// Bytes one block takes on a rank holding `shard`: 2 (k, v) · layers · KV_local · hd ·
-  /// block_size · 4.
+  /// Bytes one block id takes on a rank holding `shard`: 2 (k, v) · (KV slots its layers
+  /// use) · KV_local · hd · block_size · 4 (with one group the slots are its layers).
   static int64_t bytes_per_block(const ModelConfig& config, const ShardSpec& shard, int64_t block_size);
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   /// Where the pools live.
   Device device() const { return device_; }
-  /// Keys / values of local layer `layer` (0 = the shard's first layer).
-  const TensorView& keys(int64_t layer) const { return k_[static_cast<size_t>(layer)].view(); }
-  const TensorView& values(int64_t layer) const { return v_[static_cast<size_t>(layer)].view(); }
+  /// The model's KV groups.
+  const KVLayout& layout() const { return layout_; }
+  /// KV group of local layer `layer` (0 = the shard's first layer).
+  int64_t group(int64_t layer) const { return layout_.group_of(first_layer_ + layer); }
+  /// Keys / values of local layer `layer`: the pool of its slot.
+  const TensorView& keys(int64_t layer) const { return k_[pool(layer)].view(); }
+  const TensorView& values(int64_t layer) const { return v_[pool(layer)].view(); }
 
-  /// Pool rows of positions start … start+n−1 of the sequence with `table`, as an [n]
-  /// i32 tensor on the cache's device (what write uses): computed on the host from the
-  /// host block table, then copied (ops::copy). Throws ShapeError when the table is too
-  /// short, InputError for a block id outside the pool.
+  /// Pool rows of positions start … start+n−1 of the sequence with `table` (one group's),
+  /// as an [n] i32 tensor on the cache's device (what write uses): computed on the host
+  /// from the host block table, then copied (ops::copy). Only the entries of those
+  /// positions are read (earlier ones may be −1). Throws ShapeError when the table is too
+  /// short, InputError for a block id outside the pool (−1 included: a released block).
   Tensor rows_of(std::span<const int32_t> table, int64_t start, int64_t n) const;
 
   /// The first pool row of positions 0 … n−1 when they lie in consecutive rows (the
-  /// table's first blocks are consecutive), else −1.
+  /// table's first blocks are consecutive, none of them −1), else −1. `table` is one
+  /// group's.
   int64_t contiguous_rows(std::span<const int32_t> table, int64_t n) const;
 
   /// Writes k, v [n, KV_local·hd] into local layer `layer` at the pool rows `rows`
@@ -68,15 +90,19 @@ class KVCache {
   void write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const;
 
   /// Applies `copies` in order: for each, the block_size rows of block dst in every local
-  /// layer's keys and values ← block src's rows, by ops::copy on the pools' row views (so
+  /// slot's keys and values ← block src's rows, by ops::copy on the pools' row views (so
   /// on any device: CPU, CUDA, the emulated device). Throws InputError for a block id
   /// outside the pool or src == dst (naming them), before copying anything.
   void copy_blocks(std::span<const BlockCopy> copies) const;
 
  private:
+  size_t pool(int64_t layer) const { return pool_of_[static_cast<size_t>(layer)]; }
   int64_t num_blocks_, block_size_;
   Device device_ = Device::CPU;
-  std::vector<Tensor> k_, v_;
+  KVLayout layout_;
+  int64_t first_layer_ = 0;
+  std::vector<size_t> pool_of_;  // per local layer: its slot's index in k_, v_
+  std::vector<Tensor> k_, v_;    // per slot used locally, in slot order
 };
 
 /// Blocks needed to hold `tokens` positions.

@@ -16,7 +16,9 @@ namespace olmo2 {
 struct TokenBatch {
   std::vector<std::span<const int32_t>> tokens;        ///< per sequence: its new tokens (≥ 1)
   std::vector<int64_t> start;                          ///< per sequence: positions before them (empty: all 0)
-  std::vector<std::span<const int32_t>> block_tables;  ///< per sequence, with a KV cache (else empty)
+  /// Per sequence, with a KV cache (else empty): its block table, every KV group's table
+  /// in group order (equal lengths; KVCache's class comment, docs/architecture.md §8).
+  std::vector<std::span<const int32_t>> block_tables;
 };
 
 /// The tokens of every sequence packed into rows: sequence i is rows [offset[i],

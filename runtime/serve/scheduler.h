@@ -18,8 +18,19 @@ struct SchedulerOptions {
   int64_t max_running = 64;        ///< sequences in the running batch at most
   int64_t max_batch_tokens = 512;  ///< tokens per step (prefill chunks + decodes), ≥ max_running
   int32_t micro_batches = 1;       ///< pipeline micro-batches per step (the pp size)
-  bool prefix_caching = true;      ///< reuse cached full blocks of equal prefixes
+  bool prefix_caching = true;      ///< reuse cached full blocks of equal prefixes (off when group 0 is sliding)
+  /// Per KV group (KVLayout::windows()), its layers' attention window: 0 for full
+  /// attention, W for sliding layers, whose blocks wholly before the window of a
+  /// sequence's next position are released. Empty: one group, no window (OLMo 2).
+  std::vector<int64_t> group_windows = {};
 };
+
+/// Positions one sequence can always hold in `options.num_blocks` blocks (what a request
+/// may need at most): with G groups each holding every block, (num_blocks / G)·block_size;
+/// with sliding groups, which hold at most blocks_for(W − 1 + max_batch_tokens) + 1 blocks
+/// each (the window and a chunk), the full groups share what they leave — more when that
+/// is more; with sliding groups only, every length (INT64_MAX / 2) once they fit.
+int64_t kv_capacity_tokens(const SchedulerOptions& options);
 
 /// One sequence as the scheduler sees it.
 struct SchedSequence {
@@ -27,15 +38,17 @@ struct SchedSequence {
   std::vector<int32_t> tokens;  ///< prompt, then every token generated so far
   int64_t prompt_len = 0;
   int64_t computed = 0;         ///< leading positions whose keys/values are in the cache
-  std::vector<int32_t> blocks;  ///< block table
+  /// Block table: one table per KV group, of equal lengths (one entry per logical block),
+  /// group after group (KVCache's layout); −1 where a sliding group released the block.
+  std::vector<int32_t> blocks;
   SelectionRequest selection;   ///< sampling parameters (draw = tokens generated)
   int64_t preemptions = 0;
   /// Prefix caching: whether admission may start from cached blocks (false: every
   /// position is computed, e.g. to score the prompt); its full blocks enter the cache
   /// either way.
   bool read_cache = true;
-  /// Prefix caching: the cache identities of the leading full blocks (registered by this
-  /// sequence, or found in the cache or shared from its fork parent).
+  /// Prefix caching: the cache identities of the leading full blocks of KV group 0
+  /// (registered by this sequence, or found in the cache or shared from its fork parent).
   std::vector<CachedBlock> cached;
   /// Sequences of the same prompt waiting to fork from this one (n > 1; Scheduler::add).
   std::vector<SchedSequence> forks;
@@ -65,8 +78,22 @@ struct SchedSequence {
 /// the next plan, applied before its forward) — and joins the running batch (while the
 /// running limit and free blocks allow; else it waits in seq) to compute position L−1
 /// itself: its own logits, its own draws. A waiting sequence holds no blocks; a sequence
-/// never writes into a block that another holds or that is cached. Not thread-safe (the
-/// engine thread owns it).
+/// never writes into a block that another holds or that is cached.
+///
+/// KV groups (options.group_windows; docs/architecture.md §8): every logical block of a
+/// sequence takes one id per group from the one allocator, so admission, growth and
+/// forks count G ids per block. After each step, in every sliding group, the blocks
+/// wholly before the window of the sequence's next position are released (entry −1; a
+/// parent with forks to make keeps those of the window of its prompt's last position,
+/// which the forks compute). Pre-emption, removal and the end release every id held.
+/// Forks share each group's blocks (−1 stays −1) and copy each group's partial block.
+/// Prefix caching keys group 0's blocks (a full group) by the token chain and every other
+/// group's block by group 0's identity at its place; a hit of P blocks needs every
+/// block before P in full groups and, in sliding groups, those the window of position
+/// P·block_size sees (vLLM's rule); the sequence holds −1 before them. A model whose every
+/// layer is sliding (group 0 sliding) has no prefix caching. With one group everything is
+/// as above.
+/// Not thread-safe (the engine thread owns it).
 class Scheduler {
  public:
   /// Throws InputError for options that cannot work (no blocks, max_batch_tokens <
@@ -103,14 +130,37 @@ class Scheduler {
   int64_t prefix_cache_queries() const { return cache_queries_; }
   int64_t prefix_cache_hits() const { return cache_hits_; }
   const BlockAllocator& blocks() const { return allocator_; }
+  /// The options in force (prefix_caching false when group 0 is sliding).
   const SchedulerOptions& options() const { return opt_; }
+  /// KV groups (≥ 1).
+  int64_t groups() const { return groups_; }
+  /// Block ids held in group `group` by every running sequence (an id shared by forks
+  /// counts once per sequence).
+  int64_t held_in_group(int64_t group) const;
 
  private:
   void preempt(SchedSequence& seq);
-  /// The cache identities of seq's longest cached prefix of full blocks, at most
-  /// (tokens − 1) / block_size of them.
-  std::vector<CachedBlock> cached_prefix(const SchedSequence& seq) const;
-  /// Enters seq's computed full blocks not yet in seq.cached into the prefix cache.
+  /// Appends `add` logical blocks (G·add ids) to s's tables; false (taking none) when
+  /// fewer ids are free.
+  bool grow(SchedSequence& s, int64_t add);
+  /// Releases every id s holds and empties its table.
+  void release_all(SchedSequence& s);
+  /// In every sliding group, releases s's blocks wholly before the window of position
+  /// `next` (sets them to −1).
+  void release_before_window(SchedSequence& s, int64_t next);
+  /// A cached prefix of P full blocks: group 0's identities of blocks 0 … P−1, and the
+  /// block table (G tables of P entries) a sequence starting there takes: every block in
+  /// full groups, in sliding groups those its window sees from position P·block_size on
+  /// (−1 before).
+  struct PrefixHit {
+    std::vector<CachedBlock> chain;
+    std::vector<int32_t> table;
+  };
+  /// seq's longest cached prefix, at most (tokens − 1) / block_size blocks, that every
+  /// group can serve (vLLM's rule for hybrid models).
+  PrefixHit cached_prefix(const SchedSequence& seq) const;
+  /// Enters seq's computed full blocks not yet in seq.cached into the prefix cache: group
+  /// 0's under the chained token key, every other group's under group 0's identity.
   void cache_full_blocks(SchedSequence& seq);
   /// Makes the forks of `parent` that its computed positions, the free blocks and the
   /// running limit allow, appending them to `made`.
@@ -124,6 +174,7 @@ class Scheduler {
   std::deque<SchedSequence> waiting_;
   std::vector<BlockCopy> copies_;  // for the next plan with sequences
   int64_t preemptions_ = 0, cache_queries_ = 0, cache_hits_ = 0;
+  int64_t groups_ = 1;
 };
 
 }  // namespace olmo2

@@ -16,7 +16,9 @@ struct PlannedSequence {
   int32_t micro_batch = 0;      ///< pipeline micro-batch, 0 … micro_batches−1
   int64_t start = 0;            ///< positions already in the KV cache
   std::vector<int32_t> tokens;  ///< new tokens (a prompt chunk, or the last sampled token)
-  std::vector<int32_t> blocks;  ///< the sequence's whole block table
+  /// The sequence's whole block table: every KV group's table, of equal lengths, group
+  /// after group (KVCache's layout); −1 for a block a sliding group released.
+  std::vector<int32_t> blocks;
   bool sample = false;          ///< these tokens end the known text: choose the next token
   SelectionRequest selection;   ///< how (when sample)
   /// Prompt logprobs (echo): positions score_begin … score_end − 1 of `tokens` are scored,

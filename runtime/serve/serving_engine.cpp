@@ -65,6 +65,8 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
       ranks_(ranks),
       cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size, model.device()) {
   if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
+  // The model's KV groups decide which blocks the scheduler may release (docs/architecture.md §8).
+  opt_.scheduler.group_windows = cache_.layout().windows();
   if (rank() == 0) {
     OLMO2_CHECK(tokenizer_, "rank 0 of the serving engine needs the tokenizer");
     scheduler_ = std::make_unique<Scheduler>(opt_.scheduler);
@@ -73,8 +75,10 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
 
 ServingEngine::~ServingEngine() = default;
 
-int64_t ServingEngine::cache_capacity_tokens() const {
-  return opt_.scheduler.num_blocks * opt_.scheduler.block_size;
+int64_t ServingEngine::cache_capacity_tokens() const { return kv_capacity_tokens(opt_.scheduler); }
+
+bool ServingEngine::prefix_caching() const {
+  return opt_.scheduler.prefix_caching && cache_.layout().window(0) == 0;  // as the Scheduler decides
 }
 
 std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {

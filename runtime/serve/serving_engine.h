@@ -72,8 +72,12 @@ class ServingEngine {
   /// Every rank: the step loop, until shutdown.
   void run();
 
-  /// Positions the KV cache holds in all (blocks × block size): no request may need more.
+  /// Positions one sequence can always hold in the KV cache (kv_capacity_tokens: blocks ×
+  /// block size with one KV group): no request may need more.
   int64_t cache_capacity_tokens() const;
+  /// Whether prefix caching is on: as asked, but off for a model whose every layer is a
+  /// sliding-window one (docs/architecture.md §8).
+  bool prefix_caching() const;
   const EngineOptions& options() const { return opt_; }
 
  private:

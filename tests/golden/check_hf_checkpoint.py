@@ -8,7 +8,8 @@ Usage (with /opt/olmo2-fixtures-venv/bin/python, torch + transformers 5.x):
 
 Loads CHECKPOINT_DIR with AutoConfig and AutoModelForCausalLM.from_pretrained in
 float32 and fails (exit 1) when transformers reports missing, unexpected or
-mismatched keys, or the config is not an Olmo2Config. Then runs the ids (default
+mismatched keys, or the config is not an Olmo2Config (Olmo3Config when config.json
+says model_type olmo3). Then runs the ids (default
 1,2,3) and prints the logits' shape and summary; with --logits, prints the max
 absolute difference against tensor --key (default "logits", shape [T, V]) of that
 file and exits 1 when it is above --tolerance. With --max-shard-bytes, also checks
@@ -31,10 +32,11 @@ import sys
 import warnings
 
 
-def load_checked(ckpt, failures, attn_implementation=None):
+def load_checked(ckpt, failures, attn_implementation=None, config_class="Olmo2Config"):
     """Loads `ckpt` with AutoConfig + AutoModelForCausalLM (float32) and appends to
-    `failures` every problem transformers reports: a config that is not an
-    Olmo2Config, missing / unexpected / mismatched keys, loading messages about them.
+    `failures` every problem transformers reports: a config that is not a
+    `config_class` (Olmo2Config; Olmo3Config for an Olmo 3 checkpoint), missing /
+    unexpected / mismatched keys, loading messages about them.
     Prints transformers' log lines and Python warnings. Returns (config, model) in
     eval mode."""
     import torch
@@ -56,8 +58,8 @@ def load_checked(ckpt, failures, attn_implementation=None):
         model, info = AutoModelForCausalLM.from_pretrained(
             ckpt, dtype=torch.float32, output_loading_info=True, **extra)
     tf_logger.removeHandler(handler)
-    if type(config).__name__ != "Olmo2Config":
-        failures.append(f"{ckpt}: config is {type(config).__name__}, not Olmo2Config")
+    if type(config).__name__ != config_class:
+        failures.append(f"{ckpt}: config is {type(config).__name__}, not {config_class}")
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
         if info.get(kind):
             failures.append(f"{ckpt}: {kind}: {sorted(map(str, info[kind]))}")
@@ -87,7 +89,10 @@ def main() -> int:
     import transformers
 
     failures = []
-    config, model = load_checked(args.checkpoint_dir, failures)
+    with open(os.path.join(args.checkpoint_dir, "config.json")) as f:
+        olmo3 = json.load(f).get("model_type") == "olmo3"
+    config, model = load_checked(args.checkpoint_dir, failures,
+                                 config_class="Olmo3Config" if olmo3 else "Olmo2Config")
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     print(f"config: {type(config).__name__}, model: {type(model).__name__}, dtype {config.dtype}")
 

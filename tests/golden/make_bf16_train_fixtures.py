@@ -7,14 +7,17 @@ make_fixtures.py (deterministic: a rerun writes the same bytes):
     /opt/olmo2-fixtures-venv/bin/python tests/golden/make_bf16_train_fixtures.py [--out DIR]
 For each model directory in MODELS it writes, beside the model, train_bf16_reference.json
 and train_bf16_reference.safetensors, and touches nothing else (--out DIR writes
-DIR/<model>/… instead, for comparisons; the models are still read from the fixtures).
+DIR/<model>/… instead, for comparisons; the models are still read from the fixtures;
+--models A,B only those). The Olmo 3 model (make_olmo3_fixtures.py's) runs the same
+loop on Olmo3ForCausalLM: its sliding-window layers and YaRN frequencies are
+transformers' (docs/architecture.md §3).
 
 Precision (`--precision bf16`, docs/architecture.md §7; every cast is written here, no
 torch.autocast): the master weights and both AdamW moments are fp32. Each step
   1. every parameter (embeddings and norm gains included) is cast to bf16 (round to
      nearest even) into a bf16 copy of the model; the rotary inverse frequencies are a
      buffer, not a parameter, and stay fp32;
-  2. each micro-batch runs transformers' Olmo2ForCausalLM forward on those bf16
+  2. each micro-batch runs transformers' Olmo2ForCausalLM (Olmo3ForCausalLM) forward on those bf16
      parameters (eager attention; bf16 activations; RMSNorm statistics, RoPE, softmax in
      fp32 as transformers computes them, docs/architecture.md §3) and the loss below from
      its bf16 logits cast to fp32; torch autograd's backward (in bf16 where the forward
@@ -81,13 +84,16 @@ import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import transformers  # noqa: E402
-from transformers import Olmo2ForCausalLM  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
 
 transformers.utils.logging.disable_progress_bar()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures")
-MODELS = ("mha-f32", "gqa-f32", "deep-gqa-f32")  # deep-gqa: 6 layers, for pp 4
+# deep-gqa: 6 layers, for pp 4; olmo3-mha: 4 layers (pp 4: one a stage), sliding and full.
+# (olmo3-gqa-f32, with YaRN's attention factor 1.25, spreads wider under the perturbations
+# below than the C++ tests' bounds allow: its step-1 loss moves 3.5e-5 with fp64 products.)
+MODELS = ("mha-f32", "gqa-f32", "deep-gqa-f32", "olmo3-mha-f32")
 STEM = "train_bf16_reference"
 
 SEQ_LEN = 16
@@ -211,9 +217,25 @@ def _mm_fp64(a, b):
     return (a.double() @ b.double()).float()
 
 
-def explicit_logits(p, cfg, inv_freq, ids, rnd, round_logits=True, mm=_mm_fp32):
-    """Logits [T, V] (fp32 tensor) of one sequence; `p` maps HF names to weights; `mm`
-    the matrix product (fp32, or fp64 rounded to fp32: another accumulation order)."""
+def layer_ropes(model):
+    """Per layer: the rotary inv_freq buffer (fp32), the cos/sin scaling and the attention
+    window (None: every earlier position) transformers' model uses."""
+    cfg, r = model.config, model.model.rotary_emb
+    out = []
+    for t in getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers:
+        if hasattr(r, f"{t}_inv_freq"):  # Olmo 3: per layer type
+            inv, scaling = getattr(r, f"{t}_inv_freq"), getattr(r, f"{t}_attention_scaling")
+        else:
+            inv, scaling = r.inv_freq, r.attention_scaling
+        assert inv.dtype == torch.float32
+        out.append((inv, scaling, cfg.sliding_window if t == "sliding_attention" else None))
+    return out
+
+
+def explicit_logits(p, cfg, ropes, ids, rnd, round_logits=True, mm=_mm_fp32):
+    """Logits [T, V] (fp32 tensor) of one sequence; `p` maps HF names to weights; `ropes`
+    layer_ropes' list; `mm` the matrix product (fp32, or fp64 rounded to fp32: another
+    accumulation order)."""
     t = ids.shape[0]
     heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
     hd = cfg.hidden_size // heads
@@ -225,12 +247,15 @@ def explicit_logits(p, cfg, inv_freq, ids, rnd, round_logits=True, mm=_mm_fp32):
     def lin(x, w):
         return rnd(mm(x, w.T))
 
-    freqs = torch.arange(t)[:, None].float() * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
-    causal = torch.ones(t, t, dtype=torch.bool).tril()
     x = p["model.embed_tokens.weight"][ids]
     for layer in range(cfg.num_hidden_layers):
+        inv_freq, scaling, window = ropes[layer]
+        freqs = torch.arange(t)[:, None].float() * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos() * scaling, emb.sin() * scaling
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        if window:  # transformers' sliding mask: kv_idx > q_idx − window
+            causal &= torch.ones(t, t, dtype=torch.bool).triu(-(window - 1))
         pre = f"model.layers.{layer}."
         q = norm(lin(x, p[pre + "self_attn.q_proj.weight"]), p[pre + "self_attn.q_norm.weight"])
         k = norm(lin(x, p[pre + "self_attn.k_proj.weight"]), p[pre + "self_attn.k_norm.weight"])
@@ -282,24 +307,23 @@ VARIANTS = {
 
 
 def train(model_dir, ids, labels, variant):
-    master = Olmo2ForCausalLM.from_pretrained(model_dir, attn_implementation="eager",
+    master = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager",
                                               dtype=torch.float32)
     master.train()  # dropout is 0 in OLMo 2; train() only for the autograd path
     cfg = master.config
-    inv_freq = master.model.rotary_emb.inv_freq
-    assert inv_freq.dtype == torch.float32
+    ropes = layer_ropes(master)
     names = [n for n, _ in master.named_parameters()]
     params = dict(master.named_parameters())
     bf16 = variant != "fp32"
     explicit = variant in ("fp32-backward", "fp64-products", "fp32-logits")
     if bf16 and not explicit:
         # The bf16 compute copy: the same modules, every parameter bf16; buffers stay fp32.
-        compute = Olmo2ForCausalLM.from_pretrained(model_dir, attn_implementation="eager",
+        compute = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager",
                                                    dtype=torch.float32)
         compute.train()
         for p in compute.parameters():
             p.data = torch.empty(p.shape, dtype=torch.bfloat16)
-        assert compute.model.rotary_emb.inv_freq.dtype == torch.float32
+        layer_ropes(compute)  # the buffers stay fp32
         cparams = dict(compute.named_parameters())
     else:
         compute, cparams = master, params
@@ -329,7 +353,7 @@ def train(model_dir, ids, labels, variant):
             p = {n: rnd(params[n]) for n in names}
             for mb in step_batches:
                 for b in mb:
-                    logits = explicit_logits(p, cfg, inv_freq, ids[b], rnd,
+                    logits = explicit_logits(p, cfg, ropes, ids[b], rnd,
                                              round_logits=variant != "fp32-logits",
                                              mm=_mm_fp64 if variant == "fp64-products" else _mm_fp32)
                     ce_s, z_s, c = loss_sums(logits, labels[b])
@@ -398,7 +422,7 @@ def compare(run, ref, init):
 def record(name, out_root):
     d = os.path.join(FIXTURES, name)
     init = safetensors.torch.load_file(os.path.join(d, "model.safetensors"))
-    vocab = Olmo2ForCausalLM.config_class.from_pretrained(d).vocab_size
+    vocab = AutoConfig.from_pretrained(d).vocab_size
     tokens, ids, labels = make_batch(vocab)
     runs = {}
     for v in VARIANTS:
@@ -473,10 +497,11 @@ def record(name, out_root):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=FIXTURES, help="root of the <model>/ output directories")
+    ap.add_argument("--models", help="comma-separated model directories (default: every one of MODELS)")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    for name in MODELS:
+    for name in args.models.split(",") if args.models else MODELS:
         record(name, args.out)
 
 

@@ -17,8 +17,8 @@ Per model directory (written with `save_pretrained`, safetensors):
                          right-padded batch with an attention mask (eager attention).
   reference.json         the prompt and greedy continuation (full-recompute argmax),
                          and the eos variant used by the stop test.
-Config-only directories (configs/) hold the released OLMo 2 shapes with the parameter
-count `transformers` builds for them on the meta device.
+Config-only directories (configs/) hold the released OLMo 2 and Olmo 3 shapes with the
+parameter count `transformers` builds for them on the meta device.
 """
 import fnmatch
 import json
@@ -30,7 +30,7 @@ import numpy as np
 import safetensors.torch
 import torch
 import transformers
-from transformers import Olmo2Config, Olmo2ForCausalLM
+from transformers import Olmo2Config, Olmo2ForCausalLM, Olmo3Config, Olmo3ForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures")
@@ -68,6 +68,20 @@ RELEASED = {  # the released OLMo 2 models' config.json: hidden, layers, heads, 
     "OLMo-2-1124-7B": (4096, 32, 32, 32, 11008),
     "OLMo-2-1124-13B": (5120, 40, 40, 40, 13824),
     "OLMo-2-0325-32B": (5120, 64, 40, 8, 27648),
+}
+
+# The released Olmo 3 models' config.json (allenai/Olmo-3-1025-7B, allenai/Olmo-3-1125-32B):
+# hidden, layers, heads, kv heads, intermediate; vocab 100278, context 65536, every 4th
+# layer full attention, window 4096, YaRN (factor 8 over 8192) on the full layers.
+RELEASED_OLMO3 = {
+    "olmo3-7b": (4096, 32, 32, 32, 11008),
+    "olmo3-32b": (5120, 64, 40, 8, 27648),
+}
+OLMO3_ROPE = {
+    "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 8.0,
+                       "original_max_position_embeddings": 8192,
+                       "attention_factor": 1.2079441541679836, "beta_fast": 32.0, "beta_slow": 1.0},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0},
 }
 
 
@@ -165,6 +179,23 @@ def released_configs():
         cfg.save_pretrained(path)
         with torch.device("meta"):
             count = sum(p.numel() for p in Olmo2ForCausalLM(cfg).parameters())
+        with open(os.path.join(path, "parameter_count.txt"), "w") as f:
+            f.write(f"{count}\n")
+    for name, (h, layers, heads, kv, inter) in RELEASED_OLMO3.items():
+        cfg = Olmo3Config(vocab_size=100278, hidden_size=h, num_hidden_layers=layers,
+                          num_attention_heads=heads, num_key_value_heads=kv,
+                          intermediate_size=inter, max_position_embeddings=65536,
+                          rms_norm_eps=1e-6, sliding_window=4096,
+                          rope_parameters=json.loads(json.dumps(OLMO3_ROPE)),
+                          eos_token_id=100257, pad_token_id=100277, bos_token_id=None,
+                          tie_word_embeddings=False)
+        assert cfg.layer_types == (["sliding_attention"] * 3 + ["full_attention"]) * (layers // 4)
+        path = os.path.join(OUT, "configs", name)
+        os.makedirs(path, exist_ok=True)
+        cfg.architectures = ["Olmo3ForCausalLM"]
+        cfg.save_pretrained(path)
+        with torch.device("meta"):
+            count = sum(p.numel() for p in Olmo3ForCausalLM(cfg).parameters())
         with open(os.path.join(path, "parameter_count.txt"), "w") as f:
             f.write(f"{count}\n")
 

@@ -12,10 +12,11 @@ Run by scripts/make_fixtures.sh, or alone (from the repository root, after build
 program) with the reference environment's python:
 
   /opt/olmo2-fixtures-venv/bin/python tests/golden/make_trained_checkpoint_fixture.py \\
-      [--olmo2 build/olmo2]
+      [--olmo2 build/olmo2] [--model olmo2|olmo3]
 
-It (re)writes tests/golden/fixtures/trained/ and nothing else:
-  config.json            a tiny OLMo 2 config (the --model-config of the run)
+It (re)writes tests/golden/fixtures/trained/ (--model olmo3: trained-olmo3/, an Olmo 3
+model with sliding-window and YaRN layers, docs/architecture.md §3) and nothing else:
+  config.json            a tiny OLMo 2 (Olmo 3) config (the --model-config of the run)
   tokens.npy             3072 uint32 ids from a seeded numpy generator: mostly a
                          learnable cycle, some noise, an eos every 64 ids (--data)
   train_args.json        {"args": [...]}: the exact `olmo2 train` arguments, without
@@ -28,9 +29,13 @@ It (re)writes tests/golden/fixtures/trained/ and nothing else:
 
 Checks, each a failure (exit 1) when it does not hold:
   - transformers loads the checkpoint with no missing, unexpected or mismatched keys,
-    and its config is an Olmo2Config whose fields equal the input config's;
+    and its config is an Olmo2Config (Olmo3Config) whose fields equal the input config's
+    (Olmo 3: layer_types, sliding_window and rope_parameters per layer type included);
   - a second run with --save-interval 1 --keep 0 writes a bitwise-identical
     step-00000003 model (training is deterministic at a fixed thread count);
+  - Olmo 3: transformers' logits without the window (sliding_window 1000) and without
+    YaRN (plain RoPE) differ from these by more than 1e-3, ten times the test's bound
+    (after 3 steps from the program's small init, YaRN moves them by ~1e-2);
   - the trained logits differ from the untrained init's (a run with --steps 1 --lr 0,
     whose AdamW update is zero) by more than 1e-2, and from the step-2 checkpoint's by
     more than 1e-2: far above the test's 1e-4 tolerance, so the test would catch a
@@ -73,11 +78,30 @@ CONFIG = {
     "eos_token_id": 127,
     "pad_token_id": 126,
 }
+S, F = "sliding_attention", "full_attention"
+# Olmo 3: sliding, full, sliding, full; a window of 5 inside the 16-token training
+# sequences; YaRN over an original context of 8 on the full layers, with θ 100 so that
+# most of their frequencies turn within the sequences (max_position_embeddings = factor ×
+# original, as transformers expects of YaRN).
+CONFIG_OLMO3 = {
+    **{k: v for k, v in CONFIG.items() if k != "rope_theta"},
+    "architectures": ["Olmo3ForCausalLM"],
+    "model_type": "olmo3",
+    "num_hidden_layers": 4,
+    "max_position_embeddings": 32,
+    "layer_types": [S, F, S, F],
+    "sliding_window": 5,
+    "rope_parameters": {F: {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                            "original_max_position_embeddings": 8},
+                        S: {"rope_type": "default", "rope_theta": 10000.0}},
+}
+VARIANTS = {"olmo2": ("trained", CONFIG), "olmo3": ("trained-olmo3", CONFIG_OLMO3)}
 STEPS = 3
 TRAIN_ARGS = ["--seq-len", "16", "--global-batch", "4", "--micro-batch", "2", "--steps", str(STEPS),
               "--lr", "1e-2", "--warmup-steps", "1", "--seed", "7", "--threads", "1"]
 LENGTHS = (13, 6)
 MARGIN = 1e-2  # the least logit change a wrong-step checkpoint must show
+FEATURE_MARGIN = 1e-3  # Olmo 3: the least change without the window or YaRN (10 × the test's 1e-4)
 
 
 def make_tokens(n=3072):
@@ -107,7 +131,8 @@ def with_arg(args, name, value):
 
 
 def load(ckpt, failures):
-    return load_checked(ckpt, failures, attn_implementation="eager")
+    return load_checked(ckpt, failures, attn_implementation="eager",
+                        config_class="Olmo3Config" if CONFIG.get("model_type") == "olmo3" else "Olmo2Config")
 
 
 def logits_of(model, seqs):
@@ -122,7 +147,11 @@ def max_diff(a, b):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--olmo2", default=os.path.join(ROOT, "build", "olmo2"), help="the program")
+    parser.add_argument("--model", choices=sorted(VARIANTS), default="olmo2", help="which fixture")
     args = parser.parse_args()
+    global OUT, CONFIG
+    OUT = os.path.join(HERE, "fixtures", VARIANTS[args.model][0])
+    CONFIG = VARIANTS[args.model][1]
     olmo2 = os.path.abspath(args.olmo2)
     torch.manual_seed(0)
     failures = []
@@ -172,6 +201,8 @@ def main():
               f"attn {model.config._attn_implementation}")
         for k, v in CONFIG.items():
             got = config.rope_parameters["rope_theta"] if k == "rope_theta" else getattr(config, k, None)
+            if k == "rope_parameters":  # every given key of each type as given (defaults may be added)
+                got = {t: {q: (got.get(t) or {}).get(q) for q in p} for t, p in v.items()}
             if got != v:
                 failures.append(f"config {k}: saved/loaded {got!r}, input {v!r}")
         ref = logits_of(model, seqs)
@@ -187,6 +218,20 @@ def main():
             failures.append(f"trained logits within {vs_init:.3g} of the init's: the test would check little")
         if not vs_step2 > MARGIN:
             failures.append(f"step-3 logits within {vs_step2:.3g} of step 2's: a stale checkpoint could pass")
+        margins = {}
+        if CONFIG.get("model_type") == "olmo3":
+            # The window and YaRN matter: transformers without either moves the logits
+            # far more than the test's tolerance, so a program ignoring one would fail.
+            plain = {t: {"rope_type": "default", "rope_theta": p["rope_theta"]}
+                     for t, p in CONFIG["rope_parameters"].items()}
+            for what, change in (("no_window", {"sliding_window": 1000}), ("no_yarn", {"rope_parameters": plain})):
+                from transformers import AutoModelForCausalLM
+                other = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32, attn_implementation="eager",
+                                                             **change).eval()
+                margins[what] = max_diff(ref, logits_of(other, seqs))
+                print(f"max |logits - logits({what})| = {margins[what]:.4g}")
+                if not margins[what] > FEATURE_MARGIN:
+                    failures.append(f"{what}: logits within {margins[what]:.3g}: the test would not see it")
     finally:
         shutil.rmtree(tmp)
 
@@ -204,6 +249,7 @@ def main():
             "losses": losses,
             "max_logit_diff_vs_init": vs_init,
             "max_logit_diff_vs_step2": vs_step2,
+            **{f"max_logit_diff_{k}": v for k, v in margins.items()},
             "saved_config": saved_config,
         }, f, indent=1)
         f.write("\n")

@@ -120,7 +120,8 @@ TEST_P(Bf16TrainGoldenTest, TolerancesHoldTheSpreadAndCatchTheDeviations) {
   EXPECT_GT(std::fabs(ref.run("fp32").loss[0] - l0), test::kBf16FirstLossTol * l0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16TrainGoldenTest, ::testing::Values("mha-f32", "gqa-f32", "deep-gqa-f32"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, Bf16TrainGoldenTest,
+                         ::testing::Values("mha-f32", "gqa-f32", "deep-gqa-f32", "olmo3-mha-f32"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

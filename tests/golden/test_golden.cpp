@@ -1,6 +1,8 @@
 // The CPU forward against transformers: logits and every layer's output hidden state
 // for a batch of two sequences of different lengths, and greedy continuations.
-// Fixtures: tests/golden/make_fixtures.py (versions in fixtures/VERSIONS.json).
+// Fixtures: tests/golden/make_fixtures.py (OLMo 2) and make_olmo3_fixtures.py (Olmo 3:
+// sliding-window and YaRN layers, docs/architecture.md §3; versions in
+// fixtures/VERSIONS.json).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +14,7 @@
 
 #include "runtime/generation/generate.h"
 #include "runtime/model/model.h"
+#include "runtime/model/rope_frequencies.h"
 #include "runtime/io/safetensors.h"
 #include "tests/test_util.h"
 
@@ -27,8 +30,10 @@ struct Fixture {
 // bf16 (8 significant bits) after every op; our fp32 kernels round at the same points
 // but accumulate in another order, so a last-bit flip of a bf16 value (relative 2^-8)
 // can propagate. 0.05 absolute on logits of magnitude up to ~4 is ~1% relative.
-const Fixture kFixtures[] = {{"mha-f32", 1e-4},     {"gqa-f32", 1e-4}, {"sharded-f32", 1e-4},
-                             {"odd-f32", 1e-4},     {"gqa-bf16", 5e-2}, {"deep-gqa-f32", 1e-4}};
+// The Olmo 3 models are held to the same bounds.
+const Fixture kFixtures[] = {{"mha-f32", 1e-4},       {"gqa-f32", 1e-4},       {"sharded-f32", 1e-4},
+                             {"odd-f32", 1e-4},       {"gqa-bf16", 5e-2},      {"deep-gqa-f32", 1e-4},
+                             {"olmo3-mha-f32", 1e-4}, {"olmo3-gqa-f32", 1e-4}, {"olmo3-gqa-bf16", 5e-2}};
 
 std::string fixture_dir(const std::string& name) {
   return test::source_path("tests/golden/fixtures/" + name);
@@ -105,8 +110,45 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(kFixtures),
                            return n;
                          });
 
+// Olmo 3: every layer's type, window and RoPE frequencies as transformers built them
+// (reference.json "rope": its inv_freq buffer and attention scaling per layer type).
+// inv_freq bit for bit (docs/architecture.md §3: each f32 operation where PyTorch does
+// it); the scaling, a Python float there and f32 here, to f32 rounding.
+TEST(GoldenOlmo3, LayerTypesWindowsAndRopeFrequenciesMatchTransformers) {
+  for (const char* name : {"olmo3-mha-f32", "olmo3-gqa-f32", "olmo3-gqa-bf16", "olmo3-tok-f32"}) {
+    const ModelConfig c = ModelConfig::load(fixture_dir(name));
+    std::ifstream cin(fixture_dir(name) + "/config.json"), rin(fixture_dir(name) + "/reference.json");
+    const auto cfg = nlohmann::json::parse(cin);
+    const auto ref = nlohmann::json::parse(rin);
+    ASSERT_TRUE(c.olmo3()) << name;
+    ASSERT_EQ(c.layer_types.size(), cfg["layer_types"].size()) << name;
+    for (size_t l = 0; l < c.layer_types.size(); ++l) {
+      const std::string type = cfg["layer_types"][l];
+      const bool sliding = type == "sliding_attention";
+      EXPECT_EQ(c.layer_types[l], sliding ? AttentionType::Sliding : AttentionType::Full) << name << " layer " << l;
+      EXPECT_EQ(c.attention_window(static_cast<int64_t>(l)), sliding ? cfg["sliding_window"].get<int64_t>() : 0)
+          << name << " layer " << l;
+      const RopeParameters& p = c.rope_parameters(static_cast<int64_t>(l));
+      EXPECT_EQ(p.type, ref["rope"][type]["rope_type"].get<std::string>()) << name << " layer " << l;
+      const ops::RopeFrequencies f = rope_frequencies(p, static_cast<int>(c.head_dim));
+      const auto want = ref["rope"][type]["inv_freq"].get<std::vector<double>>();
+      ASSERT_EQ(f.inv_freq.size(), want.size()) << name << " " << type;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(f.inv_freq[i], static_cast<float>(want[i])) << name << " " << type << " inv_freq[" << i << "]";
+      }
+      const double scaling = ref["rope"][type]["attention_scaling"].get<double>();
+      EXPECT_NEAR(f.attention_scaling, scaling, 1e-7 * scaling) << name << " " << type;
+    }
+    EXPECT_TRUE(c.has_sliding_layers()) << name;
+  }
+}
+
+// The released configurations (make_fixtures.py's RELEASED and RELEASED_OLMO3: the sizes
+// allenai publishes for OLMo 2 1B/7B/13B/32B and Olmo 3 7B/32B), each with the parameter
+// count transformers builds for it on the meta device.
 TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
-  for (const char* name : {"OLMo-2-0425-1B", "OLMo-2-1124-7B", "OLMo-2-1124-13B", "OLMo-2-0325-32B"}) {
+  for (const char* name : {"OLMo-2-0425-1B", "OLMo-2-1124-7B", "OLMo-2-1124-13B", "OLMo-2-0325-32B",
+                           "olmo3-7b", "olmo3-32b"}) {
     const std::string dir = fixture_dir(std::string("configs/") + name);
     std::ifstream in(dir + "/parameter_count.txt");
     int64_t expected = 0;
@@ -117,6 +159,12 @@ TEST(GoldenConfigs, ParameterCountsOfReleasedModels) {
   // independent of the fixture files.
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0425-1B")).parameter_count(), 1484916736);
   EXPECT_EQ(ModelConfig::load(fixture_dir("configs/OLMo-2-0325-32B")).parameter_count(), 32234279936);
+  const ModelConfig olmo3_7b = ModelConfig::load(fixture_dir("configs/olmo3-7b"));
+  EXPECT_EQ(olmo3_7b.parameter_count(), 7298011136);
+  EXPECT_EQ(olmo3_7b.rope_full.type, "yarn");
+  EXPECT_EQ(olmo3_7b.attention_window(0), 4096);
+  EXPECT_EQ(olmo3_7b.attention_window(3), 0);
+  EXPECT_EQ(ModelConfig::load(fixture_dir("configs/olmo3-32b")).parameter_count(), 32233522176);
 }
 
 }  // namespace

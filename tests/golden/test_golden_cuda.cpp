@@ -33,7 +33,10 @@ struct Fixture {
 const Fixture kFixtures[] = {
     {"mha-f32", Precision::FP32, 1e-4},     {"gqa-f32", Precision::FP32, 1e-4},
     {"sharded-f32", Precision::FP32, 1e-4}, {"odd-f32", Precision::FP32, 1e-4},
-    {"gqa-bf16", Precision::BF16, 5e-2},    {"deep-gqa-f32", Precision::FP32, 1e-4}};
+    {"gqa-bf16", Precision::BF16, 5e-2},    {"deep-gqa-f32", Precision::FP32, 1e-4},
+    // Olmo 3 (sliding-window and YaRN layers, tests/golden/make_olmo3_fixtures.py).
+    {"olmo3-mha-f32", Precision::FP32, 1e-4}, {"olmo3-gqa-f32", Precision::FP32, 1e-4},
+    {"olmo3-gqa-bf16", Precision::BF16, 5e-2}};
 
 std::string fixture_dir(const std::string& name) {
   return test::source_path("tests/golden/fixtures/" + name);

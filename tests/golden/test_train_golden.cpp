@@ -1,7 +1,9 @@
 // Training golden test: the loss and every parameter's gradient of a fixed batch
 // against transformers + torch autograd (tests/golden/make_train_fixtures.py), for the
 // recipe's Z-loss coefficient 1e-5 and a large one (0.1) that makes the Z-loss
-// gradient visible.
+// gradient visible. The Olmo 3 models (tests/golden/make_olmo3_fixtures.py: sliding-window
+// and YaRN layers, docs/architecture.md §3) are held to the same bounds; their 12-token
+// sequence is longer than both windows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,7 +95,11 @@ TEST_P(TrainGoldenTest, LossAndEveryGradientMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TrainGoldenTest,
                          ::testing::Values(Case{"mha-f32", "z1e-5", 1e-5f}, Case{"mha-f32", "z0.1", 0.1f},
-                                           Case{"gqa-f32", "z1e-5", 1e-5f}, Case{"gqa-f32", "z0.1", 0.1f}),
+                                           Case{"gqa-f32", "z1e-5", 1e-5f}, Case{"gqa-f32", "z0.1", 0.1f},
+                                           Case{"olmo3-mha-f32", "z1e-5", 1e-5f},
+                                           Case{"olmo3-mha-f32", "z0.1", 0.1f},
+                                           Case{"olmo3-gqa-f32", "z1e-5", 1e-5f},
+                                           Case{"olmo3-gqa-f32", "z0.1", 0.1f}),
                          [](const auto& info) {
                            std::string n = info.param.model + "_" + info.param.name;
                            for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

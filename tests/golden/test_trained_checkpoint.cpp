@@ -19,6 +19,12 @@
 // (transformers: step 3 vs step 2 0.57, vs the untrained init 1.66 — recorded in
 // fixtures/trained/reference.json), so an early or stale checkpoint fails; the saved
 // training_state.json must also say step 3.
+//
+// The same for Olmo 3 (fixtures/trained-olmo3/, `--model olmo3` of the script: sliding,
+// full, sliding, full layers, a window of 5, YaRN over an original context of 8): the
+// checkpoint's config.json must read back as the run's config (layer types, window and
+// each layer type's RoPE), and transformers without the window or without YaRN moves
+// these logits by 0.12 and 9.6e-3 (reference.json), so the 1e-4 bound sees both.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,7 +46,11 @@ using nlohmann::json;
 
 constexpr double kTolerance = 1e-4;
 
-std::string fixture(const std::string& name) { return test::source_path("tests/golden/fixtures/trained/" + name); }
+std::string fixture_root = "trained";  ///< the parameter of the running test
+
+std::string fixture(const std::string& name) {
+  return test::source_path("tests/golden/fixtures/" + fixture_root + "/" + name);
+}
 
 json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -63,7 +73,10 @@ std::vector<int32_t> ref_ids(const SafetensorsFile& ref, int b) {
   return ids;
 }
 
-TEST(TrainedCheckpoint, ProgramLogitsMatchTransformersOnTheSavedCheckpoint) {
+class TrainedCheckpoint : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainedCheckpoint, ProgramLogitsMatchTransformersOnTheSavedCheckpoint) {
+  fixture_root = GetParam();
   const json args = read_json(fixture("train_args.json"));
   ASSERT_TRUE(args.contains("args") && args["args"].is_array());
   test::TempDir dir;
@@ -82,6 +95,13 @@ TEST(TrainedCheckpoint, ProgramLogitsMatchTransformersOnTheSavedCheckpoint) {
   EXPECT_EQ(read_json(ckpt + "/training_state.json").value("step", -1), 3);
 
   const Olmo2Model model = Olmo2Model::load(ckpt);
+  const ModelConfig input = ModelConfig::load_file(fixture("config.json"));
+  const ModelConfig& saved = model.config();
+  EXPECT_EQ(saved.architecture, input.architecture);
+  EXPECT_EQ(saved.layer_types, input.layer_types);
+  EXPECT_EQ(saved.sliding_window, input.sliding_window);
+  EXPECT_EQ(saved.rope_full, input.rope_full);
+  EXPECT_EQ(saved.rope_sliding, input.rope_sliding);
   const SafetensorsFile ref(fixture("reference.safetensors"));
   const std::vector<std::vector<int32_t>> batch = {ref_ids(ref, 0), ref_ids(ref, 1)};
   ASSERT_NE(batch[0].size(), batch[1].size()) << "the batch must mix lengths";
@@ -106,6 +126,13 @@ TEST(TrainedCheckpoint, ProgramLogitsMatchTransformersOnTheSavedCheckpoint) {
                 scale);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TrainedCheckpoint, ::testing::Values("trained", "trained-olmo3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace olmo2

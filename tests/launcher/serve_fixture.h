@@ -48,14 +48,26 @@ inline ::testing::AssertionResult wait_until(const std::function<bool()>& done, 
 
 /// 2 layers, hidden 64, 4 query / 2 kv heads, context `context` (default 128), the
 /// dolma2 vocabulary; weights N(0, 0.2²) (wide logits: greedy choices are far from ties).
+/// `olmo3`: an Olmo 3 model instead (docs/architecture.md §3): 4 layers, sliding, sliding,
+/// sliding, full (three sliding KV groups and one full one, docs/architecture.md §8), a
+/// window of 8 positions and YaRN (factor 4 over an original context of 32) on the full
+/// layer.
 struct ServeModel {
   TempDir dir;
   std::string path;
-  explicit ServeModel(int64_t context = 128) {
+  explicit ServeModel(int64_t context = 128, bool olmo3 = false) {
     ModelConfig c;
     c.vocab_size = 100352, c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 16, c.max_position_embeddings = context;
     c.rms_norm_eps = 1e-6, c.rope_theta = 10000, c.eos_token_ids = {100257};
+    if (olmo3) {
+      c.architecture = "Olmo3ForCausalLM", c.num_hidden_layers = 4;
+      c.layer_types = {AttentionType::Sliding, AttentionType::Sliding, AttentionType::Sliding, AttentionType::Full};
+      c.sliding_window = 8;
+      c.rope_full.type = "yarn", c.rope_full.theta = 10000, c.rope_full.factor = 4;
+      c.rope_full.original_max_position_embeddings = 32;
+      c.rope_sliding.type = "default", c.rope_sliding.theta = 10000;
+    }
     Olmo2Model m = Olmo2Model::random(c, 11, 0.2f);
     ModelWeights& w = m.mutable_weights();
     CheckpointContents contents;

@@ -105,6 +105,32 @@ TEST(CliGenerate, StopsAtEosWithFinishReasonStop) {
   EXPECT_EQ(out["finish_reason"], "stop");
 }
 
+// An Olmo 3 model directory with the dolma2 tokenizer (tests/golden/make_olmo3_fixtures.py,
+// olmo3-tok-f32, plus data/dolma2-tokenizer.json as its tokenizer.json): `--prompt TEXT`
+// is tokenized from the model directory as the `tokenizers` library tokenizes it, and the
+// continuation (past original_max_position_embeddings 16, the window of 4 sliding) is
+// transformers' greedy one, ids and decoded text.
+TEST(CliGenerate, Olmo3TextPromptWithTheTokenizerOfTheModelDirectory) {
+  const std::string fixture = kFixtures + "/olmo3-tok-f32";
+  std::string tok = test::source_path("data/dolma2-tokenizer.json");
+  if (!std::filesystem::exists(tok)) tok = test::source_path("../shared/data/dolma2-tokenizer.json");
+  test::TempDir dir;
+  for (const auto& f : std::filesystem::directory_iterator(fixture)) {
+    std::filesystem::copy_file(f.path(), dir.file(f.path().filename().string()));
+  }
+  std::filesystem::copy_file(tok, dir.file("tokenizer.json"));
+  const json ref = reference("olmo3-tok-f32");
+  const auto greedy = ref["greedy_ids"].get<std::vector<int32_t>>();
+  const auto r = run_olmo2("generate --model " + dir.path() + " --prompt '" + ref["prompt"].get<std::string>() +
+                           "' --max-tokens " + std::to_string(greedy.size()) + " --format json --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], ref["prompt_ids"]);
+  EXPECT_EQ(out["output_ids"].get<std::vector<int32_t>>(), greedy);
+  EXPECT_EQ(out["text"], ref["greedy_text"]);
+  EXPECT_EQ(out["finish_reason"], "length");
+}
+
 TEST(CliGenerate, TextFormatAndIniConfigWhereTheCommandLineWins) {
   test::TempDir dir;
   std::ofstream(dir.file("run.ini")) << "model = " << kFixtures << "/mha-f32\nmax-tokens = 2\nprompt-ids = 1,2\n";
@@ -175,9 +201,9 @@ TEST(CliErrors, BadModelsExitOneWithOneLine) {
   std::ifstream in(dir.file("config.json"));
   json cfg = json::parse(in);
   in.close();
-  cfg["architectures"] = {"Olmo3ForCausalLM"};
+  cfg["architectures"] = {"LlamaForCausalLM"};
   std::ofstream(dir.file("config.json")) << cfg.dump();
-  expect_one_line_error(run_olmo2("info --model " + dir.path()), 1, "architecture \"Olmo3ForCausalLM\" is not supported");
+  expect_one_line_error(run_olmo2("info --model " + dir.path()), 1, "architecture \"LlamaForCausalLM\" is not supported");
   expect_one_line_error(run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids 1,500"), 1,
                         "prompt id 500 at position 1 is outside the vocabulary [0, 160)");
 }

@@ -157,7 +157,8 @@ std::string prompt_of(const std::string& fixture_dir) {
 
 TEST(EmulatedGenerate, CudaPrintsWhatCpuPrintsForEveryGoldenFixture) {
   REQUIRE_EMULATION();
-  for (const char* fixture : {"mha-f32", "gqa-f32", "gqa-bf16", "deep-gqa-f32"}) {
+  for (const char* fixture : {"mha-f32", "gqa-f32", "gqa-bf16", "deep-gqa-f32", "olmo3-mha-f32", "olmo3-gqa-f32",
+                              "olmo3-gqa-bf16"}) {
     const std::string dir = test::source_path(std::string("tests/golden/fixtures/") + fixture);
     for (const char* precision : {"fp32", "bf16"}) {
       const std::string args = "generate --model " + dir + " --prompt-ids " + prompt_of(dir) +
@@ -234,7 +235,7 @@ TEST_P(EmulatedLayouts, TrainCudaEqualsCpuBitForBit) {
 
 TEST_P(EmulatedLayouts, GenerateCudaPrintsWhatCpuPrints) {
   REQUIRE_EMULATION();
-  for (const char* fixture : {"deep-gqa-f32", "gqa-bf16"}) {
+  for (const char* fixture : {"deep-gqa-f32", "gqa-bf16", "olmo3-gqa-f32"}) {
     const std::string dir = test::source_path(std::string("tests/golden/fixtures/") + fixture);
     const std::string args = "generate --model " + dir + " --prompt-ids " + prompt_of(dir) +
                              " --max-tokens 6 --format json " + GetParam();

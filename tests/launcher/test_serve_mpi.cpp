@@ -1,6 +1,7 @@
 // `mpirun olmo2 serve --tp 2` and `--pp 2` (docs/architecture.md §8): concurrent greedy
 // requests get exactly the single-process server's answers, seeded sampling too; with
-// prefix caching on and off each layout gives the same bits; SIGTERM
+// prefix caching on and off each layout gives the same bits; an Olmo 3 model's answers
+// (sliding windows over released KV blocks, YaRN) in tp 2 and pp 2 too; SIGTERM
 // to every rank (what Slurm's scancel does) and SIGUSR1 to mpirun both stop accepting at
 // once, let a request that is streaming then run to its end, and end every rank with
 // status 0.
@@ -150,6 +151,38 @@ TEST(ServeUnderMpirun, PrefixCachingKeepsEveryLayoutsBits) {
       s->process.signal(SIGUSR1);
       EXPECT_EQ(s->process.wait_for(60), 0) << s->log();
     }
+  }
+}
+
+// Olmo 3 (sliding-window and YaRN layers, docs/architecture.md §3): prompts of 20 … 40
+// tokens and 40-token answers, longer than the window (8) and YaRN's original context
+// (32), in blocks of 4 positions that the sliding KV groups release as the window passes
+// them (docs/architecture.md §8): tp 2 and pp 2 answer what one process answers, as for
+// OLMo 2.
+TEST(ServeUnderMpirun, Olmo3AnswersEqualOneProcessInEveryLayout) {
+  static const test::ServeModel olmo3(128, true);
+  std::vector<std::string> b;
+  const char* prompts[] = {"The river ran past the mill, the church and the school, and on to the sea where the",
+                           "In 1848 the revolutions spread from Paris to Vienna, Berlin, Milan and Budapest, and",
+                           "def main():\n    total = 0\n    for i in range(10):\n        total += i * i\n",
+                           "Zwei Männer gingen über die Brücke, und der eine sagte zu dem anderen, dass"};
+  for (int i = 0; i < 4; ++i) {
+    const std::string sampling = i == 3 ? R"("temperature":0.8,"top_k":40,"seed":3)" : R"("temperature":0)";
+    b.push_back(R"({"prompt":)" + json(prompts[i]).dump() + R"(,"max_tokens":40,"ignore_eos":true,"logprobs":2,)" +
+                sampling + "}");
+  }
+  const std::string opts = "--block-size 4 --max-batch-tokens 32 --max-running-requests 8";
+  std::vector<json> ref;
+  {
+    Server one(olmo3.path, opts);
+    ref = concurrently(one, b);
+    ASSERT_TRUE(ref[0].contains("choices")) << ref[0] << one.log();
+  }
+  for (const std::string layout : {"--tp 2", "--pp 2"}) {
+    Server server(olmo3.path, opts + " " + layout, kMpirun);
+    expect_same(concurrently(server, b), layout.c_str(), ref);
+    server.process.signal(SIGUSR1);
+    EXPECT_EQ(server.process.wait_for(60), 0) << server.log();
   }
 }
 

@@ -35,6 +35,7 @@ test::RunResult mpirun(int np, const std::string& args) {
 
 /// The tiny model with this test's training options.
 struct Tiny : test::TinyModel {
+  explicit Tiny(bool olmo3 = false) : test::TinyModel(olmo3) {}
   std::string args(const std::string& extra, int64_t steps = 4) const {
     return "train " + model_and_data() + " --seq-len 16 --global-batch 8 --steps " + std::to_string(steps) +
            " --lr 1e-2 --warmup-steps 1 --threads 1 --log-format json " + extra;
@@ -79,6 +80,36 @@ TEST(TrainUnderMpirun, TensorAndPipelineParallelRunMatchesOneProcess) {
     EXPECT_EQ(e.path().filename().string().find(".olmo2-probe-"), std::string::npos) << "the storage probe is removed";
   }
   // It generates under one process like any checkpoint.
+  const test::RunResult gen = test::run_olmo2("generate --model " + save + "/step-00000004 --prompt-ids 1,2,3 --max-tokens 3");
+  EXPECT_EQ(gen.status, 0) << gen.err;
+}
+
+// Olmo 3 (the tiny model's sliding and YaRN variant): tp 2 × pp 2 follows one process,
+// and the checkpoint's config.json keeps the layer types, the window and the per-type
+// RoPE (transformers 5's rope_parameters) of the run's config.
+TEST(TrainUnderMpirun, Olmo3TensorAndPipelineParallelRunMatchesOneProcess) {
+  Tiny t(true);
+  const test::RunResult one = test::run_olmo2(t.args("--micro-batch 2"));
+  ASSERT_EQ(one.status, 0) << one.err;
+  const std::string save = t.dir.file("ckpt");
+  const test::RunResult four = mpirun(4, t.args("--micro-batch 2 --tp 2 --pp 2 --save-dir " + save));
+  ASSERT_EQ(four.status, 0) << four.err;
+  const auto a = json_lines(one.out), b = json_lines(four.out);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i]["loss"].get<double>(), a[i]["loss"].get<double>(), 1e-4 * a[i]["loss"].get<double>());
+  }
+  std::ifstream in_cfg(t.dir.file("config.json")), out_cfg(save + "/step-00000004/config.json");
+  const json given = json::parse(in_cfg), saved = json::parse(out_cfg);
+  EXPECT_EQ(saved["architectures"], given["architectures"]);
+  EXPECT_EQ(saved["layer_types"], given["layer_types"]);
+  EXPECT_EQ(saved["sliding_window"], given["sliding_window"]);
+  for (const char* type : {"full_attention", "sliding_attention"}) {
+    for (const auto& [key, value] : given["rope_parameters"][type].items()) {
+      EXPECT_EQ(saved["rope_parameters"][type][key], value) << type << " " << key << ": " << saved.dump();
+    }
+  }
   const test::RunResult gen = test::run_olmo2("generate --model " + save + "/step-00000004 --prompt-ids 1,2,3 --max-tokens 3");
   EXPECT_EQ(gen.status, 0) << gen.err;
 }

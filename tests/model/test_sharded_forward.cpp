@@ -42,8 +42,12 @@ struct Fixture {
 // in bf16, the checkpoint's precision): a last-bit flip of one bf16 activation can move
 // a logit by one bf16 ulp (~0.03). Against transformers every layout keeps the golden
 // test's bound: 1e-4 in fp32, 5e-2 in bf16 (docs/architecture.md §10).
-const Fixture kFixtures[] = {{"mha-f32", 1e-5, 1e-4},  {"gqa-f32", 1e-5, 1e-4},  {"sharded-f32", 1e-5, 1e-4},
-                             {"odd-f32", 1e-5, 1e-4},  {"gqa-bf16", 0.1, 5e-2}, {"deep-gqa-f32", 1e-5, 1e-4}};
+// The Olmo 3 fixtures (sliding-window and YaRN layers, docs/architecture.md §3) alike.
+const Fixture kFixtures[] = {{"mha-f32", 1e-5, 1e-4},       {"gqa-f32", 1e-5, 1e-4},
+                             {"sharded-f32", 1e-5, 1e-4},   {"odd-f32", 1e-5, 1e-4},
+                             {"gqa-bf16", 0.1, 5e-2},       {"deep-gqa-f32", 1e-5, 1e-4},
+                             {"olmo3-mha-f32", 1e-5, 1e-4}, {"olmo3-gqa-f32", 1e-5, 1e-4},
+                             {"olmo3-gqa-bf16", 0.1, 5e-2}};
 
 /// Max |got − ref[key]| over f32 logits of the same shape.
 double max_diff_to_reference(const Tensor& got, const SafetensorsFile& ref, const std::string& key) {

@@ -82,6 +82,9 @@ TEST(ShardedTraining, TensorParallelGradientsEqualOneProcess) {
   expect_same_gradients(test::source_path("tests/golden/fixtures/mha-f32"), "mha-f32");
   // gqa-f32 has 2 kv heads: at tp 4 each is replicated on two ranks.
   expect_same_gradients(test::source_path("tests/golden/fixtures/gqa-f32"), "gqa-f32");
+  // Olmo 3 (docs/architecture.md §3): windows of 5 and 6 inside the 7-token sequence, YaRN.
+  expect_same_gradients(test::source_path("tests/golden/fixtures/olmo3-mha-f32"), "olmo3-mha-f32");
+  expect_same_gradients(test::source_path("tests/golden/fixtures/olmo3-gqa-f32"), "olmo3-gqa-f32");
 }
 
 TEST(ShardedTraining, PaddedVocabulary) {

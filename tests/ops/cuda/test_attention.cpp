@@ -86,7 +86,7 @@ TEST(CudaAttention, ForwardMatchesCpu) {
       const std::string what = c.name() + " act " + dtype_name(act);
       const Qkv x = make_qkv(c, 7 + c.t + c.hd, act == DType::BF16);
       Tensor want = Tensor::zeros({c.t, c.h * c.hd});
-      cpu::causal_attention(x.q(false, c), x.k(false, c), x.v(false, c), c.h, c.kv, want.view(), act);
+      cpu::causal_attention(x.q(false, c), x.k(false, c), x.v(false, c), c.h, c.kv, want.view(), act, 0);
       Tensor got = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA);
       test::poison(got.view());
       causal_attention(x.q(true, c), x.k(true, c), x.v(true, c), c.h, c.kv, got.view(), act);
@@ -99,7 +99,7 @@ TEST(CudaAttention, MaxLogitMatchesCpu) {
   OLMO2_REQUIRE_GPU();
   for (const Case& c : cases()) {
     const Qkv x = make_qkv(c, 11 + c.t, false);
-    const float want = cpu::causal_attention_max_logit(x.q(false, c), x.k(false, c), c.h, c.kv);
+    const float want = cpu::causal_attention_max_logit(x.q(false, c), x.k(false, c), c.h, c.kv, 0);
     const float got = causal_attention_max_logit(x.q(true, c), x.k(true, c), c.h, c.kv);
     EXPECT_NEAR(got, want, kF32Tol * std::fabs(want)) << c.name();
   }
@@ -120,7 +120,7 @@ TEST(CudaAttention, BackwardMatchesCpu) {
     Tensor dq = Tensor::zeros({c.t, c.h * c.hd}), dk = Tensor::zeros({s, c.kv * c.hd}),
            dv = Tensor::zeros({s, c.kv * c.hd});
     cpu::causal_attention_backward(x.q(false, c), x.k(false, c), x.v(false, c), dout.view(), c.h, c.kv, dq.view(),
-                                   dk.view(), dv.view());
+                                   dk.view(), dv.view(), 0);
     Tensor gdq = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA),
            gdk = Tensor::zeros({s, c.kv * c.hd}, DType::F32, Device::CUDA),
            gdv = Tensor::zeros({s, c.kv * c.hd}, DType::F32, Device::CUDA);
@@ -153,6 +153,49 @@ TEST(CudaAttention, BackwardIsDeterministic) {
     runs.push_back(std::move(all));
   }
   EXPECT_EQ(runs[0], runs[1]);
+}
+
+// Sliding windows (docs/architecture.md §3): 1, a few, one that ends inside a 32-key tile
+// or on its edge, one longer than the context; with and without a cached prefix.
+TEST(CudaAttention, WindowMatchesCpu) {
+  OLMO2_REQUIRE_GPU();
+  const std::vector<Case> shapes = {{70, 0, 4, 2, 64}, {9, 100, 8, 2, 128}, {1, 77, 6, 1, 24}, {300, 20, 4, 4, 64}};
+  for (const Case& c : shapes) {
+    for (int64_t window : {1, 5, 32, 45, 1000}) {
+      const std::string what = c.name() + " window " + std::to_string(window);
+      const int64_t s = c.t + c.past;
+      for (DType act : {DType::F32, DType::BF16}) {
+        const Qkv x = make_qkv(c, 31 + c.t + window, act == DType::BF16);
+        Tensor want = Tensor::zeros({c.t, c.h * c.hd});
+        cpu::causal_attention(x.q(false, c), x.k(false, c), x.v(false, c), c.h, c.kv, want.view(), act, window);
+        Tensor got = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA);
+        test::poison(got.view());
+        causal_attention(x.q(true, c), x.k(true, c), x.v(true, c), c.h, c.kv, got.view(), act, window);
+        test::expect_close(want.view(), test::to_host(got.view()).view(), act == DType::F32 ? kF32Tol : kBf16Tol,
+                           what + " act " + dtype_name(act));
+      }
+      const Qkv x = make_qkv(c, 41 + c.t + window, false);
+      const float want = cpu::causal_attention_max_logit(x.q(false, c), x.k(false, c), c.h, c.kv, window);
+      EXPECT_NEAR(causal_attention_max_logit(x.q(true, c), x.k(true, c), c.h, c.kv, window), want,
+                  kF32Tol * std::fabs(want))
+          << what;
+      Tensor dout = values({c.t, c.h * c.hd}, 6 + window, false);
+      Tensor gdout = test::to_device(dout.view());
+      Tensor dq = Tensor::zeros({c.t, c.h * c.hd}), dk = Tensor::zeros({s, c.kv * c.hd}),
+             dv = Tensor::zeros({s, c.kv * c.hd});
+      cpu::causal_attention_backward(x.q(false, c), x.k(false, c), x.v(false, c), dout.view(), c.h, c.kv, dq.view(),
+                                     dk.view(), dv.view(), window);
+      Tensor gdq = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA),
+             gdk = Tensor::zeros({s, c.kv * c.hd}, DType::F32, Device::CUDA),
+             gdv = Tensor::zeros({s, c.kv * c.hd}, DType::F32, Device::CUDA);
+      for (const Tensor* g : {&gdq, &gdk, &gdv}) test::poison(g->view());
+      causal_attention_backward(x.q(true, c), x.k(true, c), x.v(true, c), gdout.view(), c.h, c.kv, gdq.view(),
+                                gdk.view(), gdv.view(), window);
+      test::expect_close(dq.view(), test::to_host(gdq.view()).view(), kF32Tol, what + " dq");
+      test::expect_close(dk.view(), test::to_host(gdk.view()).view(), kF32Tol, what + " dk");
+      test::expect_close(dv.view(), test::to_host(gdv.view()).view(), kF32Tol, what + " dv");
+    }
+  }
 }
 
 TEST(CudaAttention, RefusesWhatItCannotCompute) {

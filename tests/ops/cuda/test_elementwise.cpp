@@ -12,6 +12,7 @@
 // largest |out|; and such flips must be rare (< 1% of the elements).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -168,13 +169,35 @@ TEST(CudaElementwise, RopeForwardAndBackward) {
                                  std::to_string(hd) + " theta " + std::to_string(theta);
         const Pair pos = ids(random_ids(rows, 0, 4096, 7));
         const Pair x = pair(rows, heads * hd, 1, DType::F32, 5);
-        cpu::rope(x.h(), pos.h(), heads, hd, theta);
+        const RopeFrequencies f = RopeFrequencies::standard(theta, hd);
+        cpu::rope(x.h(), pos.h(), heads, hd, f);
         rope(x.d(), pos.d(), heads, hd, theta);
         test::expect_close(x.host.view(), x.back().view(), kTol, what);
-        cpu::rope_backward(x.h(), pos.h(), heads, hd, theta);
+        cpu::rope_backward(x.h(), pos.h(), heads, hd, f);
         rope_backward(x.d(), pos.d(), heads, hd, theta);
         test::expect_close(x.host.view(), x.back().view(), kTol, what + " backward");
       }
+}
+
+// YaRN-like frequencies (not a power series) and a cos/sin scaling of 1.2
+// (docs/architecture.md §3): the same scaled rotation as the CPU.
+TEST(CudaElementwise, RopeWithScaledFrequencies) {
+  OLMO2_REQUIRE_GPU();
+  for (int64_t rows : kRows)
+    for (auto [heads, hd] : {std::pair{3, 36}, {2, 128}}) {
+      RopeFrequencies f;
+      for (int i = 0; i < hd / 2; ++i) f.inv_freq.push_back(std::pow(10000.0f, -2.0f * i / hd) / (i % 3 == 0 ? 8.0f : 1.0f));
+      f.attention_scaling = 1.2f;
+      const std::string what = "scaled rope rows " + std::to_string(rows) + " hd " + std::to_string(hd);
+      const Pair pos = ids(random_ids(rows, 0, 4096, 8));
+      const Pair x = pair(rows, heads * hd, 1, DType::F32, 6);
+      cpu::rope(x.h(), pos.h(), heads, hd, f);
+      rope(x.d(), pos.d(), heads, hd, f);
+      test::expect_close(x.host.view(), x.back().view(), kTol, what);
+      cpu::rope_backward(x.h(), pos.h(), heads, hd, f);
+      rope_backward(x.d(), pos.d(), heads, hd, f);
+      test::expect_close(x.host.view(), x.back().view(), kTol, what + " backward");
+    }
 }
 
 // Largest |cpu − gpu| within tol of max|cpu|, and fewer than `max_frac` elements differing.

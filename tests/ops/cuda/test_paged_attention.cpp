@@ -53,10 +53,10 @@ struct Pool {
   }
   // The GPU result for `seqs`, all q rows poisoned first (only the sequences' rows are
   // compared by the callers).
-  Tensor run_gpu(const std::vector<PagedSequence>& seqs, DType act) const {
+  Tensor run_gpu(const std::vector<PagedSequence>& seqs, DType act, int64_t window = 0) const {
     Tensor out = Tensor::zeros(q.shape(), DType::F32, Device::CUDA);
     test::poison(out.view());
-    paged_attention(gq.view(), gk.view(), gv.view(), kBlock, seqs, h, kv, out.view(), act);
+    paged_attention(gq.view(), gk.view(), gv.view(), kBlock, seqs, h, kv, out.view(), act, window);
     return test::to_host(out.view());
   }
 };
@@ -85,7 +85,7 @@ TEST(CudaPagedAttention, MatchesCpu) {
         row += shape[i].second;
       }
       Tensor want = Tensor::zeros(pool.q.shape());
-      cpu::paged_attention(pool.q.view(), pool.k.view(), pool.v.view(), kBlock, seqs, h, kv, want.view(), act);
+      cpu::paged_attention(pool.q.view(), pool.k.view(), pool.v.view(), kBlock, seqs, h, kv, want.view(), act, 0);
       const std::string what = "H/KV " + std::to_string(h) + "/" + std::to_string(kv) + " hd " + std::to_string(hd) +
                                " act " + dtype_name(act);
       test::expect_close(want.view(), pool.run_gpu(seqs, act).view(), act == DType::F32 ? 1e-5 : 1.0 / 64, what);
@@ -123,6 +123,49 @@ TEST(CudaPagedAttention, BatchAndChunkInvariant) {
     Tensor gout = Tensor::zeros({len, h * hd}, DType::F32, Device::CUDA);
     causal_attention(pool.gq.view().rows(0, len), gk.view(), gv.view(), h, kv, gout.view(), act);
     EXPECT_TRUE(same_rows(all, test::to_host(gout.view()), 0, len)) << "a as causal_attention";
+  }
+}
+
+// A sliding window (docs/architecture.md §3, §8): the CPU's result; the same bits alone,
+// batched, chunked and as causal_attention; −1 entries for blocks wholly before every
+// row's window are accepted and not read.
+TEST(CudaPagedAttention, WindowMatchesCpuAndIsInvariant) {
+  OLMO2_REQUIRE_GPU();
+  const int h = 8, kv = 2;
+  const int64_t hd = 64, len = 70;
+  for (int64_t window : {1, 20, 40}) {
+    for (DType act : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " window " + std::to_string(window));
+      Pool pool(h, kv, hd, 80, 32);
+      const std::vector<int32_t> t_a = pool.take(5), t_b = pool.take(5);
+      // b decodes position 75 with its blocks before the window freed.
+      std::vector<int32_t> t_b_freed = t_b;
+      for (int64_t blk = 0; (blk + 1) * kBlock <= 75 + 1 - window; ++blk) t_b_freed[static_cast<size_t>(blk)] = -1;
+      const PagedSequence a{0, len, 0, t_a}, b{len, 1, 75, t_b_freed}, b_full{len, 1, 75, t_b};
+      const Tensor all = pool.run_gpu({a, b}, act, window);
+      Tensor want = Tensor::zeros(pool.q.shape());
+      cpu::paged_attention(pool.q.view(), pool.k.view(), pool.v.view(), kBlock, {a, b_full}, h, kv, want.view(), act,
+                           window);
+      // Rows 0 … len (a, then b); the rest of `all` is poisoned.
+      Tensor want_a = Tensor::zeros({len + 1, h * hd}), got_a = Tensor::zeros({len + 1, h * hd});
+      std::memcpy(want_a.f32(), want.f32(), sizeof(float) * want_a.numel());
+      std::memcpy(got_a.f32(), all.f32(), sizeof(float) * got_a.numel());
+      test::expect_close(want_a.view(), got_a.view(), act == DType::F32 ? 1e-5 : 1.0 / 64, "window vs cpu");
+      EXPECT_TRUE(same_rows(all, pool.run_gpu({b_full}, act, window), len, len + 1)) << "b with its whole table";
+      EXPECT_TRUE(same_rows(all, pool.run_gpu({{0, 16, 0, t_a}, {16, 1, 16, t_a}, {17, 53, 17, t_a}}, act, window), 0,
+                            len))
+          << "a chunked";
+      Tensor k = Tensor::zeros({len, kv * hd}), v = Tensor::zeros({len, kv * hd});
+      for (int64_t p = 0; p < len; ++p) {
+        const int64_t src = int64_t{t_a[static_cast<size_t>(p / kBlock)]} * kBlock + p % kBlock;
+        std::memcpy(k.f32() + p * kv * hd, pool.k.f32() + src * kv * hd, sizeof(float) * kv * hd);
+        std::memcpy(v.f32() + p * kv * hd, pool.v.f32() + src * kv * hd, sizeof(float) * kv * hd);
+      }
+      Tensor gk = test::to_device(k.view()), gv = test::to_device(v.view());
+      Tensor gout = Tensor::zeros({len, h * hd}, DType::F32, Device::CUDA);
+      causal_attention(pool.gq.view().rows(0, len), gk.view(), gv.view(), h, kv, gout.view(), act, window);
+      EXPECT_TRUE(same_rows(all, test::to_host(gout.view()), 0, len)) << "a as causal_attention";
+    }
   }
 }
 
