@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,6 +31,13 @@
 namespace olmo2 {
 
 namespace {
+
+/// The positions one sequence can always hold, for the start line: a model whose every
+/// layer slides needs only its window, whatever the length (docs/architecture.md §8).
+std::string capacity_text(int64_t positions) {
+  if (positions >= std::numeric_limits<int64_t>::max() / 4) return "any number of positions (every layer slides)";
+  return std::to_string(positions) + " positions";
+}
 volatile std::sig_atomic_t g_serve_signal = 0;
 volatile std::sig_atomic_t g_serve_signals = 0;  // how many: a second one ends the grace period
 extern "C" void on_serve_signal(int sig) {
@@ -167,7 +175,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
                                           s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
               << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
-              << s.engine->cache_capacity_tokens() << " positions, " << precision_name(s.model->precision())
+              << capacity_text(s.engine->cache_capacity_tokens()) << ", " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products, prefix caching "
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")

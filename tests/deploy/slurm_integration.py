@@ -420,7 +420,7 @@ def run(args, tmp):
     bad = cluster.sbatch("train_requeue.sbatch", "olmo2-bad", "olmo2-metrics=port:1",
                          [a if a != os.path.join(tmp, "tokens.npy") else os.path.join(tmp, "missing.npy")
                           for a in train_args(tmp)])
-    final = cluster.wait_state(bad, ["COMPLETED", "FAILED", "CANCELLED"], timeout=60)
+    final = cluster.wait_state(bad, ["COMPLETED", "FAILED", "CANCELLED"], timeout=180)  # a loaded machine may start srun slowly
     bad_out = os.path.join(tmp, "olmo2-bad.out")
     if final["JobState"] != "FAILED" or final["Restarts"] != "0" or exit_statuses(bad_out) not in ([1], [2]) \
             or "not requeued" not in open(bad_out, encoding="utf-8").read():
