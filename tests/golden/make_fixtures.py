@@ -107,19 +107,11 @@ def randomize(model, gen):
             p.copy_(vals.to(p.dtype))
 
 
-def record(name, kw, dtype, save_kw, seed):
-    gen = torch.Generator().manual_seed(seed)
-    cfg = make_config(kw, dtype)
-    torch.manual_seed(seed)
-    model = Olmo2ForCausalLM(cfg).to(dtype).eval()
-    randomize(model, gen)
-    path = os.path.join(OUT, name)
-    model.save_pretrained(path, safe_serialization=True, **save_kw)
-
-    vocab = kw["vocab_size"]
-    # Ids below vocab-2 so eos/pad are never inputs.
-    seqs = [torch.randint(0, vocab - 2, (n,), generator=gen) for n in LENGTHS]
-    tmax = max(LENGTHS)
+def forward_reference(model, seqs, vocab, dtype):
+    """The logits and every layer's hidden state of each sequence in `seqs` (one padded
+    batch, pad id vocab-1), as reference.safetensors holds them: ids.B, logits.B,
+    hidden.L.B; checked against each sequence run alone."""
+    tmax = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), tmax), vocab - 1, dtype=torch.long)
     mask = torch.zeros((len(seqs), tmax), dtype=torch.long)
     for b, s in enumerate(seqs):
@@ -148,6 +140,22 @@ def record(name, kw, dtype, save_kw, seed):
         with torch.no_grad():
             alone = model(input_ids=s[None]).logits[0].float()
         assert torch.allclose(alone, tensors[f"logits.{b}"], atol=1e-5 if dtype == torch.float32 else 5e-2)
+    return tensors
+
+
+def record(name, kw, dtype, save_kw, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cfg = make_config(kw, dtype)
+    torch.manual_seed(seed)
+    model = Olmo2ForCausalLM(cfg).to(dtype).eval()
+    randomize(model, gen)
+    path = os.path.join(OUT, name)
+    model.save_pretrained(path, safe_serialization=True, **save_kw)
+
+    vocab = kw["vocab_size"]
+    # Ids below vocab-2 so eos/pad are never inputs.
+    seqs = [torch.randint(0, vocab - 2, (n,), generator=gen) for n in LENGTHS]
+    tensors = forward_reference(model, seqs, vocab, dtype)
     safetensors.torch.save_file(tensors, os.path.join(path, "reference.safetensors"))
 
     prompt = seqs[0].tolist()

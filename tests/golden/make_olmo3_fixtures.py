@@ -52,8 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 OUT = os.path.join(HERE, "fixtures")
 sys.path.insert(0, HERE)
-from make_fixtures import randomize  # noqa: E402  (the OLMo 2 fixtures' weight draw)
-from make_train_fixtures import CASES, LENGTHS as TRAIN_LENGTHS, batch, loss_and_grads  # noqa: E402
+from make_fixtures import forward_reference, randomize  # noqa: E402  (as the OLMo 2 fixtures)
+from make_train_fixtures import write_train_reference  # noqa: E402
 
 LENGTHS = (20, 13)  # both longer than every sliding window; 20 > original_max 16
 GEN_TOKENS = 24     # greedy positions 20 … 43: past original_max, the window slides
@@ -198,31 +198,7 @@ def record(name, kw, dtype, spelling, seed):
     vocab = kw["vocab_size"]
     model, gen, path = build(name, kw, dtype, spelling, seed, eos=vocab - 2, pad=vocab - 1)
     seqs = [torch.randint(0, vocab - 2, (n,), generator=gen) for n in LENGTHS]
-    tmax = max(LENGTHS)
-    ids = torch.full((len(seqs), tmax), vocab - 1, dtype=torch.long)
-    mask = torch.zeros((len(seqs), tmax), dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, : len(s)] = s
-        mask[b, : len(s)] = 1
-    hidden, hooks = {}, []
-    for l, layer in enumerate(model.model.layers):
-        def hook(_mod, _inp, out, l=l):
-            hidden[l] = (out[0] if isinstance(out, tuple) else out).detach()
-        hooks.append(layer.register_forward_hook(hook))
-    with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask).logits
-    for h in hooks:
-        h.remove()
-    tensors = {}
-    for b, s in enumerate(seqs):
-        n = len(s)
-        tensors[f"ids.{b}"] = s.to(torch.int32)
-        tensors[f"logits.{b}"] = logits[b, :n].float().contiguous()
-        for l in hidden:
-            tensors[f"hidden.{l}.{b}"] = hidden[l][b, :n].float().contiguous()
-        with torch.no_grad():
-            alone = model(input_ids=s[None]).logits[0].float()
-        assert torch.allclose(alone, tensors[f"logits.{b}"], atol=1e-5 if dtype == torch.float32 else 5e-2)
+    tensors = forward_reference(model, seqs, vocab, dtype)
     safetensors.torch.save_file(tensors, os.path.join(path, "reference.safetensors"))
 
     prompt = seqs[0].tolist()
@@ -242,24 +218,7 @@ def record_gradients(name, model):
     model = Olmo3ForCausalLM.from_pretrained(os.path.join(OUT, name), attn_implementation="eager",
                                              dtype=torch.float32)
     model.train()
-    ids, labels = batch(model.config.vocab_size, seed=1234)
-    tensors = {}
-    for b, (x, y) in enumerate(zip(ids, labels)):
-        tensors[f"ids.{b}"] = x.to(torch.int32)
-        tensors[f"labels.{b}"] = y.to(torch.int32)
-    meta = {"lengths": list(TRAIN_LENGTHS), "cases": {}}
-    for case, coef in CASES.items():
-        loss, ce, z, grads = loss_and_grads(model, ids, labels, coef)
-        tensors[f"{case}.loss"] = torch.tensor([loss], dtype=torch.float64)
-        tensors[f"{case}.ce"] = torch.tensor([ce], dtype=torch.float64)
-        tensors[f"{case}.z"] = torch.tensor([z], dtype=torch.float64)
-        for n, g in grads.items():
-            tensors[f"{case}.grad.{n}"] = g.float()
-        meta["cases"][case] = {"z_coef": coef, "loss": loss, "ce": ce, "z": z}
-        print(f"{name} {case}: loss {loss:.6f} (ce {ce:.6f}, z {z:.3e}), {len(grads)} gradients")
-    safetensors.torch.save_file(tensors, os.path.join(OUT, name, "train_reference.safetensors"))
-    with open(os.path.join(OUT, name, "train_reference.json"), "w") as f:
-        json.dump(meta, f, indent=1)
+    write_train_reference(name, model, os.path.join(OUT, name))
 
 
 def record_tokenizer_model(seed, tokenizer_file):

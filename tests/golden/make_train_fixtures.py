@@ -64,30 +64,36 @@ def loss_and_grads(model, ids, labels, coef):
     return loss.item(), ce.item(), z.item(), grads
 
 
+def write_train_reference(name, model, d):
+    """train_reference.{safetensors,json} in `d`: the fixed batch's loss, cross-entropy,
+    Z-loss and every parameter gradient of `model` (train mode, f32) per Z-loss case."""
+    ids, labels = batch(model.config.vocab_size, seed=1234)
+    tensors = {}
+    for b, (x, y) in enumerate(zip(ids, labels)):
+        tensors[f"ids.{b}"] = x.to(torch.int32)
+        tensors[f"labels.{b}"] = y.to(torch.int32)
+    meta = {"lengths": list(LENGTHS), "cases": {}}
+    for case, coef in CASES.items():
+        loss, ce, z, grads = loss_and_grads(model, ids, labels, coef)
+        tensors[f"{case}.loss"] = torch.tensor([loss], dtype=torch.float64)
+        tensors[f"{case}.ce"] = torch.tensor([ce], dtype=torch.float64)
+        tensors[f"{case}.z"] = torch.tensor([z], dtype=torch.float64)
+        for n, g in grads.items():
+            tensors[f"{case}.grad.{n}"] = g.float()
+        meta["cases"][case] = {"z_coef": coef, "loss": loss, "ce": ce, "z": z}
+        print(f"{name} {case}: loss {loss:.6f} (ce {ce:.6f}, z {z:.3e}), {len(grads)} gradients")
+    safetensors.torch.save_file(tensors, os.path.join(d, "train_reference.safetensors"))
+    with open(os.path.join(d, "train_reference.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+
+
 def main():
     torch.manual_seed(0)
     for name in MODELS:
         d = os.path.join(OUT, name)
         model = Olmo2ForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
         model.train()  # dropout is 0 in OLMo 2; train() only for the autograd path
-        ids, labels = batch(model.config.vocab_size, seed=1234)
-        tensors = {}
-        for b, (x, y) in enumerate(zip(ids, labels)):
-            tensors[f"ids.{b}"] = x.to(torch.int32)
-            tensors[f"labels.{b}"] = y.to(torch.int32)
-        meta = {"lengths": list(LENGTHS), "cases": {}}
-        for case, coef in CASES.items():
-            loss, ce, z, grads = loss_and_grads(model, ids, labels, coef)
-            tensors[f"{case}.loss"] = torch.tensor([loss], dtype=torch.float64)
-            tensors[f"{case}.ce"] = torch.tensor([ce], dtype=torch.float64)
-            tensors[f"{case}.z"] = torch.tensor([z], dtype=torch.float64)
-            for n, g in grads.items():
-                tensors[f"{case}.grad.{n}"] = g.float()
-            meta["cases"][case] = {"z_coef": coef, "loss": loss, "ce": ce, "z": z}
-            print(f"{name} {case}: loss {loss:.6f} (ce {ce:.6f}, z {z:.3e}), {len(grads)} gradients")
-        safetensors.torch.save_file(tensors, os.path.join(d, "train_reference.safetensors"))
-        with open(os.path.join(d, "train_reference.json"), "w") as f:
-            json.dump(meta, f, indent=1)
+        write_train_reference(name, model, d)
 
 
 if __name__ == "__main__":
