@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/ops/finite_differences.h"
 #include "tests/ops/random_tensor.h"
 #include "ops/attention.h"
 #include "ops/backward.h"
@@ -36,22 +37,7 @@ double dotp(const Vec& a, const Vec& b) {
   return s;
 }
 
-/// Central differences (h = 1e-5, double) of `loss` at every element of `x`, compared
-/// with the analytic float gradient.
-void check_fd(Vec x, const std::function<double(const Vec&)>& loss, const float* analytic,
-              const char* what, double tol = 1e-3) {
-  const double h = 1e-5;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss(x);
-    x[i] = x0 - h;
-    const double lm = loss(x);
-    x[i] = x0;
-    const double fd = (lp - lm) / (2 * h);
-    EXPECT_NEAR(analytic[i], fd, tol * (0.1 + std::abs(fd))) << what << " element " << i;
-  }
-}
+using test::check_fd;
 
 void expect_close(const float* got, const Vec& want, double tol, const char* what) {
   for (size_t i = 0; i < want.size(); ++i)

@@ -12,6 +12,7 @@
 
 #include "ops/attention.h"
 #include "ops/backward.h"
+#include "tests/ops/finite_differences.h"
 #include "tests/ops/random_tensor.h"
 #include "tests/ops/window_reference.h"
 
@@ -141,20 +142,7 @@ TEST(WindowAttention, MaxLogitCountsOnlyTheWindowPairs) {
   EXPECT_EQ(causal_attention_max_logit(x.q.view(), x.k.view(), nh, nkv, s_len), causal);
 }
 
-// Central differences (h = 1e-5) of loss(x) = Σ masked_attention(…) ⊙ R at every element.
-void check_fd(Vec x, const std::function<double(const Vec&)>& loss, const float* analytic, const char* what) {
-  const double h = 1e-5;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double lp = loss(x);
-    x[i] = x0 - h;
-    const double lm = loss(x);
-    x[i] = x0;
-    const double fd = (lp - lm) / (2 * h);
-    EXPECT_NEAR(analytic[i], fd, 1e-3 * (0.1 + std::abs(fd))) << what << " element " << i;
-  }
-}
+using test::check_fd;
 
 TEST(WindowAttentionBackward, MatchesFiniteDifferencesOfTheMaskedReference) {
   const int nh = 4, nkv = 2;

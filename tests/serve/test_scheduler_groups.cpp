@@ -36,6 +36,32 @@ int64_t expected_held(int64_t computed, int64_t w) {
   return (computed - 1) / 4 - std::max<int64_t>(0, computed - w + 1) / 4 + 1;
 }
 
+/// One step of a random load: schedules, checks every read against `pool`, samples
+/// token 5 for every sampled row, checks each group's accounting, and removes the live
+/// sequences that reached their target length. Returns how many finished.
+int64_t run_step(Scheduler& s, GroupPoolModel& pool, std::vector<int64_t>& live,
+                 const std::map<int64_t, size_t>& target, int step) {
+  const StepPlan p = s.schedule();
+  EXPECT_EQ(pool.apply(p, s), 0) << "step " << step;
+  s.step_done(p, std::vector<SelectedToken>(static_cast<size_t>(p.sampled()), SelectedToken{5, 0.0f, {}}));
+  expect_group_accounting(s, live);
+  int64_t finished = 0;
+  for (auto it = live.begin(); it != live.end();) {
+    const SchedSequence* q = s.find(*it);
+    if (q == nullptr) {
+      ADD_FAILURE() << "sequence " << *it << " dropped";
+      it = live.erase(it);
+    } else if (q->tokens.size() >= target.at(*it)) {
+      EXPECT_TRUE(s.remove(*it));
+      ++finished;
+      it = live.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return finished;
+}
+
 TEST(SchedulerGroups, ReleasesSlidingBlocksAsTheWindowPasses) {
   const std::vector<int64_t> windows = {0, 8, 8};
   Scheduler s(options(windows));
@@ -99,22 +125,8 @@ TEST(SchedulerGroups, RandomLoadWithPreemptionReadsRightAndReturnsEveryBlock) {
       target[next_id] = s.find(next_id)->tokens.size() + 1 + rng() % 12;
       live.push_back(next_id++);
     }
-    const StepPlan p = s.schedule();
-    ASSERT_EQ(pool.apply(p, s), 0) << "step " << step;
-    std::vector<SelectedToken> out(static_cast<size_t>(p.sampled()), SelectedToken{5, 0.0f, {}});
-    s.step_done(p, out);
-    expect_group_accounting(s, live);
-    for (auto it = live.begin(); it != live.end();) {
-      const SchedSequence* q = s.find(*it);
-      ASSERT_NE(q, nullptr);
-      if (q->tokens.size() >= target[*it]) {
-        ASSERT_TRUE(s.remove(*it));
-        ++finished;
-        it = live.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    finished += run_step(s, pool, live, target, step);
+    ASSERT_FALSE(HasFailure()) << "step " << step;
   }
   EXPECT_EQ(finished, 30);
   EXPECT_GT(s.preemptions(), 0);
@@ -234,20 +246,8 @@ TEST(SchedulerGroups, PrefixHitsUnderEvictionReadTheirOwnKeysInEveryGroup) {
         target[next_id] = s.find(next_id)->tokens.size() + 1 + rng() % 6;
         live.push_back(next_id++);
       }
-      const StepPlan p = s.schedule();
-      ASSERT_EQ(pool.apply(p, s), 0) << "step " << step;
-      std::vector<SelectedToken> out(static_cast<size_t>(p.sampled()), SelectedToken{5, 0.0f, {}});
-      s.step_done(p, out);
-      expect_group_accounting(s, live);
-      for (auto it = live.begin(); it != live.end();) {
-        if (s.find(*it)->tokens.size() >= target[*it]) {
-          ASSERT_TRUE(s.remove(*it));
-          ++finished;
-          it = live.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      finished += run_step(s, pool, live, target, step);
+      ASSERT_FALSE(HasFailure()) << "step " << step;
     }
     EXPECT_EQ(finished, 40);
     EXPECT_GT(s.prefix_cache_hits(), 0);
