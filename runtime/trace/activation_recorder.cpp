@@ -1,0 +1,1 @@
+// placeholder: activation_recorder (docs/architecture.md §13)

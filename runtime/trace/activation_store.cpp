@@ -1,0 +1,1 @@
+// placeholder: activation_store (docs/architecture.md §13)

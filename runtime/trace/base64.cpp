@@ -1,0 +1,1 @@
+// placeholder: base64 (docs/architecture.md §13)

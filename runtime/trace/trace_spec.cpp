@@ -1,0 +1,1 @@
+// placeholder: trace_spec (docs/architecture.md §13)

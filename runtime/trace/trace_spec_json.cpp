@@ -1,0 +1,1 @@
+// placeholder: trace_spec_json (docs/architecture.md §13)
