@@ -10,6 +10,7 @@
 #include "parallel/communicator.h"
 #include "runtime/model/forward_tap.h"
 #include "runtime/model/shard_spec.h"
+#include "runtime/trace/piece_format.h"
 #include "runtime/trace/trace_spec.h"
 
 namespace olmo2::trace {
@@ -45,6 +46,11 @@ class ActivationRecorder final : public ForwardTap {
   const std::vector<float>& pieces() const { return pieces_; }
 
  private:
+  /// The columns of `site` this rank reports.
+  ColumnShare share(TapSite site) const;
+  /// Appends a piece of `count` rows (row t at rows + t·stride) reduced per hdr.reduce.
+  void append_rows(PieceHeader hdr, const ColumnShare& c, const float* rows, int64_t stride, int64_t count);
+
   const ModelConfig& config_;
   const ShardSpec& shard_;
   int tp_rank_;
