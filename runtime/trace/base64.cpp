@@ -2,9 +2,9 @@
 // (docs/architecture.md §13), by libcrypto's EVP_EncodeBlock / EVP_DecodeBlock. The text is
 // checked here first: EVP_DecodeBlock would skip surrounding whitespace and keeps '='
 // padding in its length.
-#include <algorithm>
-
 #include <openssl/evp.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 #include "runtime/trace/trace_spec.h"
@@ -54,8 +54,8 @@ std::vector<uint8_t> base64_decode(const std::string& text, const std::string& f
   }
   if (text.empty()) return {};
   std::vector<uint8_t> out(text.size() / 4 * 3);
-  const int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
+  const int n =
+      EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
   if (n < 0 || static_cast<size_t>(n) != out.size()) {
     OLMO2_THROW(InputError, field, " is not base64 (libcrypto refused it)");
   }

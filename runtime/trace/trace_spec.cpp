@@ -67,8 +67,8 @@ class WordReader {
   E enumerated(const char* what, int64_t end) {
     const int64_t v = next(what);
     if (v < 0 || v >= end) {
-      OLMO2_THROW(Error, "malformed trace spec encoding: ", what, " ", v, " at word ", pos_ - 1, " is not in [0, ",
-                  end, ")");
+      OLMO2_THROW(Error, "malformed trace spec encoding: ", what, " ", v, " at word ", pos_ - 1, " is not in [0, ", end,
+                  ")");
     }
     return static_cast<E>(v);
   }
@@ -89,8 +89,8 @@ class WordReader {
   }
   PositionSelector positions() {
     PositionSelector p;
-    p.kind = enumerated<PositionSelector::Kind>("position kind",
-                                                 static_cast<int64_t>(PositionSelector::Kind::From) + 1);
+    p.kind =
+        enumerated<PositionSelector::Kind>("position kind", static_cast<int64_t>(PositionSelector::Kind::From) + 1);
     p.from = next("positions' from");
     p.list = list("position list length");
     return p;
@@ -141,11 +141,16 @@ int64_t saturating_add(int64_t a, int64_t b) {
 bool PositionSelector::contains(int64_t p, int64_t prompt_len) const {
   if (p < 0) return false;
   switch (kind) {
-    case Kind::All: return true;
-    case Kind::Prompt: return p < prompt_len;
-    case Kind::Generated: return p >= prompt_len;
-    case Kind::List: return std::binary_search(list.begin(), list.end(), p);
-    case Kind::From: return p >= from;
+    case Kind::All:
+      return true;
+    case Kind::Prompt:
+      return p < prompt_len;
+    case Kind::Generated:
+      return p >= prompt_len;
+    case Kind::List:
+      return std::binary_search(list.begin(), list.end(), p);
+    case Kind::From:
+      return p >= from;
   }
   return false;
 }
@@ -239,28 +244,40 @@ TraceSpec TraceSpec::decode(std::span<const int64_t> words, size_t& pos) {
 std::vector<int64_t> read_shape(const ActivationRead& read, const ModelConfig& config, int64_t positions,
                                 int64_t keys) {
   OLMO2_CHECK(positions >= 0 && keys >= 0, "positions ", positions, ", keys ", keys);
-  const int64_t P = positions, hd = config.head_dim;
-  const int64_t H = config.num_attention_heads, KV = config.num_key_value_heads;
-  // [heads…, P, features] with the head axes before P (head_first) or after it.
-  std::vector<int64_t> heads, features;
+  const int64_t hd = config.head_dim, H = config.num_attention_heads, KV = config.num_key_value_heads;
+  // [heads, P, feature] (head_first) or [P, heads, feature]; heads 0: no head axis.
+  int64_t heads = 0, feature = config.hidden_size;  // the residual stream's names
   bool head_first = false;
   switch (read.site) {
-    case TapSite::AttentionQueries: heads = {H}, features = {hd}, head_first = true; break;
+    case TapSite::AttentionQueries:
+      heads = H, feature = hd, head_first = true;
+      break;
     case TapSite::AttentionKeys:
-    case TapSite::AttentionValues: heads = {KV}, features = {hd}, head_first = true; break;
-    case TapSite::AttentionProbabilities: heads = {H}, features = {keys}, head_first = true; break;
-    case TapSite::AttentionHeadOutputs: heads = {H}, features = {hd}; break;
-    case TapSite::MlpNeurons: features = {config.intermediate_size}; break;
-    case TapSite::LmHeadOutput: features = {config.vocab_size}; break;
-    case TapSite::Count: OLMO2_THROW(ShapeError, "read_shape: TapSite::Count is not a site");
-    default: features = {config.hidden_size}; break;  // the residual stream's names
+    case TapSite::AttentionValues:
+      heads = KV, feature = hd, head_first = true;
+      break;
+    case TapSite::AttentionProbabilities:
+      heads = H, feature = keys, head_first = true;
+      break;
+    case TapSite::AttentionHeadOutputs:
+      heads = H, feature = hd;
+      break;
+    case TapSite::MlpNeurons:
+      feature = config.intermediate_size;
+      break;
+    case TapSite::LmHeadOutput:
+      feature = config.vocab_size;
+      break;
+    case TapSite::Count:
+      OLMO2_THROW(ShapeError, "read_shape: TapSite::Count is not a site");
+    default:
+      break;
   }
-  if (read.reduce == Reduce::Norm) features.clear();
   std::vector<int64_t> shape;
-  if (head_first) shape.insert(shape.end(), heads.begin(), heads.end());
-  if (read.reduce != Reduce::Mean) shape.push_back(P);
-  if (!head_first) shape.insert(shape.end(), heads.begin(), heads.end());
-  shape.insert(shape.end(), features.begin(), features.end());
+  if (heads > 0 && head_first) shape.push_back(heads);
+  if (read.reduce != Reduce::Mean) shape.push_back(positions);  // Mean drops the position axis
+  if (heads > 0 && !head_first) shape.push_back(heads);
+  if (read.reduce != Reduce::Norm) shape.push_back(feature);  // Norm drops the feature axis
   return shape;
 }
 

@@ -156,8 +156,8 @@ Named parse_name(const std::string& text, const std::string& field, const ModelC
   if (!selector) fail(field, at + name + " is per layer: write layers.<N|*|A:B>." + name);
   const int64_t layers = config.num_hidden_layers;
   const std::string_view sel = *selector;
-  const std::string range = "the model has " + std::to_string(layers) + " layers (0 … " +
-                            std::to_string(layers - 1) + ")";
+  const std::string range =
+      "the model has " + std::to_string(layers) + " layers (0 … " + std::to_string(layers - 1) + ")";
   int64_t begin = 0, end = layers;
   if (sel != "*") {
     const size_t colon = sel.find(':');
@@ -257,28 +257,29 @@ Intervention parse_add(const json& entry, const std::string& field, const ModelC
   const Named named = parse_name(name->get<std::string>(), field + ".name", config);
   iv.site = named.info->site;
   if (iv.site != TapSite::LayerOutput && iv.site != TapSite::AttentionOutput && iv.site != TapSite::MlpOutput) {
-    fail(field + ".name", shown(*name) + ": add changes only layers.<sel>.layer_output, attention_output or "
-                                         "mlp_output (the residual stream and what is added to it)");
+    fail(field + ".name", shown(*name) +
+                              ": add changes only layers.<sel>.layer_output, attention_output or "
+                              "mlp_output (the residual stream and what is added to it)");
   }
   iv.layers = named.layers;
   const json* vector = field_of(entry, "vector");
   if (!vector || !vector->is_string()) {
-    fail(field + ".vector", "must be base64 of " + std::to_string(config.hidden_size) +
-                                " little-endian float32, got " + (vector ? shown(*vector) : std::string("nothing")));
+    fail(field + ".vector", "must be base64 of " + std::to_string(config.hidden_size) + " little-endian float32, got " +
+                                (vector ? shown(*vector) : std::string("nothing")));
   }
   const std::vector<uint8_t> bytes = base64_decode(vector->get<std::string>(), field + ".vector");
   const size_t want = 4 * static_cast<size_t>(config.hidden_size);
   if (bytes.size() != want) {
-    fail(field + ".vector", "decodes to " + std::to_string(bytes.size()) + " bytes, need 4·hidden_size = " +
-                                std::to_string(want) + " (" + std::to_string(config.hidden_size) +
-                                " little-endian float32)");
+    fail(field + ".vector", "decodes to " + std::to_string(bytes.size()) +
+                                " bytes, need 4·hidden_size = " + std::to_string(want) + " (" +
+                                std::to_string(config.hidden_size) + " little-endian float32)");
   }
   iv.vector.resize(static_cast<size_t>(config.hidden_size));
   std::memcpy(iv.vector.data(), bytes.data(), bytes.size());
   for (size_t i = 0; i < iv.vector.size(); ++i) {
     if (!std::isfinite(iv.vector[i])) {
-      fail(field + ".vector", "entry " + std::to_string(i) + " is not finite: " + json(iv.vector[i]).dump() +
-                                  " (" + std::to_string(iv.vector[i]) + ")");
+      fail(field + ".vector", "entry " + std::to_string(i) + " is not finite: " + json(iv.vector[i]).dump() + " (" +
+                                  std::to_string(iv.vector[i]) + ")");
     }
   }
   if (const json* c = field_of(entry, "coefficient")) {
@@ -331,7 +332,8 @@ TraceSpec parse_trace_request(const json* activations, const json* interventions
     for (size_t i = 0; i < interventions->size(); ++i) {
       const std::string field = "interventions[" + std::to_string(i) + "]";
       const json& entry = (*interventions)[i];
-      if (!entry.is_object()) fail(field, "must be an object {\"type\": \"add\" | \"ablate_head\", …}, got " + shown(entry));
+      if (!entry.is_object())
+        fail(field, "must be an object {\"type\": \"add\" | \"ablate_head\", …}, got " + shown(entry));
       const json* type = field_of(entry, "type");
       Intervention iv;
       if (type && *type == "add") {
@@ -339,7 +341,8 @@ TraceSpec parse_trace_request(const json* activations, const json* interventions
       } else if (type && *type == "ablate_head") {
         iv = parse_ablate_head(entry, field, config);
       } else {
-        fail(field + ".type", "must be \"add\" or \"ablate_head\", got " + (type ? shown(*type) : std::string("nothing")));
+        fail(field + ".type",
+             "must be \"add\" or \"ablate_head\", got " + (type ? shown(*type) : std::string("nothing")));
       }
       if (const json* positions = field_of(entry, "positions")) {
         iv.positions = parse_positions(*positions, field + ".positions", true);

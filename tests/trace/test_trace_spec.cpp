@@ -88,8 +88,8 @@ TraceSpec full_spec() {
   s.reads.push_back(read("attention_premix", TapSite::AttentionHeadOutputs, {0, 2}, Reduce::Norm, Kind::Generated));
   s.reads.push_back(read("logits", TapSite::LmHeadOutput, {}, Reduce::Mean, Kind::Prompt));
   s.reads.push_back(read("attention_probabilities", TapSite::AttentionProbabilities, {1}));
-  Intervention steer = add(TapSite::MlpOutput, {0, 1, 2},
-                           {-0.0f, 1e-45f, std::numeric_limits<float>::max(), -1.5f, 0.1f}, -0.25f);
+  Intervention steer =
+      add(TapSite::MlpOutput, {0, 1, 2}, {-0.0f, 1e-45f, std::numeric_limits<float>::max(), -1.5f, 0.1f}, -0.25f);
   steer.positions = selector(Kind::From, {}, 4);
   s.interventions.push_back(steer);
   s.interventions.push_back(ablate(2, 7, selector(Kind::List, {0, 3, 9})));
@@ -172,11 +172,11 @@ TEST(TraceSpec, DecodeThrowsOnEveryTruncationAndOnBadWords) {
     size_t pos = 0;
     EXPECT_THROW(TraceSpec::decode(bad, pos), Error) << "word " << at << " = " << value;
   };
-  throws_with(0, 7);                    // not the start of a spec
-  throws_with(2, -1);                   // a negative read count
-  throws_with(2, int64_t{1} << 40);     // more reads than words
-  throws_with(3, 1000);                 // a name longer than the words left
-  throws_with(6, 99);                   // a site past TapSite::Count
+  throws_with(0, 7);                 // not the start of a spec
+  throws_with(2, -1);                // a negative read count
+  throws_with(2, int64_t{1} << 40);  // more reads than words
+  throws_with(3, 1000);              // a name longer than the words left
+  throws_with(6, 99);                // a site past TapSite::Count
 }
 
 TEST(TraceSpec, InterventionKeyIsEqualExactlyForEqualInterventions) {
@@ -193,16 +193,24 @@ TEST(TraceSpec, InterventionKeyIsEqualExactlyForEqualInterventions) {
   EXPECT_EQ(same.intervention_key(), a.intervention_key());
 
   const std::vector<std::pair<const char*, void (*)(TraceSpec&)>> changes = {
-      {"one bit of the vector", [](TraceSpec& s) {
-         s.interventions[0].vector[3] = std::bit_cast<float>(std::bit_cast<uint32_t>(s.interventions[0].vector[3]) ^ 1u);
+      {"one bit of the vector",
+       [](TraceSpec& s) {
+         s.interventions[0].vector[3] =
+             std::bit_cast<float>(std::bit_cast<uint32_t>(s.interventions[0].vector[3]) ^ 1u);
        }},
       {"-0 to +0", [](TraceSpec& s) { s.interventions[0].vector[0] = 0.0f; }},
       {"the coefficient", [](TraceSpec& s) { s.interventions[0].coefficient = -0.5f; }},
       {"the site", [](TraceSpec& s) { s.interventions[0].site = TapSite::LayerOutput; }},
-      {"a layer", [](TraceSpec& s) { s.interventions[0].layers = {0, 1}; }},
+      {"a layer",
+       [](TraceSpec& s) {
+         s.interventions[0].layers = {0, 1};
+       }},
       {"from", [](TraceSpec& s) { s.interventions[0].positions.from = 5; }},
       {"the head", [](TraceSpec& s) { s.interventions[1].head = 6; }},
-      {"a position", [](TraceSpec& s) { s.interventions[1].positions.list = {0, 3, 8}; }},
+      {"a position",
+       [](TraceSpec& s) {
+         s.interventions[1].positions.list = {0, 3, 8};
+       }},
       {"the position kind", [](TraceSpec& s) { s.interventions[1].positions = selector(Kind::Generated); }},
       {"the order", [](TraceSpec& s) { std::swap(s.interventions[0], s.interventions[1]); }},
       {"one more", [](TraceSpec& s) { s.interventions.push_back(ablate(0, 0)); }},

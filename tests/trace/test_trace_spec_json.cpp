@@ -139,14 +139,15 @@ TEST(TraceSpecJson, InterventionsAreParsedWithTheirPositions) {
   json add = steer("layers.1:3.mlp_output");
   add["coefficient"] = -2.5;
   add["positions"] = {{"from", 4}};
-  const TraceSpec s = parse(nullptr, json::array({add,
-                                                  steer("layers.0.attention_output"),
-                                                  {{"type", "add"}, {"name", "layers.*.layer_output"},
-                                                   {"vector", base64_floats(std::vector<float>(64, -0.0f))},
-                                                   {"positions", "generated"}},
-                                                  {{"type", "ablate_head"}, {"layer", 2}, {"head", 7},
-                                                   {"positions", {0, 2, 5}}},
-                                                  {{"type", "ablate_head"}, {"layer", 0.0}, {"head", 0}}}));
+  const TraceSpec s =
+      parse(nullptr, json::array({add,
+                                  steer("layers.0.attention_output"),
+                                  {{"type", "add"},
+                                   {"name", "layers.*.layer_output"},
+                                   {"vector", base64_floats(std::vector<float>(64, -0.0f))},
+                                   {"positions", "generated"}},
+                                  {{"type", "ablate_head"}, {"layer", 2}, {"head", 7}, {"positions", {0, 2, 5}}},
+                                  {{"type", "ablate_head"}, {"layer", 0.0}, {"head", 0}}}));
   ASSERT_EQ(s.interventions.size(), 5u);
   EXPECT_TRUE(s.reads.empty());
   const Intervention& a = s.interventions[0];
@@ -179,8 +180,8 @@ TEST(TraceSpecJson, InterventionsAreParsedWithTheirPositions) {
 }
 
 TEST(TraceSpecJson, RefusesBadNamesNamingFieldAndValue) {
-  EXPECT_THAT(error("layers.0.layer_output"), AllOf(HasSubstr("activations: must be a list"),
-                                                   HasSubstr("\"layers.0.layer_output\"")));
+  EXPECT_THAT(error("layers.0.layer_output"),
+              AllOf(HasSubstr("activations: must be a list"), HasSubstr("\"layers.0.layer_output\"")));
   EXPECT_THAT(read_error({"logits", 3}), HasSubstr("activations[1]: must be a name string or {"));
   EXPECT_THAT(read_error({"logits", 3}), HasSubstr("got 3"));
   EXPECT_THAT(read_error({"layers.0.attn_out"}),
@@ -192,14 +193,16 @@ TEST(TraceSpecJson, RefusesBadNamesNamingFieldAndValue) {
   EXPECT_THAT(read_error({"layers.1.attention_norm_output"}),
               AllOf(HasSubstr("\"layers.1.attention_norm_output\""),
                     HasSubstr("OLMo 2 has no pre-norm: read layer_input / layer_mid")));
-  EXPECT_THAT(read_error({"mlp_norm_output"}), AllOf(HasSubstr("activations[0]: \"mlp_norm_output\""),
-                                                HasSubstr("OLMo 2 has no pre-norm")));
-  EXPECT_THAT(read_error({"layers.0.logits"}), HasSubstr("\"layers.0.logits\": logits is model-wide and takes no layer"));
+  EXPECT_THAT(read_error({"mlp_norm_output"}),
+              AllOf(HasSubstr("activations[0]: \"mlp_norm_output\""), HasSubstr("OLMo 2 has no pre-norm")));
+  EXPECT_THAT(read_error({"layers.0.logits"}),
+              HasSubstr("\"layers.0.logits\": logits is model-wide and takes no layer"));
   EXPECT_THAT(read_error({"token_embeddings", "layer_output"}),
               HasSubstr("activations[1]: \"layer_output\": layer_output is per layer: write layers.<N|*|A:B>."));
   EXPECT_THAT(read_error({"layers.3.layer_output"}),
               HasSubstr("activations[0]: \"layers.3.layer_output\": layer 3 is out of range: the model has 3 layers"));
-  EXPECT_THAT(read_error({"layers.99999999999999999999.layer_output"}), HasSubstr("layer 99999999999999999999 is out of range"));
+  EXPECT_THAT(read_error({"layers.99999999999999999999.layer_output"}),
+              HasSubstr("layer 99999999999999999999 is out of range"));
   EXPECT_THAT(read_error({"layers.2:2.layer_output"}), HasSubstr("layer range 2:2 is empty"));
   EXPECT_THAT(read_error({"layers.2:1.layer_output"}), HasSubstr("layer range 2:1 is empty"));
   EXPECT_THAT(read_error({"layers.1:4.layer_output"}), HasSubstr("layer range 1:4 ends past the last layer"));
@@ -208,7 +211,8 @@ TEST(TraceSpecJson, RefusesBadNamesNamingFieldAndValue) {
                 HasSubstr(std::string("layer selector \"") + sel + "\" is not N, * or A:B"))
         << sel;
   }
-  EXPECT_THAT(read_error({"layers.layer_output"}), HasSubstr("\"layers.layer_output\": expected layers.<N|*|A:B>.<name>"));
+  EXPECT_THAT(read_error({"layers.layer_output"}),
+              HasSubstr("\"layers.layer_output\": expected layers.<N|*|A:B>.<name>"));
 }
 
 TEST(TraceSpecJson, RefusesBadReadFieldsNamingFieldAndValue) {
@@ -222,7 +226,7 @@ TEST(TraceSpecJson, RefusesBadReadFieldsNamingFieldAndValue) {
               HasSubstr("activations[0].reduc: unknown field \"reduc\" (known here: name, reduce, positions)"));
   EXPECT_THAT(read_error({{{"reduce", "norm"}}}), HasSubstr("activations[0].name: must be a name string"));
   EXPECT_THAT(read_error({{{"name", 7}}}), HasSubstr("activations[0].name: must be a name string such as "
-                                               "\"layers.0.layer_output\", got 7"));
+                                                     "\"layers.0.layer_output\", got 7"));
 }
 
 TEST(TraceSpecJson, RefusesDuplicateResponseKeys) {
@@ -230,32 +234,40 @@ TEST(TraceSpecJson, RefusesDuplicateResponseKeys) {
               HasSubstr("activations[1]: asks again for \"layers.1.layer_output\", which activations[0] already "
                         "reads"));
   EXPECT_THAT(read_error({"logits", "logits"}), HasSubstr("activations[1]: asks again for \"logits\""));
-  EXPECT_THAT(read_error({{{"name", "layers.0:2.mlp_output"}, {"reduce", "norm"}}, "layers.1:3.mlp_output",
-                     {{"name", "layers.1.mlp_output"}, {"reduce", "norm"}}}),
+  EXPECT_THAT(read_error({{{"name", "layers.0:2.mlp_output"}, {"reduce", "norm"}},
+                          "layers.1:3.mlp_output",
+                          {{"name", "layers.1.mlp_output"}, {"reduce", "norm"}}}),
               HasSubstr("activations[2]: asks again for \"layers.1.mlp_output:norm\""));
   // Different names (aliases included) or reductions are different keys.
-  EXPECT_EQ(parse(list({"layers.0.layer_mid", "layers.0.mlp_input", "logits", "lm_head_output",
-                   {{"name", "logits"}, {"reduce", "norm"}}}))
+  EXPECT_EQ(parse(list({"layers.0.layer_mid",
+                        "layers.0.mlp_input",
+                        "logits",
+                        "lm_head_output",
+                        {{"name", "logits"}, {"reduce", "norm"}}}))
                 .reads.size(),
             5u);
 }
 
 TEST(TraceSpecJson, RefusesBadInterventionsNamingFieldAndValue) {
-  const auto error_of = [](const json& entry) { return error(nullptr, json::array({steer("layers.0.mlp_output"), entry})); };
+  const auto error_of = [](const json& entry) {
+    return error(nullptr, json::array({steer("layers.0.mlp_output"), entry}));
+  };
   EXPECT_THAT(error(nullptr, steer("layers.0.mlp_output")), HasSubstr("interventions: must be a list, got an object"));
   EXPECT_THAT(error_of("add"), HasSubstr("interventions[1]: must be an object"));
-  EXPECT_THAT(error_of(json::object()), HasSubstr("interventions[1].type: must be \"add\" or \"ablate_head\", got nothing"));
+  EXPECT_THAT(error_of(json::object()),
+              HasSubstr("interventions[1].type: must be \"add\" or \"ablate_head\", got nothing"));
   EXPECT_THAT(error_of({{"type", "scale"}}), HasSubstr("interventions[1].type: must be \"add\" or \"ablate_head\", "
-                                                      "got \"scale\""));
+                                                       "got \"scale\""));
   EXPECT_THAT(error_of(steer("layers.0.layer_mid")),
               HasSubstr("interventions[1].name: \"layers.0.layer_mid\": add changes only layers.<sel>.layer_output, "
                         "attention_output or mlp_output"));
   EXPECT_THAT(error_of(steer("final_norm_output")), HasSubstr("interventions[1].name: \"final_norm_output\": add"));
   EXPECT_THAT(error_of(steer("layers.4.layer_output")), HasSubstr("interventions[1].name: \"layers.4.layer_output\": "
-                                                                 "layer 4 is out of range"));
+                                                                  "layer 4 is out of range"));
   json e = steer("layers.0.layer_output");
   e.erase("vector");
-  EXPECT_THAT(error_of(e), HasSubstr("interventions[1].vector: must be base64 of 64 little-endian float32, got nothing"));
+  EXPECT_THAT(error_of(e),
+              HasSubstr("interventions[1].vector: must be base64 of 64 little-endian float32, got nothing"));
   e["vector"] = base64_floats(std::vector<float>(63, 1.0f));
   EXPECT_THAT(error_of(e), HasSubstr("interventions[1].vector: decodes to 252 bytes, need 4·hidden_size = 256"));
   e["vector"] = "AAAA AAA";
@@ -310,9 +322,11 @@ TEST(TraceSpecJson, RefusesBadInterventionPositions) {
   EXPECT_THAT(error_at({0, -1}), HasSubstr("interventions[0].positions[1]: must be an integer ≥ 0, got -1"));
   EXPECT_THAT(error_at({0, "1"}), HasSubstr("interventions[0].positions[1]: must be an integer ≥ 0, got \"1\""));
   EXPECT_THAT(error_at(json::array()), HasSubstr("interventions[0].positions: lists no position"));
-  EXPECT_THAT(error_at(json::object({{"from", -2}})), HasSubstr("interventions[0].positions.from: must be an integer ≥ 0, got -2"));
-  EXPECT_THAT(error_at(json::object({{"frm", 2}})), HasSubstr("interventions[0].positions.frm: unknown field \"frm\" (known here: "
-                                                "from)"));
+  EXPECT_THAT(error_at(json::object({{"from", -2}})),
+              HasSubstr("interventions[0].positions.from: must be an integer ≥ 0, got -2"));
+  EXPECT_THAT(error_at(json::object({{"frm", 2}})),
+              HasSubstr("interventions[0].positions.frm: unknown field \"frm\" (known here: "
+                        "from)"));
   EXPECT_THAT(error_at({{"from", 1}, {"to", 2}}), HasSubstr("interventions[0].positions.to: unknown field \"to\""));
   EXPECT_THAT(error_at(json::object()), HasSubstr("interventions[0].positions.from: is required"));
   EXPECT_THAT(error_at("some"), HasSubstr("interventions[0].positions: must be \"all\", \"prompt\" or \"generated\", a "
