@@ -159,11 +159,45 @@ std::vector<parallel::Layout> layouts(int world) {
   return out;
 }
 
+// Names read reduced as well (norm and mean over every position): one of each layout.
+const char* const kReduced[] = {"attention_queries", "attention_keys", "attention_probabilities", "attention_premix",
+                                "mlp_neurons", "layer_output"};
+
 json every_read() {
   json reads = json::array();
   for (const char* n : kModelNames) reads.push_back(n);
   for (const char* n : kLayerNames) reads.push_back(std::string("layers.*.") + n);
+  for (const char* n : kReduced) {
+    for (const char* r : {"norm", "mean"}) reads.push_back({{"name", std::string("layers.*.") + n}, {"reduce", r}});
+  }
+  reads.push_back({{"name", "logits"}, {"reduce", "norm"}});
   return reads;
+}
+
+/// The reference's reduction of a [A, B] or [A, B, C] tensor in nnterp's layout, from its
+/// unreduced values: norm over the last axis, mean over the position axis (1 for
+/// queries, keys, values and probabilities, whose head axis comes first; else 0).
+std::vector<float> reduce_reference(const std::vector<float>& v, std::vector<int64_t> shape, int pos_axis, bool norm) {
+  if (shape.size() == 2) shape.insert(shape.begin(), 1), ++pos_axis;
+  const int64_t A = shape[0], B = shape[1], C = shape[2];
+  std::vector<float> out;
+  if (norm) {
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t b = 0; b < B; ++b) {
+        double ss = 0;
+        for (int64_t c = 0; c < C; ++c) ss += double(v[(a * B + b) * C + c]) * v[(a * B + b) * C + c];
+        out.push_back(static_cast<float>(std::sqrt(ss)));
+      }
+    return out;
+  }
+  const int64_t outer = pos_axis == 1 ? A : 1, P = pos_axis == 1 ? B : A, inner = pos_axis == 1 ? C : B * C;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double s = 0;
+      for (int64_t p = 0; p < P; ++p) s += v[(o * P + p) * inner + i];
+      out.push_back(static_cast<float>(s / double(P)));
+    }
+  return out;
 }
 
 TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
@@ -204,6 +238,24 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
           EXPECT_EQ(got.positions, (std::vector<int64_t>{0, static_cast<int64_t>(fx.ids.size())})) << key;
           EXPECT_LE(max_diff(got.values, want), 1e-4) << key << " " << where;
           ++checked;
+        }
+        // The reductions against the reference's own rows reduced here.
+        std::vector<std::string> reduced = {"logits"};
+        for (int64_t l = 0; l < L; ++l)
+          for (const char* n : kReduced) reduced.push_back("layers." + std::to_string(l) + "." + n);
+        for (const std::string& key : reduced) {
+          std::vector<int64_t> shape;
+          const std::vector<float> want = tensor_values(fx.ref, "read." + key, &shape);
+          const bool heads_first = key.find("queries") != std::string::npos || key.find("keys") != std::string::npos ||
+                                   key.find("probabilities") != std::string::npos;
+          for (bool norm : {true, false}) {
+            if (!norm && key == "logits") continue;
+            const std::string k = key + (norm ? ":norm" : ":mean");
+            ASSERT_TRUE(t.reads.contains(k)) << k;
+            EXPECT_LE(max_diff(decode(t.reads.at(k)).values, reduce_reference(want, shape, heads_first ? 1 : 0, norm)),
+                      1e-4)
+                << k << " " << where;
+          }
         }
         // The residual identity on our own reads: input + attention + MLP = output.
         for (int64_t l = 0; l < L; ++l) {
