@@ -16,7 +16,6 @@ namespace {
 using namespace api_test;
 using nlohmann::json;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 constexpr int64_t kCreated = 1700000000;
 
@@ -97,21 +96,23 @@ TEST(TraceApi, RefusalsNameTheField) {
     completions(R"({"prompt": [1], "activations": ["layers.0.layer_output", "layers.0.no_such_name"]})");
   });
   EXPECT_EQ(unknown.status, 400);
-  EXPECT_THAT(unknown.param, StartsWith("activations"));
+  EXPECT_EQ(unknown.param, "activations[1]") << "the parser's path to the entry";
   EXPECT_THAT(unknown.message, HasSubstr("no_such_name"));
   const Refusal layer = refusal("layer out of range", [] {
     completions(R"({"prompt": [1], "activations": ["layers.2.layer_output"]})");
   });
   EXPECT_EQ(layer.status, 400);
-  EXPECT_THAT(layer.param, StartsWith("activations"));
-  EXPECT_THAT(layer.message, HasSubstr("2"));
+  EXPECT_EQ(layer.param, "activations[0]");
+  EXPECT_THAT(layer.message, HasSubstr("layer 2"));
   const Refusal vector = refusal("vector of the wrong length", [] {
     completions(R"({"prompt": [1], "interventions": [{"type": "add", "name": "layers.0.layer_output", "vector": ")" +
                 f32_base64({1, 2, 3}) + R"("}]})");
   });
   EXPECT_EQ(vector.status, 400);
-  EXPECT_THAT(vector.param, StartsWith("interventions"));
-  EXPECT_THAT(vector.message, HasSubstr("3"));
+  EXPECT_EQ(vector.param, "interventions[0].vector");
+  EXPECT_THAT(vector.message, HasSubstr("12 bytes"));
+  const Refusal not_a_list = refusal("not a list", [] { completions(R"({"prompt": [1], "activations": "logits"})"); });
+  EXPECT_EQ((std::tuple(not_a_list.status, not_a_list.param)), (std::tuple(400, std::string("activations"))));
   for (const std::string choices : {R"("n": 2)", R"("best_of": 2)"}) {
     const Refusal many = refusal(choices, [&] {
       completions(R"({"prompt": [1], "activations": ["logits"], )" + choices + "}");
