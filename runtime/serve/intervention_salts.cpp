@@ -8,9 +8,9 @@ InterventionSalts::InterventionSalts(int64_t max_bytes) : max_bytes_(max_bytes) 
   if (max_bytes < 1) OLMO2_THROW(InputError, "intervention salts limited to ", max_bytes, " bytes");
 }
 
-uint64_t InterventionSalts::salt(const trace::TraceSpec* spec) {
-  if (!spec || spec->interventions.empty()) return 0;
-  std::string key = spec->intervention_key();
+uint64_t InterventionSalts::salt_of(const trace::TraceSpec& spec) {
+  if (spec.interventions.empty()) return 0;
+  std::string key = spec.intervention_key();
   if (const auto it = ids_.find(key); it != ids_.end()) return it->second;
   const int64_t size = static_cast<int64_t>(key.size());
   if (bytes_ + size > max_bytes_) {  // forget every key: ids go on counting, never reused

@@ -11,8 +11,8 @@
 
 namespace olmo2 {
 
-/// Interns interventions as ids for SchedSequence::cache_salt: 0 for none (a null spec,
-/// or one without interventions), then 1, 2, … in order of first appearance, one per
+/// Interns interventions as ids for SchedSequence::cache_salt: 0 for none (a spec
+/// without interventions), then 1, 2, … in order of first appearance, one per
 /// distinct TraceSpec::intervention_key(). Keys are compared whole (never by a hash), so
 /// equal interventions get one id and share cached blocks, and different ones never do.
 /// An id is never handed out twice: when the keys held would pass `max_bytes`, they are
@@ -25,7 +25,7 @@ class InterventionSalts {
   explicit InterventionSalts(int64_t max_bytes = int64_t{64} << 20);
   /// The id of `spec`'s interventions (0 when it has none), assigning the next one to a
   /// key not held.
-  uint64_t salt(const trace::TraceSpec* spec);
+  uint64_t salt_of(const trace::TraceSpec& spec);
   /// Distinct keys held now, and their bytes.
   int64_t size() const { return static_cast<int64_t>(ids_.size()); }
   int64_t bytes() const { return bytes_; }

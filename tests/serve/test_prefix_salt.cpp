@@ -140,12 +140,11 @@ TEST(InterventionSalts, EqualInterventionsShareAnIdDifferentOnesNever) {
   a_again.reads = reads_only.reads;
   add.vector[1] = std::nextafter(2.0f, 3.0f);  // one bit apart
   b.interventions = {add};
-  EXPECT_EQ(salts.salt(nullptr), 0u);
-  EXPECT_EQ(salts.salt(&none), 0u);
-  EXPECT_EQ(salts.salt(&reads_only), 0u);
-  EXPECT_EQ(salts.salt(&a), 1u);
-  EXPECT_EQ(salts.salt(&b), 2u);
-  EXPECT_EQ(salts.salt(&a_again), 1u);
+  EXPECT_EQ(salts.salt_of(none), 0u);
+  EXPECT_EQ(salts.salt_of(reads_only), 0u);
+  EXPECT_EQ(salts.salt_of(a), 1u);
+  EXPECT_EQ(salts.salt_of(b), 2u);
+  EXPECT_EQ(salts.salt_of(a_again), 1u);
   EXPECT_EQ(salts.size(), 2);
   EXPECT_EQ(salts.bytes(), static_cast<int64_t>(a.intervention_key().size() + b.intervention_key().size()));
 }
@@ -160,11 +159,11 @@ TEST(InterventionSalts, PastTheByteLimitKeysAreForgottenButIdsNeverReused) {
   b.interventions = {add};
   const int64_t one = static_cast<int64_t>(a.intervention_key().size());
   InterventionSalts salts(one);  // room for one key
-  EXPECT_EQ(salts.salt(&a), 1u);
-  EXPECT_EQ(salts.salt(&a), 1u);
-  EXPECT_EQ(salts.salt(&b), 2u);
+  EXPECT_EQ(salts.salt_of(a), 1u);
+  EXPECT_EQ(salts.salt_of(a), 1u);
+  EXPECT_EQ(salts.salt_of(b), 2u);
   EXPECT_EQ(salts.size(), 1);
-  EXPECT_EQ(salts.salt(&a), 3u) << "forgotten: a new id, never an old one";
+  EXPECT_EQ(salts.salt_of(a), 3u) << "forgotten: a new id, never an old one";
   EXPECT_THROW(InterventionSalts(0), InputError);
 }
 
