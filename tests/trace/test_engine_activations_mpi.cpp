@@ -195,7 +195,7 @@ TEST(EngineActivations, ReadsAndSteeringMatchTransformersAndConcurrencyChangesNo
         EXPECT_EQ(entry.at("positions"), json::array({0, T})) << key << " " << where;
         EXPECT_LE(max_diff(decode(entry), fx.values("read." + key)), 1e-4) << key << " " << where;
       }
-      EXPECT_EQ(t.activations.size(), 2 + config.num_hidden_layers * 13) << where;
+      EXPECT_EQ(t.activations.size(), 3 + config.num_hidden_layers * 13) << where;
       // The reductions against the reference rows: prompt norms, generated means.
       const int64_t P = static_cast<int64_t>(fx.prompt().size()), h = config.hidden_size;
       for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
