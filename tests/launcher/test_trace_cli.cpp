@@ -1,0 +1,288 @@
+// `olmo2 trace` and `olmo2 generate --activations` (docs/architecture.md §12, §13): every
+// named activation of the fixtures' sequences equals transformers' forward hooks
+// (tests/golden/make_activation_fixtures.py) within 1e-4, on one process and under
+// mpirun at tp 2, pp 2 and dp 2; generate reads the same rows while printing transformers'
+// greedy continuation; bad prompts files and names are one error naming line and field.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/safetensors.h"
+#include "runtime/trace/trace_spec.h"
+#include "tests/test_util.h"
+
+namespace olmo2 {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr double kTolerance = 1e-4;
+
+/// Runs `mpirun -np N olmo2 ARGS` (oversubscribed, as root allowed).
+test::RunResult mpirun(int np, const std::string& args) {
+  return test::run_olmo2_with(std::string(OLMO2_MPIEXEC) + " -np " + std::to_string(np) +
+                                  " --oversubscribe --allow-run-as-root " + OLMO2_BINARY,
+                              args);
+}
+
+/// A fixture model with its activations.{json,safetensors}.
+struct Fixture {
+  std::string dir;
+  json meta;
+  SafetensorsFile ref;
+  explicit Fixture(const std::string& name)
+      : dir(test::source_path("tests/golden/fixtures/" + name)),
+        meta(json::parse(std::ifstream(dir + "/activations.json"))),
+        ref(dir + "/activations.safetensors") {}
+  std::vector<int> ids(const char* key) const { return meta[key].get<std::vector<int>>(); }
+  int layers() const { return meta["dims"]["L"].get<int>(); }
+};
+
+/// Every name the fixtures hold, as --activations asks for them (reduce none, all positions).
+std::string every_name() {
+  json names = json::array();
+  for (const char* n : {"layer_input", "attention_queries", "attention_keys", "attention_values",
+                        "attention_probabilities", "attention_head_outputs", "attention_premix", "attention_output",
+                        "layer_mid", "mlp_input", "mlp_neurons", "mlp_output", "layer_output"}) {
+    names.push_back(std::string("layers.*.") + n);
+  }
+  for (const char* n : {"token_embeddings", "final_norm_output", "lm_head_output", "logits"}) names.push_back(n);
+  return names.dump();
+}
+
+/// The f32 values of one read's result.
+std::vector<float> values_of(const json& entry, const std::string& key) {
+  const std::vector<uint8_t> bytes = trace::base64_decode(entry["data"].get<std::string>(), key);
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+/// Largest |result − reference| of read `key` against the fixture's "read.<key>": the
+/// result is the reference's leading box (a prompt that is a prefix of the fixture's
+/// sequence covers its first rows; attention probabilities its first keys too). Adds a
+/// failure and returns infinity when the shapes do not fit.
+double max_diff(const json& entry, const Fixture& fx, const std::string& key) {
+  const TensorInfo& t = fx.ref.tensors().at("read." + key);
+  const std::vector<int64_t> shape = entry["shape"].get<std::vector<int64_t>>();
+  const std::vector<float> got = values_of(entry, key);
+  int64_t count = 1;
+  for (int64_t s : shape) count *= s;
+  bool fits = shape.size() == t.shape.size() && count == static_cast<int64_t>(got.size()) &&
+              entry["dtype"] == "float32" && entry["reduce"] == "none";
+  for (size_t d = 0; fits && d < shape.size(); ++d) fits = shape[d] <= t.shape[d];
+  if (!fits) {
+    ADD_FAILURE() << key << ": result " << entry.dump().substr(0, 200) << " does not fit the reference shape";
+    return INFINITY;
+  }
+  const float* want = reinterpret_cast<const float*>(fx.ref.data(t));
+  double worst = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rest = i, at = 0, stride = 1;  // the same multi-index in the reference
+    for (size_t d = shape.size(); d-- > 0;) {
+      at += (rest % shape[d]) * stride;
+      rest /= shape[d];
+      stride *= t.shape[d];
+    }
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[at]));
+  }
+  return worst;
+}
+
+/// Checks that `activations` holds exactly every read of the fixture, each within tolerance.
+void expect_every_read(const json& activations, const Fixture& fx, const std::string& what) {
+  size_t reads = 0;
+  for (const auto& [name, t] : fx.ref.tensors()) {
+    if (name.rfind("read.", 0) != 0) continue;
+    ++reads;
+    const std::string key = name.substr(5);
+    ASSERT_TRUE(activations.contains(key)) << what << ": no " << key;
+    EXPECT_LE(max_diff(activations[key], fx, key), kTolerance) << what << ": " << key;
+  }
+  EXPECT_EQ(activations.size(), reads) << what;
+  EXPECT_EQ(reads, static_cast<size_t>(fx.layers() * 13 + 4)) << what;
+}
+
+/// A prompts file with one {"prompt_ids"} line per prompt.
+std::string prompts_file(const test::TempDir& dir, const std::vector<std::vector<int>>& prompts) {
+  std::ofstream out(dir.file("prompts.jsonl"));
+  for (const auto& p : prompts) out << json{{"prompt_ids", p}}.dump() << "\n";
+  return dir.file("prompts.jsonl");
+}
+
+std::vector<json> json_lines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  return lines;
+}
+
+std::string csv(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+const char* const kModels[] = {"gqa-f32", "olmo3-gqa-f32"};
+
+TEST(TraceCli, EveryNameOfEveryLayerMatchesTransformers) {
+  for (const char* name : kModels) {
+    const Fixture fx(name);
+    test::TempDir dir;
+    const std::string prompts = prompts_file(dir, {fx.ids("sequence_ids")});
+    const auto r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + prompts + " --activations '" +
+                                   every_name() + "' --output " + dir.file("out.jsonl"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "");
+    std::ifstream in(dir.file("out.jsonl"));
+    const auto lines = json_lines(std::string(std::istreambuf_iterator<char>(in), {}));
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(lines[0]["index"], 0);
+    EXPECT_EQ(lines[0]["prompt_ids"].get<std::vector<int>>(), fx.ids("sequence_ids"));
+    expect_every_read(lines[0]["activations"], fx, name);
+  }
+}
+
+TEST(TraceCli, BadPromptsAndNamesAreOneErrorNamingLineAndField) {
+  const Fixture fx("gqa-f32");
+  test::TempDir dir;
+  {
+    std::ofstream out(dir.file("bad.jsonl"));
+    out << R"({"prompt_ids": [1, 2]})" << "\n\n" << R"({"prompt_ids": [1, 192]})" << "\n";
+  }
+  const std::string base = "trace --model " + fx.dir + " --activations '[\"logits\"]' --prompts ";
+  auto r = test::run_olmo2(base + dir.file("bad.jsonl"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("line 3: prompt_ids[1] = 192 is not a token id in the vocabulary [0, 192)"));
+  EXPECT_EQ(r.out, "");
+  {
+    std::ofstream out(dir.file("text.jsonl"));
+    out << R"({"prompt": "no tokenizer here"})" << "\n";
+  }
+  r = test::run_olmo2(base + dir.file("text.jsonl"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\" needs a tokenizer"));
+  const std::string good = prompts_file(dir, {{1, 2, 3}});
+  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good + " --activations '[\"layers.3.layer_output\"]'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("activations[0]"));
+  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good + " --activations '[\"logits\"'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("--activations: not JSON"));
+  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.err, HasSubstr("trace: --activations JSON is required"));
+}
+
+TEST(TraceCli, GenerateReadsTheRowsOfEveryPositionItFeeds) {
+  const Fixture fx("gqa-f32");
+  const std::vector<int> greedy = fx.ids("greedy_ids");
+  const std::string args = "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
+                           " --max-tokens " + std::to_string(greedy.size()) +
+                           " --activations '[\"layers.*.layer_output\"]'";
+  const auto r = test::run_olmo2(args + " --format json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy);
+  ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers()));
+  for (int l = 0; l < fx.layers(); ++l) {
+    const std::string key = "layers." + std::to_string(l) + ".layer_output";
+    EXPECT_EQ(j["activations"][key]["shape"].get<std::vector<int64_t>>(), fx.ref.tensors().at("read." + key).shape)
+        << key;
+    EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << key;
+  }
+  // Text output with --activations-out: the same object in the file, the text unchanged.
+  test::TempDir dir;
+  const auto text = test::run_olmo2(args + " --activations-out " + dir.file("reads.json"));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(text.out, "output_ids: " + csv(greedy) + "\nfinish_reason: length\n");
+  std::ifstream in(dir.file("reads.json"));
+  EXPECT_EQ(json::parse(in), j["activations"]);
+}
+
+// Under mpirun each layout records its share (heads, MLP rows, vocab rows on their TP
+// ranks, layers on their stage) and rank 0 assembles the same values.
+TEST(TraceUnderMpirun, EveryLayoutMatchesTransformers) {
+  for (const char* name : kModels) {
+    const Fixture fx(name);
+    test::TempDir dir;
+    const std::string prompts = prompts_file(dir, {fx.ids("sequence_ids")});
+    for (const char* layout : {"--tp 2", "--pp 2"}) {
+      const auto r = mpirun(2, "trace --model " + fx.dir + " --prompts " + prompts + " --activations '" +
+                                   every_name() + "' " + layout);
+      ASSERT_EQ(r.status, 0) << name << " " << layout << ": " << r.err;
+      const auto lines = json_lines(r.out);  // printed once, by rank 0
+      ASSERT_EQ(lines.size(), 1u) << name << " " << layout;
+      expect_every_read(lines[0]["activations"], fx, std::string(name) + " " + layout);
+    }
+  }
+}
+
+// Two data-parallel replicas take turns over three prompts (prefixes of the fixture's
+// sequence: their rows are the reference's first rows); the lines come in file order.
+TEST(TraceUnderMpirun, ReplicasTakeTurnsAndLinesKeepTheFileOrder) {
+  const Fixture fx("gqa-f32");
+  const std::vector<int> seq = fx.ids("sequence_ids");
+  test::TempDir dir;
+  const std::vector<std::vector<int>> prompts = {seq, {seq.begin(), seq.begin() + 5}, {seq.begin(), seq.begin() + 9}};
+  const auto r = mpirun(2, "trace --model " + fx.dir + " --prompts " + prompts_file(dir, prompts) +
+                               " --activations '[\"layers.*.attention_probabilities\", \"logits\"]' --dp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(lines[i]["index"], i);
+    EXPECT_EQ(lines[i]["prompt_ids"].get<std::vector<int>>(), prompts[i]);
+    const json& a = lines[i]["activations"];
+    ASSERT_EQ(a.size(), static_cast<size_t>(fx.layers() + 1)) << i;
+    const int64_t n = static_cast<int64_t>(prompts[i].size());
+    EXPECT_EQ(a["logits"]["shape"].get<std::vector<int64_t>>(),
+              (std::vector<int64_t>{n, fx.meta["dims"]["V"].get<int64_t>()}))
+        << i;
+    EXPECT_LE(max_diff(a["logits"], fx, "logits"), kTolerance) << i;
+    EXPECT_LE(max_diff(a["layers.2.attention_probabilities"], fx, "layers.2.attention_probabilities"), kTolerance);
+  }
+}
+
+TEST(TraceUnderMpirun, GenerateReadsOnEveryRankAndPrintsOnce) {
+  const Fixture fx("olmo3-gqa-f32");
+  const std::vector<int> greedy = fx.ids("greedy_ids");
+  const auto r = mpirun(4, "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
+                               " --max-tokens " + std::to_string(greedy.size()) +
+                               " --activations '[\"layers.*.layer_output\"]' --format json --tp 2 --pp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy);
+  ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers()));
+  for (int l = 0; l < fx.layers(); ++l) {
+    const std::string key = "layers." + std::to_string(l) + ".layer_output";
+    EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << key;
+  }
+}
+
+// A bad line is found by every rank before any collective: one message, no hang.
+TEST(TraceUnderMpirun, ABadLineIsReportedOnceAndNoRankHangs) {
+  const Fixture fx("gqa-f32");
+  test::TempDir dir;
+  {
+    std::ofstream out(dir.file("bad.jsonl"));
+    out << R"({"prompt_ids": [1, 2]})" << "\n" << R"({"prompt_ids": [3], "prompt": "x"})" << "\n";
+  }
+  const auto r = mpirun(2, "trace --model " + fx.dir + " --prompts " + dir.file("bad.jsonl") +
+                               " --activations '[\"logits\"]' --tp 2 --collective-timeout 20");
+  EXPECT_EQ(r.status, 1);
+  const std::string message = "line 2: give exactly one of \"prompt\" (text) and \"prompt_ids\" (token ids)";
+  EXPECT_THAT(r.err, HasSubstr(message));
+  EXPECT_EQ(r.err.find(message), r.err.rfind(message)) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace olmo2
