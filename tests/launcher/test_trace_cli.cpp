@@ -65,12 +65,13 @@ std::vector<float> values_of(const json& entry, const std::string& key) {
   return v;
 }
 
-/// Largest |result − reference| of read `key` against the fixture's "read.<key>": the
-/// result is the reference's leading box (a prompt that is a prefix of the fixture's
-/// sequence covers its first rows; attention probabilities its first keys too). Adds a
-/// failure and returns infinity when the shapes do not fit.
-double max_diff(const json& entry, const Fixture& fx, const std::string& key) {
-  const TensorInfo& t = fx.ref.tensors().at("read." + key);
+/// Largest |result − reference| of read `key` against the fixture's tensor `ref_name`
+/// (default "read.<key>"): the result is the reference's leading box (a prompt that is a
+/// prefix of the fixture's sequence covers its first rows; attention probabilities its
+/// first keys too). Adds a failure and returns infinity when the shapes do not fit.
+double max_diff(const json& entry, const Fixture& fx, const std::string& key, std::string ref_name = "") {
+  if (ref_name.empty()) ref_name = "read." + key;
+  const TensorInfo& t = fx.ref.tensors().at(ref_name);
   const std::vector<int64_t> shape = entry["shape"].get<std::vector<int64_t>>();
   const std::vector<float> got = values_of(entry, key);
   int64_t count = 1;
@@ -94,6 +95,18 @@ double max_diff(const json& entry, const Fixture& fx, const std::string& key) {
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[at]));
   }
   return worst;
+}
+
+/// Steering case `c` of the fixture (activations.json's "steering") as --interventions
+/// JSON: its interventions with the case's vector, base64.
+std::string interventions_of(const Fixture& fx, const json& c) {
+  json ivs = c["interventions"];
+  for (json& iv : ivs) {
+    if (iv["type"] != "add") continue;
+    const TensorInfo& t = fx.ref.tensors().at("vector." + c["case"].get<std::string>());
+    iv["vector"] = trace::base64_encode({fx.ref.data(t), static_cast<size_t>(t.end - t.begin)});
+  }
+  return ivs.dump();
 }
 
 /// Checks that `activations` holds exactly every read of the fixture, each within tolerance.
@@ -207,6 +220,37 @@ TEST(TraceCli, GenerateReadsTheRowsOfEveryPositionItFeeds) {
   EXPECT_EQ(json::parse(in), j["activations"]);
 }
 
+// Every steering case of the fixture (adds to layer_output, attention_output at listed
+// positions, mlp_output from a position on; a head ablated; two combined) gives
+// transformers' steered logits and last layer output; generate steered by
+// add_layer_output prints transformers' steered greedy continuation.
+TEST(TraceCli, InterventionsSteerAsTransformersHooksDo) {
+  const Fixture fx("gqa-f32");
+  test::TempDir dir;
+  const std::string prompts = prompts_file(dir, {fx.ids("sequence_ids")});
+  const std::string last = "layers." + std::to_string(fx.layers() - 1) + ".layer_output";
+  for (const json& c : fx.meta["steering"]) {
+    const std::string name = c["case"].get<std::string>();
+    const auto r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + prompts +
+                                   " --activations '[\"logits\", \"" + last + "\"]' --interventions '" +
+                                   interventions_of(fx, c) + "'");
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    const json a = json::parse(r.out)["activations"];
+    EXPECT_LE(max_diff(a["logits"], fx, "logits", "steer." + name + ".logits"), kTolerance) << name;
+    EXPECT_LE(max_diff(a[last], fx, last, "steer." + name + ".layer_output"), kTolerance) << name;
+    EXPECT_GT(max_diff(a["logits"], fx, "logits"), 1e-2) << name << ": the logits moved";
+  }
+  const json& add = fx.meta["steering"][0];
+  ASSERT_EQ(add["case"], "add_layer_output");
+  const auto g = test::run_olmo2("generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
+                                 " --max-tokens 6 --format json --interventions '" + interventions_of(fx, add) + "'");
+  ASSERT_EQ(g.status, 0) << g.err;
+  const json j = json::parse(g.out);
+  EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), add["greedy_ids"].get<std::vector<int>>());
+  EXPECT_TRUE(add["greedy_differs_from_unsteered"].get<bool>());
+  EXPECT_FALSE(j.contains("activations")) << "nothing was read";
+}
+
 // Under mpirun each layout records its share (heads, MLP rows, vocab rows on their TP
 // ranks, layers on their stage) and rank 0 assembles the same values.
 TEST(TraceUnderMpirun, EveryLayoutMatchesTransformers) {
@@ -222,6 +266,24 @@ TEST(TraceUnderMpirun, EveryLayoutMatchesTransformers) {
       ASSERT_EQ(lines.size(), 1u) << name << " " << layout;
       expect_every_read(lines[0]["activations"], fx, std::string(name) + " " + layout);
     }
+  }
+}
+
+// Steering applies on the ranks that hold what it changes: the combined case (an add to
+// the replicated residual, a head ablated on its TP rank) at tp 2 and pp 2.
+TEST(TraceUnderMpirun, InterventionsSteerInEveryLayout) {
+  const Fixture fx("gqa-f32");
+  test::TempDir dir;
+  const std::string prompts = prompts_file(dir, {fx.ids("sequence_ids")});
+  const json& combined = fx.meta["steering"][4];
+  ASSERT_EQ(combined["case"], "combined");
+  for (const char* layout : {"--tp 2", "--pp 2"}) {
+    const auto r = mpirun(2, "trace --model " + fx.dir + " --prompts " + prompts +
+                                 " --activations '[\"logits\"]' --interventions '" + interventions_of(fx, combined) +
+                                 "' " + layout);
+    ASSERT_EQ(r.status, 0) << layout << ": " << r.err;
+    const json a = json::parse(r.out)["activations"];
+    EXPECT_LE(max_diff(a["logits"], fx, "logits", "steer.combined.logits"), kTolerance) << layout;
   }
 }
 
