@@ -199,14 +199,14 @@ TEST(TraceCli, GenerateReadsTheRowsOfEveryPositionItFeeds) {
   const std::vector<int> greedy = fx.ids("greedy_ids");
   const std::string args = "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
                            " --max-tokens " + std::to_string(greedy.size()) +
-                           " --activations '[\"layers.*.layer_output\"]'";
+                           " --activations '[\"layers.*.layer_output\", \"logits\"]'";
   const auto r = test::run_olmo2(args + " --format json");
   ASSERT_EQ(r.status, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy);
-  ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers()));
-  for (int l = 0; l < fx.layers(); ++l) {
-    const std::string key = "layers." + std::to_string(l) + ".layer_output";
+  ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers() + 1));
+  for (int l = 0; l <= fx.layers(); ++l) {  // the logits of every prompt row too (the prefill's)
+    const std::string key = l < fx.layers() ? "layers." + std::to_string(l) + ".layer_output" : "logits";
     EXPECT_EQ(j["activations"][key]["shape"].get<std::vector<int64_t>>(), fx.ref.tensors().at("read." + key).shape)
         << key;
     EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << key;
@@ -313,19 +313,23 @@ TEST(TraceUnderMpirun, ReplicasTakeTurnsAndLinesKeepTheFileOrder) {
   }
 }
 
+// generate's data-parallel replicas compute the same tokens; only replica 0's reads are
+// sent (a second copy would be refused or doubled by the store).
 TEST(TraceUnderMpirun, GenerateReadsOnEveryRankAndPrintsOnce) {
   const Fixture fx("olmo3-gqa-f32");
   const std::vector<int> greedy = fx.ids("greedy_ids");
-  const auto r = mpirun(4, "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
-                               " --max-tokens " + std::to_string(greedy.size()) +
-                               " --activations '[\"layers.*.layer_output\"]' --format json --tp 2 --pp 2");
-  ASSERT_EQ(r.status, 0) << r.err;
-  const json j = json::parse(r.out);
-  EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy);
-  ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers()));
-  for (int l = 0; l < fx.layers(); ++l) {
-    const std::string key = "layers." + std::to_string(l) + ".layer_output";
-    EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << key;
+  for (const char* layout : {"--tp 2 --pp 2", "--pp 2 --dp 2"}) {
+    const auto r = mpirun(4, "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
+                                 " --max-tokens " + std::to_string(greedy.size()) +
+                                 " --activations '[\"layers.*.layer_output\", \"logits\"]' --format json " + layout);
+    ASSERT_EQ(r.status, 0) << layout << ": " << r.err;
+    const json j = json::parse(r.out);
+    EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy) << layout;
+    ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers() + 1)) << layout;
+    for (int l = 0; l <= fx.layers(); ++l) {
+      const std::string key = l < fx.layers() ? "layers." + std::to_string(l) + ".layer_output" : "logits";
+      EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << layout << " " << key;
+    }
   }
 }
 
