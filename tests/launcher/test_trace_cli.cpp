@@ -97,6 +97,25 @@ double max_diff(const json& entry, const Fixture& fx, const std::string& key, st
   return worst;
 }
 
+/// Largest relative difference of a norm read `entry` ([P]) from the L2 norms of the rows
+/// of the fixture's 2-d tensor `ref_name` ([T, F], P ≤ T).
+double max_norm_diff(const json& entry, const Fixture& fx, const std::string& ref_name) {
+  const TensorInfo& t = fx.ref.tensors().at(ref_name);
+  const std::vector<float> got = values_of(entry, ref_name);
+  if (entry["shape"].size() != 1 || got.size() > static_cast<size_t>(t.shape[0]) || got.empty()) {
+    ADD_FAILURE() << ref_name << ": norm read " << entry.dump().substr(0, 200);
+    return INFINITY;
+  }
+  const float* want = reinterpret_cast<const float*>(fx.ref.data(t));
+  double worst = 0;
+  for (size_t p = 0; p < got.size(); ++p) {
+    double sq = 0;
+    for (int64_t j = 0; j < t.shape[1]; ++j) sq += static_cast<double>(want[p * t.shape[1] + j]) * want[p * t.shape[1] + j];
+    worst = std::max(worst, std::fabs(got[p] - std::sqrt(sq)) / std::max(1.0, std::sqrt(sq)));
+  }
+  return worst;
+}
+
 /// Steering case `c` of the fixture (activations.json's "steering") as --interventions
 /// JSON: its interventions with the case's vector, base64.
 std::string interventions_of(const Fixture& fx, const json& c) {
@@ -314,18 +333,21 @@ TEST(TraceUnderMpirun, ReplicasTakeTurnsAndLinesKeepTheFileOrder) {
 }
 
 // generate's data-parallel replicas compute the same tokens; only replica 0's reads are
-// sent (a second copy would be refused or doubled by the store).
+// sent (a second copy would double a norm's sums of squares).
 TEST(TraceUnderMpirun, GenerateReadsOnEveryRankAndPrintsOnce) {
   const Fixture fx("olmo3-gqa-f32");
   const std::vector<int> greedy = fx.ids("greedy_ids");
   for (const char* layout : {"--tp 2 --pp 2", "--pp 2 --dp 2"}) {
     const auto r = mpirun(4, "generate --model " + fx.dir + " --prompt-ids " + csv(fx.ids("prompt_ids")) +
                                  " --max-tokens " + std::to_string(greedy.size()) +
-                                 " --activations '[\"layers.*.layer_output\", \"logits\"]' --format json " + layout);
+                                 " --activations '[\"layers.*.layer_output\", \"logits\", "
+                                 "{\"name\": \"final_norm_output\", \"reduce\": \"norm\"}]' --format json " +
+                                 layout);
     ASSERT_EQ(r.status, 0) << layout << ": " << r.err;
     const json j = json::parse(r.out);
     EXPECT_EQ(j["output_ids"].get<std::vector<int>>(), greedy) << layout;
-    ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers() + 1)) << layout;
+    ASSERT_EQ(j["activations"].size(), static_cast<size_t>(fx.layers() + 2)) << layout;
+    EXPECT_LE(max_norm_diff(j["activations"]["final_norm_output:norm"], fx, "read.final_norm_output"), 1e-5) << layout;
     for (int l = 0; l <= fx.layers(); ++l) {
       const std::string key = l < fx.layers() ? "layers." + std::to_string(l) + ".layer_output" : "logits";
       EXPECT_LE(max_diff(j["activations"][key], fx, key), kTolerance) << layout << " " << key;
