@@ -42,7 +42,7 @@ void trace_prompts(const Olmo2Model& model, const std::vector<std::vector<int32_
     }
     const size_t end = std::min(prompts.size(), round + replicas);
     if (spec.reads.empty()) {  // interventions only: nothing to read, nothing crosses ranks
-      if (root) for (size_t i = round; i < end; ++i) sink(i, nlohmann::json::object());
+      for (size_t i = round; root && i < end; ++i) sink(i, nlohmann::json::object());
       continue;
     }
     const std::vector<float> none;

@@ -110,7 +110,8 @@ double max_norm_diff(const json& entry, const Fixture& fx, const std::string& re
   double worst = 0;
   for (size_t p = 0; p < got.size(); ++p) {
     double sq = 0;
-    for (int64_t j = 0; j < t.shape[1]; ++j) sq += static_cast<double>(want[p * t.shape[1] + j]) * want[p * t.shape[1] + j];
+    const float* row = want + p * t.shape[1];
+    for (int64_t j = 0; j < t.shape[1]; ++j) sq += static_cast<double>(row[j]) * row[j];
     worst = std::max(worst, std::fabs(got[p] - std::sqrt(sq)) / std::max(1.0, std::sqrt(sq)));
   }
   return worst;
@@ -202,13 +203,14 @@ TEST(TraceCli, BadPromptsAndNamesAreOneErrorNamingLineAndField) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\" needs a tokenizer"));
   const std::string good = prompts_file(dir, {{1, 2, 3}});
-  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good + " --activations '[\"layers.3.layer_output\"]'");
+  const std::string traced = "trace --model " + fx.dir + " --prompts " + good;
+  r = test::run_olmo2(traced + " --activations '[\"layers.3.layer_output\"]'");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("activations[0]"));
-  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good + " --activations '[\"logits\"'");
+  r = test::run_olmo2(traced + " --activations '[\"logits\"'");
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("--activations: not JSON"));
-  r = test::run_olmo2("trace --model " + fx.dir + " --prompts " + good);
+  r = test::run_olmo2(traced);
   EXPECT_EQ(r.status, 2);
   EXPECT_THAT(r.err, HasSubstr("trace: --activations JSON is required"));
 }
