@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -25,10 +26,17 @@ using ::testing::HasSubstr;
 
 constexpr double kTolerance = 1e-4;
 
-/// Runs `mpirun -np N olmo2 ARGS` (oversubscribed, as root allowed).
+/// Runs `mpirun -np N olmo2 ARGS` (oversubscribed, as root allowed), with a session
+/// directory of this process's own: Open MPI 4.1 makes its default one with a
+/// check-then-mkdir that two concurrent tests' jobs can race on.
 test::RunResult mpirun(int np, const std::string& args) {
-  return test::run_olmo2_with(std::string(OLMO2_MPIEXEC) + " -np " + std::to_string(np) +
-                                  " --oversubscribe --allow-run-as-root " + OLMO2_BINARY,
+  static const std::string session = [] {
+    char name[] = "/tmp/olmo2-ompi-XXXXXX";
+    const char* made = mkdtemp(name);
+    return std::string(made ? made : "/tmp");
+  }();
+  return test::run_olmo2_with("env OMPI_MCA_orte_tmpdir_base=" + session + " " + OLMO2_MPIEXEC + " -np " +
+                                  std::to_string(np) + " --oversubscribe --allow-run-as-root " + OLMO2_BINARY,
                               args);
 }
 
