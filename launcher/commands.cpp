@@ -130,14 +130,11 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
     // A checkpoint's files are verified before any weight is read, each rank its share.
+    // (And rank 0 opens --activations-out: a path it cannot write ends every rank alike.)
     parallel::agree(groups.world.get(), [&] {
       verify_model_directory(cfg.model, {rank, groups.world->size()}, rank == 0 ? &std::cerr : nullptr);
+      if (reads_file && rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
     });
-    if (reads_file) {  // rank 0 writes it: a path it cannot write ends every rank alike
-      parallel::agree(groups.world.get(), [&] {
-        if (rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
-      });
-    }
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
     // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
     const GenerateTrace traced{&spec, groups.world.get(), groups.coords().dp == 0};

@@ -380,6 +380,18 @@ TEST(TraceUnderMpirun, ABadLineIsReportedOnceAndNoRankHangs) {
   EXPECT_THAT(r.err, HasSubstr(message));
   EXPECT_EQ(r.err.find(message), r.err.rfind(message)) << r.err;
   EXPECT_EQ(r.out, "");
+  // An output file rank 0 cannot write stops every rank before the model is loaded.
+  const std::string good = prompts_file(dir, {{1, 2}});
+  const std::string reads = " --activations '[\"logits\"]'";
+  for (const std::string& args :
+       {"trace --model " + fx.dir + " --prompts " + good + reads + " --output /nonexistent/o.jsonl",
+        "generate --model " + fx.dir + " --prompt-ids 1,2" + reads + " --activations-out /nonexistent/o"}) {
+    const auto w = mpirun(2, args + " --tp 2 --collective-timeout 20");
+    EXPECT_EQ(w.status, 1) << args;
+    EXPECT_THAT(w.err, HasSubstr("olmo2: error: rank 0: --")) << args;
+    EXPECT_THAT(w.err, HasSubstr(": cannot write /nonexistent/o")) << args;
+    EXPECT_EQ(w.out, "") << args;
+  }
 }
 
 }  // namespace
