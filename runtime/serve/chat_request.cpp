@@ -110,7 +110,8 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   p.max_tokens = max_completion_tokens >= 0 ? max_completion_tokens : max_tokens;
   if (p.max_tokens < 0) p.max_tokens = std::max<int64_t>(max_tokens_room(p, served), 1);
   check_lengths(p, served, PromptLabel{"messages", "the rendered prompt", true}, max_param);
-  p.trace = trace_for_prompt(trace, p, served, "the rendered prompt");
+  int64_t trace_bytes = 0;
+  p.trace = trace_for_prompt(trace, p, served, "the rendered prompt", trace_bytes);
   r.prompts.push_back(std::move(p));
   return r;
 }

@@ -109,6 +109,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   r.return_tokens_as_token_ids = f.boolean("return_tokens_as_token_ids", false);
   read_generation_fields(f, served, fallback_seed, base);
   const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
+  int64_t trace_bytes = 0;  // the worst case of every prompt's reads, bounded together
   read_unimplemented_fields(f);
   f.refuse_unread();
   base.stream = r.stream;
@@ -126,7 +127,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
     label.name = prompts.size() == 1 ? "prompt" : "prompt " + std::to_string(i);
     label.from_text = prompts[i].from_text;
     check_lengths(p, served, label, "max_tokens");
-    p.trace = trace_for_prompt(trace, p, served, label.name);
+    p.trace = trace_for_prompt(trace, p, served, label.name, trace_bytes);
     r.prompts.push_back(std::move(p));
     r.prompt_texts.push_back(prompts[i].text);
   }

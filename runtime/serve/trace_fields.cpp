@@ -1,6 +1,7 @@
 #include "runtime/serve/trace_fields.h"
 
 #include <cctype>
+#include <cstdint>
 #include <string>
 
 #include "runtime/serve/api_error.h"
@@ -57,12 +58,15 @@ std::shared_ptr<const trace::TraceSpec> read_trace_fields(Fields& f, const Serve
 
 std::shared_ptr<const trace::TraceSpec> trace_for_prompt(const std::shared_ptr<const trace::TraceSpec>& spec,
                                                          const CompletionParams& p, const ServedModel& served,
-                                                         const std::string& label) {
+                                                         const std::string& label, int64_t& request_bytes) {
   if (!spec) return nullptr;
   auto out = std::make_shared<trace::TraceSpec>(*spec);
   out->prompt_len = static_cast<int64_t>(p.prompt.size());
   if (!out->reads.empty()) {
-    const int64_t bytes = trace::activation_bytes(*out, served.config, out->prompt_len, p.max_tokens);
+    const int64_t own = trace::activation_bytes(*out, served.config, out->prompt_len, p.max_tokens);
+    // The request's total over its prompts (activation_bytes caps at INT64_MAX).
+    const int64_t bytes = own > INT64_MAX - request_bytes ? INT64_MAX : request_bytes + own;
+    request_bytes = bytes;
     if (bytes > served.max_activation_bytes) {
       throw ApiError(400, "activations",
                      "activations: this request could return " + std::to_string(bytes) +

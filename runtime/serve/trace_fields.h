@@ -24,11 +24,12 @@ std::shared_ptr<const trace::TraceSpec> read_trace_fields(Fields& f, const Serve
                                                           int32_t best_of);
 
 /// One prompt's spec: a copy of `spec` with prompt_len = p.prompt.size() (null: null).
-/// Checks the worst case of its reads, trace::activation_bytes for the prompt and
-/// p.max_tokens, against served.max_activation_bytes: over it, ApiError 400 naming
+/// Adds the worst case of its reads, trace::activation_bytes for the prompt and
+/// p.max_tokens, to `request_bytes` (the request's total over its prompts so far) and
+/// checks the total against served.max_activation_bytes: over it, ApiError 400 naming
 /// "activations" with both numbers. `label` names the prompt in a batch ("prompt 2").
 std::shared_ptr<const trace::TraceSpec> trace_for_prompt(const std::shared_ptr<const trace::TraceSpec>& spec,
                                                          const CompletionParams& p, const ServedModel& served,
-                                                         const std::string& label);
+                                                         const std::string& label, int64_t& request_bytes);
 
 }  // namespace olmo2

@@ -142,6 +142,19 @@ TEST(TraceApi, AWorstCaseOverTheLimitIsRefusedWithBothNumbers) {
   EXPECT_THAT(over.message, HasSubstr("activations: this request could return " + std::to_string(bytes) +
                                       " bytes, over the server's --max-activation-bytes " +
                                       std::to_string(bytes - 1)));
+  // A batch of prompts is bounded as one request: two prompts of the same worst case
+  // together are over a limit each alone is within.
+  m.max_activation_bytes = bytes;
+  const Refusal batch = refusal("batch", [&] {
+    completions(R"({"prompt": [[1, 2, 3], [4, 5, 6]], "max_tokens": 2, "activations": ["logits"]})", m);
+  });
+  EXPECT_EQ((std::tuple(batch.status, batch.param)), (std::tuple(400, std::string("activations"))));
+  EXPECT_THAT(batch.message, HasSubstr("could return " + std::to_string(2 * bytes) + " bytes"));
+  m.max_activation_bytes = 2 * bytes;
+  EXPECT_EQ(completions(R"({"prompt": [[1, 2, 3], [4, 5, 6]], "max_tokens": 2, "activations": ["logits"]})", m)
+                .prompts.size(),
+            2u);
+  m.max_activation_bytes = bytes - 1;
   // A norm over the feature axis is one float per position: well within.
   const ApiRequest norm = completions(
       R"({"prompt": [1, 2, 3], "max_tokens": 2, "activations": [{"name": "logits", "reduce": "norm"}]})", m);
