@@ -103,7 +103,32 @@ void ActivationRecorder::at(TapSite site, int64_t layer, const TapRows& where, c
     if (!ts.spec) continue;
     const TraceSpec& spec = *ts.spec;
     const int64_t r0 = where.offset[i], n = where.offset[i + 1] - r0, p0 = where.first_position[i];
-    // Interventions first: what the reads and the rest of the forward see.
+    // Reads: this rank's columns of the covered rows, reduced. attention_head_outputs is
+    // the attention function's output, read before an ablation (transformers ablates at
+    // o_proj's input, attention_premix); every other read sees the interventions.
+    const ColumnShare share_of_site = share(site);
+    auto read_rows = [&](bool before_interventions) {
+      if (!share_of_site.reports) return;
+      for (size_t r = 0; r < spec.reads.size(); ++r) {
+        const ActivationRead& read = spec.reads[r];
+        if (read.site != site || !covers_layer(read.layers, layer)) continue;
+        if ((read.name == "attention_head_outputs") != before_interventions) continue;
+        int64_t first = -1, count = 0;  // covered rows: one run (prompt, generated or all)
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t p = p0 + t;
+          if (p < ts.record_from || !read.positions.contains(p, spec.prompt_len)) continue;
+          if (first < 0) first = t;
+          count = t - first + 1;
+        }
+        if (count == 0) continue;
+        PieceHeader hdr{ts.tag, static_cast<int32_t>(r), static_cast<int32_t>(layer),
+                        static_cast<int32_t>(read.reduce), static_cast<int32_t>(p0 + first),
+                        static_cast<int32_t>(count), 0, 0, 0};
+        append_rows(hdr, share_of_site, host.data() + (r0 + first) * width, width, count);
+      }
+    };
+    read_rows(true);
+    // Interventions: what the later reads and the rest of the forward see.
     for (const Intervention& iv : spec.interventions) {
       if (iv.site != site || !covers_layer(iv.layers, layer)) continue;
       if (iv.kind == Intervention::Kind::Add) {
@@ -123,24 +148,7 @@ void ActivationRecorder::at(TapSite site, int64_t layer, const TapRows& where, c
         }
       }
     }
-    // Reads: this rank's columns of the covered rows, reduced.
-    const ColumnShare share_of_site = share(site);
-    if (!share_of_site.reports) continue;
-    for (size_t r = 0; r < spec.reads.size(); ++r) {
-      const ActivationRead& read = spec.reads[r];
-      if (read.site != site || !covers_layer(read.layers, layer)) continue;
-      int64_t first = -1, count = 0;  // covered rows: one run (prompt, generated or all)
-      for (int64_t t = 0; t < n; ++t) {
-        const int64_t p = p0 + t;
-        if (p < ts.record_from || !read.positions.contains(p, spec.prompt_len)) continue;
-        if (first < 0) first = t;
-        count = t - first + 1;
-      }
-      if (count == 0) continue;
-      PieceHeader hdr{ts.tag, static_cast<int32_t>(r), static_cast<int32_t>(layer), static_cast<int32_t>(read.reduce),
-                      static_cast<int32_t>(p0 + first), static_cast<int32_t>(count), 0, 0, 0};
-      append_rows(hdr, share_of_site, host.data() + (r0 + first) * width, width, count);
-    }
+    read_rows(false);
   }
   if (changed) host.write_back();
 }
@@ -168,7 +176,7 @@ void ActivationRecorder::append_rows(PieceHeader hdr, const ColumnShare& c, cons
         pieces_.push_back(static_cast<float>(s));
       }
     }
-  } else {  // Mean: column sums over the rows (in double, sent as f32)
+  } else {  // Mean: column sums over the rows, in double, sent as doubles
     hdr.column = static_cast<int32_t>(c.column), hdr.width = static_cast<int32_t>(c.width);
     append_header(pieces_, hdr);
     std::vector<double> sum(static_cast<size_t>(c.width), 0.0);
@@ -176,7 +184,7 @@ void ActivationRecorder::append_rows(PieceHeader hdr, const ColumnShare& c, cons
       const float* row = rows + t * stride + c.local;
       for (int64_t j = 0; j < c.width; ++j) sum[static_cast<size_t>(j)] += row[j];
     }
-    for (double s : sum) pieces_.push_back(static_cast<float>(s));
+    for (double s : sum) append_double(pieces_, s);
   }
 }
 

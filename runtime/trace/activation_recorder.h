@@ -26,7 +26,8 @@ struct TracedSequence {
 
 /// The tap of one forward (one micro-batch) on one rank: `sequences` in the batch's
 /// order. Interventions are applied before the reads of the same site (a read sees what
-/// the rest of the model sees). What this rank records:
+/// the rest of the model sees), except attention_head_outputs, the attention function's
+/// own output, read before a head is ablated (attention_premix, o_proj's input, after). What this rank records:
 ///   - columns it holds: its query heads, its kv heads when it owns them (kv_replica 0),
 ///     its MLP rows, its real vocab rows; replicated residual columns on TP rank 0 only;
 ///   - per read's reduce: None the rows themselves, Norm each row's (per head) partial sum

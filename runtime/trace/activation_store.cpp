@@ -124,7 +124,7 @@ void ActivationStore::add(std::span<const float> pieces, int32_t tag) {
           if (static_cast<int64_t>(s.size()) <= col) {
             s.resize(static_cast<size_t>(probs ? col + 1 : impl_->features(read.site)), 0.0);
           }
-          s[static_cast<size_t>(col)] += v[j];
+          s[static_cast<size_t>(col)] += read_double(v + 2 * j);
         }
         break;
       }

@@ -185,6 +185,13 @@ std::string TraceSpec::intervention_key() const {
   if (interventions.empty()) return "";
   std::vector<int64_t> words{static_cast<int64_t>(interventions.size())};
   for (const Intervention& iv : interventions) put_intervention(words, iv);
+  // "prompt" and "generated" name positions relative to the prompt's end: the same
+  // interventions steer other absolute positions for another prompt length (a later
+  // turn whose prompt holds an earlier answer), so the key holds the length then.
+  const bool relative = std::any_of(interventions.begin(), interventions.end(), [](const Intervention& iv) {
+    return iv.positions.kind == PositionSelector::Kind::Prompt || iv.positions.kind == PositionSelector::Kind::Generated;
+  });
+  if (relative) words.push_back(prompt_len);
   std::string key(words.size() * sizeof(int64_t), '\0');
   for (size_t i = 0; i < words.size(); ++i) {
     const uint64_t w = static_cast<uint64_t>(words[i]);

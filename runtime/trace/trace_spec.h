@@ -69,8 +69,10 @@ struct TraceSpec {
   bool reads_prompt() const;
   /// Whether some read or intervention involves `site` of `layer` (−1: model-wide).
   bool touches(TapSite site, int64_t layer) const;
-  /// A byte string equal for two specs exactly when their interventions are equal (the
-  /// prefix cache's key for steered requests; empty without interventions).
+  /// A byte string equal for two specs exactly when their interventions steer the same
+  /// absolute positions alike: the interventions, and prompt_len when one of them covers
+  /// "prompt" or "generated" (the prefix cache's key for steered requests; empty without
+  /// interventions).
   std::string intervention_key() const;
   /// The spec as int64 words (floats bit-cast) for a step's plan; decode() reverses it
   /// from `words` starting at `pos`, which it advances. decode throws Error on a

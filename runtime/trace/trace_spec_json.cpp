@@ -289,6 +289,13 @@ Intervention parse_add(const json& entry, const std::string& field, const ModelC
       fail(field + ".coefficient", "must be a finite float32 number, got " + shown(*c));
     }
   }
+  // What is added, coefficient · vector in f32, must stay finite too.
+  for (size_t i = 0; i < iv.vector.size(); ++i) {
+    if (!std::isfinite(iv.coefficient * iv.vector[i])) {
+      fail(field + ".coefficient", "times vector entry " + std::to_string(i) + " (" + json(iv.vector[i]).dump() +
+                                       ") overflows float32: " + json(iv.coefficient).dump());
+    }
+  }
   return iv;
 }
 

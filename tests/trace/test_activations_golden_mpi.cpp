@@ -281,7 +281,10 @@ TEST(ActivationsGolden, SteeringMatchesTheHookedReferenceInEveryLayout) {
     const Loaded fx(name);
     const Olmo2Model whole = Olmo2Model::load(fx.dir);
     const std::string last = "layers." + std::to_string(whole.config().num_hidden_layers - 1) + ".layer_output";
-    const json reads = json::array({last});
+    // Layer 0's head outputs and o_proj input too: an ablation zeroes the head at o_proj's
+    // input (attention_premix), after the attention function's output
+    // (attention_head_outputs), as transformers' hook does.
+    const json reads = json::array({last, "layers.0.attention_head_outputs", "layers.0.attention_premix"});
     for (const parallel::Layout& lay : layouts(world_n)) {
       parallel::PartitionPlan plan;
       try {
@@ -311,6 +314,16 @@ TEST(ActivationsGolden, SteeringMatchesTheHookedReferenceInEveryLayout) {
                              tensor_values(fx.ref, "steer." + cs + ".layer_output", nullptr)),
                     1e-4)
               << where;
+          if (cs != "ablate_head" && cs != "combined") continue;  // their layer 0 sees only the ablation
+          const std::vector<float> heads = tensor_values(fx.ref, "read.layers.0.attention_head_outputs", nullptr);
+          std::vector<float> zeroed = heads;  // [T, H, hd] with head 1 zero
+          const int64_t hd = whole.config().head_dim, H = whole.config().num_attention_heads;
+          for (size_t row = 0; row < zeroed.size() / static_cast<size_t>(H * hd); ++row) {
+            std::fill_n(zeroed.begin() + static_cast<int64_t>(row) * H * hd + hd, hd, 0.0f);
+          }
+          EXPECT_LE(max_diff(decode(t.reads.at("layers.0.attention_head_outputs")).values, heads), 1e-4) << where;
+          EXPECT_LE(max_diff(decode(t.reads.at("layers.0.attention_premix")).values, zeroed), 1e-4) << where;
+          EXPECT_GT(max_diff(heads, zeroed), 1e-2) << "head 1 must have something to zero";
         }
       }
       groups.world->barrier();

@@ -232,3 +232,47 @@ TEST(EngineActivations, ReadsAndSteeringMatchTransformersAndConcurrencyChangesNo
 
 }  // namespace
 }  // namespace olmo2::trace
+
+namespace olmo2::trace {
+namespace {
+
+// A later request whose prompt holds an earlier steered answer (a chat's next turn), with
+// the same interventions on "prompt" (or "generated") positions, steers other absolute
+// positions than the earlier one did: it must not reuse the earlier request's cached
+// blocks, and answers as on a fresh server.
+TEST(EngineActivations, RelativePositionsNeverReuseBlocksSteeredForAnotherPromptLength) {
+  const Fixture fx("gqa-f32");
+  const ModelConfig config = ModelConfig::load(fx.dir);
+  for (const char* positions : {"prompt", "generated"}) {
+    json ivs = steering(fx);
+    ivs[0]["positions"] = positions;
+    const CompletionParams first = request(fx, config, nullptr, &ivs);
+    for (const Layout lay : layouts()) {
+      const std::string where = std::string(positions) + " tp " + std::to_string(lay.tp) + " pp " +
+                                std::to_string(lay.pp);
+      const auto a = serve(fx, lay.tp, lay.pp, {{first}});
+      std::vector<int32_t> answer = a.empty() ? std::vector<int32_t>{} : a[0][0].ids;
+      int n = static_cast<int>(answer.size());  // every rank builds the same next turn
+      MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      answer.resize(static_cast<size_t>(n));
+      MPI_Bcast(answer.data(), n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+      CompletionParams next = first;
+      next.prompt.insert(next.prompt.end(), answer.begin(), answer.end());
+      next.max_tokens = 3;
+      next.trace = std::make_shared<TraceSpec>(parse_trace_request(nullptr, &ivs, config));
+      std::const_pointer_cast<TraceSpec>(next.trace)->prompt_len = static_cast<int64_t>(next.prompt.size());
+      const auto after = serve(fx, lay.tp, lay.pp, {{first}, {next}});
+      const auto fresh = serve(fx, lay.tp, lay.pp, {{next}});
+      if (parallel::test::world_rank() != 0) continue;
+      ASSERT_EQ(after.size(), 2u);
+      EXPECT_EQ(after[0][0].ids, a[0][0].ids) << where;
+      EXPECT_EQ(after[1][0].ids, fresh[0][0].ids) << where;
+      EXPECT_EQ(0, std::memcmp(after[1][0].logprobs.data(), fresh[0][0].logprobs.data(),
+                               4 * fresh[0][0].logprobs.size()))
+          << where;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace olmo2::trace

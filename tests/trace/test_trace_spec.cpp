@@ -222,6 +222,26 @@ TEST(TraceSpec, InterventionKeyIsEqualExactlyForEqualInterventions) {
   }
 }
 
+TEST(TraceSpec, InterventionKeyHoldsThePromptLengthOnlyForRelativePositions) {
+  // "prompt" and "generated" steer other absolute positions for another prompt length: a
+  // later request whose prompt holds an earlier answer must not reuse its blocks.
+  for (const Kind kind : {Kind::Prompt, Kind::Generated}) {
+    TraceSpec a = full_spec();
+    a.interventions[1].positions = selector(kind);
+    a.prompt_len = 11;
+    TraceSpec b = a;
+    b.prompt_len = 17;
+    EXPECT_NE(a.intervention_key(), b.intervention_key());
+    b.prompt_len = 11;
+    EXPECT_EQ(a.intervention_key(), b.intervention_key());
+  }
+  TraceSpec all = full_spec();  // absolute and "all" positions: the length does not matter
+  all.interventions[1].positions = selector(Kind::All);
+  TraceSpec longer = all;
+  longer.prompt_len = all.prompt_len + 6;
+  EXPECT_EQ(all.intervention_key(), longer.intervention_key());
+}
+
 TEST(TraceSpec, ReadShapesOfEveryNameAndReduction) {
   const ModelConfig c = gqa();
   using S = std::vector<int64_t>;

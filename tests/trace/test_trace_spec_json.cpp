@@ -286,6 +286,15 @@ TEST(TraceSpecJson, RefusesBadInterventionsNamingFieldAndValue) {
                                    HasSubstr(c.dump())))
         << c.dump();
   }
+  // Each finite, their product not: 3e38 · 3e38 overflows float32.
+  v.assign(64, 0.5f);
+  v[5] = 3e38f;
+  e = steer("layers.0.layer_output");
+  e["vector"] = base64_floats(v);
+  e["coefficient"] = 3e38;
+  EXPECT_THAT(error_of(e), HasSubstr("interventions[1].coefficient: times vector entry 5"));
+  e["coefficient"] = 1.0;
+  EXPECT_NO_THROW(parse(nullptr, json::array({e}))) << "within float32";
   e = steer("layers.0.layer_output");
   e["head"] = 2;
   EXPECT_THAT(error_of(e), HasSubstr("interventions[1].head: unknown field \"head\" (known here: type, name, vector, "
