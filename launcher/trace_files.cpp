@@ -16,6 +16,11 @@ namespace {
 std::vector<int32_t> prompt_of(const nlohmann::json& j, const std::string& where, const std::string& tokenizer_path,
                                std::optional<Tokenizer>& tokenizer, const ModelConfig& c) {
   if (!j.is_object()) OLMO2_THROW(InputError, where, ": expected a JSON object, got ", j.dump());
+  for (const auto& [key, value] : j.items()) {  // a misspelt key is refused, as the API refuses it
+    if (key != "prompt" && key != "prompt_ids") {
+      OLMO2_THROW(InputError, where, ": unknown key \"", key, "\" (known: prompt, prompt_ids)");
+    }
+  }
   const bool text = j.contains("prompt"), ids = j.contains("prompt_ids");
   if (text == ids) {
     OLMO2_THROW(InputError, where, ": give exactly one of \"prompt\" (text) and \"prompt_ids\" (token ids)");
@@ -34,6 +39,12 @@ std::vector<int32_t> prompt_of(const nlohmann::json& j, const std::string& where
     }
     out = tokenizer->encode(p.get_ref<const std::string&>());
     if (out.empty()) OLMO2_THROW(InputError, where, ": \"prompt\" encodes to no tokens");
+    for (size_t i = 0; i < out.size(); ++i) {  // a tokenizer larger than the model's vocabulary
+      if (out[i] >= c.vocab_size) {
+        OLMO2_THROW(InputError, where, ": \"prompt\" token ", i, " is id ", out[i],
+                    ", outside the model's vocabulary [0, ", c.vocab_size, ")");
+      }
+    }
   } else {
     const nlohmann::json& p = j["prompt_ids"];
     if (!p.is_array() || p.empty()) {

@@ -168,6 +168,8 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
                         "--max-activation-bytes: unknown unit 'XB'");
   expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 0"), 2,
                         "--max-activation-bytes must be a positive size, got '0'");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 1e30"), 2,
+                        "--max-activation-bytes must be at most 9e18 bytes, got '1e30'");
   expect_one_line_error(run_olmo2("serve" + m + " --max-batch-tokens 8"), 2,
                         "--max-batch-tokens 8 is below --max-running-requests 64");
   expect_one_line_error(run_olmo2("serve" + m + " --dp 2"), 2, "serve: --dp is not supported");

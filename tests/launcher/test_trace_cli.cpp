@@ -210,6 +210,18 @@ TEST(TraceCli, BadPromptsAndNamesAreOneErrorNamingLineAndField) {
   r = test::run_olmo2(base + dir.file("text.jsonl"));
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\" needs a tokenizer"));
+  {
+    std::ofstream out(dir.file("typo.jsonl"));
+    out << R"({"prompt_ids": [1, 2], "max_tokens": 3})" << "\n";
+  }
+  r = test::run_olmo2(base + dir.file("typo.jsonl"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("line 1: unknown key \"max_tokens\" (known: prompt, prompt_ids)"));
+  // Text whose dolma2 ids lie past this tiny model's vocabulary of 192.
+  r = test::run_olmo2(base + dir.file("text.jsonl") + " --tokenizer " + test::source_path("data/dolma2-tokenizer.json"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\" token 0 is id 2201"));
+  EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary [0, 192)"));
   const std::string good = prompts_file(dir, {{1, 2, 3}});
   const std::string traced = "trace --model " + fx.dir + " --prompts " + good;
   r = test::run_olmo2(traced + " --activations '[\"layers.3.layer_output\"]'");
