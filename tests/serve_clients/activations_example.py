@@ -107,6 +107,26 @@ def steer(layer, vector, coefficient):
              "coefficient": coefficient, "positions": "all"}]
 
 
+def demo(client, model, layer=None, coefficient=4.0, max_tokens=12):
+    """Prints the norms of PROMPT's residual stream and sublayer outputs per layer, then
+    PROMPT's greedy continuation without and with the POSITIVE − NEGATIVE steering vector
+    at `layer` (default: the middle one) times `coefficient`."""
+    table = residual_norms(client, model, PROMPT)
+    print("mean L2 norm over the tokens of", repr(PROMPT))
+    print(f"{'layer':>5} {'residual':>10} {'attention':>10} {'mlp':>10}")
+    for k, row in sorted(table.items()):
+        print(f"{k:5d} {row['layer_output']:10.3f} {row['attention_output']:10.3f} {row['mlp_output']:10.3f}")
+
+    layer = len(table) // 2 if layer is None else layer
+    vector = steering_vector(client, model, layer, POSITIVE, NEGATIVE)
+    [(before, _)] = complete(client, model, PROMPT, max_tokens)
+    [(after, _)] = complete(client, model, PROMPT, max_tokens, interventions=steer(layer, vector, coefficient))
+    size = sum(x * x for x in vector) ** 0.5
+    print(f"steering layers.{layer}.layer_output by {coefficient:g} × (positive − negative), |v| = {size:.3f}")
+    print(f"before: {PROMPT + before!r}")
+    print(f"after:  {PROMPT + after!r}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1"))
@@ -117,23 +137,7 @@ def main(argv=None):
     p.add_argument("--max-tokens", type=int, default=12)
     args = p.parse_args(argv)
     client = openai.OpenAI(base_url=args.base_url, api_key=args.api_key)
-    model = args.model or client.models.list().data[0].id
-
-    table = residual_norms(client, model, PROMPT)
-    print("mean L2 norm over the tokens of", repr(PROMPT))
-    print(f"{'layer':>5} {'residual':>10} {'attention':>10} {'mlp':>10}")
-    for layer, row in sorted(table.items()):
-        print(f"{layer:5d} {row['layer_output']:10.3f} {row['attention_output']:10.3f} {row['mlp_output']:10.3f}")
-
-    layer = len(table) // 2 if args.layer is None else args.layer
-    vector = steering_vector(client, model, layer, POSITIVE, NEGATIVE)
-    [(before, _)] = complete(client, model, PROMPT, args.max_tokens)
-    [(after, _)] = complete(client, model, PROMPT, args.max_tokens,
-                            interventions=steer(layer, vector, args.coefficient))
-    size = sum(x * x for x in vector) ** 0.5
-    print(f"steering layers.{layer}.layer_output by {args.coefficient:g} × (positive − negative), |v| = {size:.3f}")
-    print(f"before: {PROMPT + before!r}")
-    print(f"after:  {PROMPT + after!r}")
+    demo(client, args.model or client.models.list().data[0].id, args.layer, args.coefficient, args.max_tokens)
     return 0
 
 

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import unittest
 
 import openai
 
@@ -28,6 +29,21 @@ def row_norms(shape, values):
     """The L2 norm of each row of a [rows, features] tensor."""
     rows, features = shape
     return [math.sqrt(sum(v * v for v in values[r * features:(r + 1) * features])) for r in range(rows)]
+
+
+class ReadmeShowsTheScript(unittest.TestCase):
+    def test_the_readme_excerpt_is_the_script(self):
+        """README.md's python block in "Reading and steering activations" is the script's
+        text, in pieces separated by "# …" lines."""
+        with open(os.path.join(harness.REPO, "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+        section = readme[readme.index("### Reading and steering activations"):]
+        block = section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")]
+        with open(ex.__file__, encoding="utf-8") as f:
+            script = f.read()
+        for piece in block.split("\n# …\n"):
+            self.assertIn(piece, script)
+        self.assertIn("def demo(", block)
 
 
 class ActivationsExample(SdkCase):
