@@ -47,6 +47,19 @@ bool covers_layer(const std::vector<int64_t>& layers, int64_t layer) {
   return layer < 0 ? layers.empty() : std::binary_search(layers.begin(), layers.end(), layer);
 }
 
+/// The rows t of n new ones (at positions p0 + t) that `read` records for `ts`: one run
+/// (prompt, generated or all positions, from record_from on) as {first row, count}.
+std::pair<int64_t, int64_t> covered_rows(const ActivationRead& read, const TracedSequence& ts, int64_t p0, int64_t n) {
+  int64_t first = -1, count = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t p = p0 + t;
+    if (p < ts.record_from || !read.positions.contains(p, ts.spec->prompt_len)) continue;
+    if (first < 0) first = t;
+    count = t - first + 1;
+  }
+  return {first, count};
+}
+
 }  // namespace
 
 ActivationRecorder::ActivationRecorder(const ModelConfig& config, const ShardSpec& shard, int tp_rank,
@@ -113,13 +126,7 @@ void ActivationRecorder::at(TapSite site, int64_t layer, const TapRows& where, c
         const ActivationRead& read = spec.reads[r];
         if (read.site != site || !covers_layer(read.layers, layer)) continue;
         if ((read.name == "attention_head_outputs") != before_interventions) continue;
-        int64_t first = -1, count = 0;  // covered rows: one run (prompt, generated or all)
-        for (int64_t t = 0; t < n; ++t) {
-          const int64_t p = p0 + t;
-          if (p < ts.record_from || !read.positions.contains(p, spec.prompt_len)) continue;
-          if (first < 0) first = t;
-          count = t - first + 1;
-        }
+        const auto [first, count] = covered_rows(read, ts, p0, n);
         if (count == 0) continue;
         PieceHeader hdr{ts.tag, static_cast<int32_t>(r), static_cast<int32_t>(layer),
                         static_cast<int32_t>(read.reduce), static_cast<int32_t>(p0 + first),
@@ -201,13 +208,7 @@ void ActivationRecorder::attention(int64_t layer, const TapRows& where, size_t s
   for (size_t r = 0; r < spec.reads.size(); ++r) {
     const ActivationRead& read = spec.reads[r];
     if (read.site != TapSite::AttentionProbabilities || !covers_layer(read.layers, layer)) continue;
-    int64_t first = -1, count = 0;
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t p = p0 + t;
-      if (p < ts.record_from || !read.positions.contains(p, spec.prompt_len)) continue;
-      if (first < 0) first = t;
-      count = t - first + 1;
-    }
+    const auto [first, count] = covered_rows(read, ts, p0, n);
     if (count == 0) continue;
     // probs [count, nh, K]: key k is position k; row t sees keys max(0, p−W+1) … p.
     const int64_t kext = p0 + first + count;
