@@ -107,6 +107,7 @@ struct RunInfo {
   long long seed = 0;
   bool ignore_eos = true;
   long long shared_prefix_tokens = 0;  ///< ids every prompt starts with, before its prompt_tokens
+  std::string extra_body;  ///< --extra-body's JSON object as sent ("" when none)
 };
 
 /// Prints the summary of the timed `records` (wall = seconds of the timed phase) to stdout,

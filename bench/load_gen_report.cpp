@@ -95,7 +95,9 @@ void print_summary(const RunInfo& info, const std::vector<RequestRecord>& record
         {"itl_ms",
          {{"p50", ms_json(itl.p(50))}, {"p90", ms_json(itl.p(90))}, {"p99", ms_json(itl.p(99))}}},
         {"tpot_ms", {{"p50", ms_json(tpot.p(50))}}},
-        {"e2e_ms", {{"p50", ms_json(e2e.p(50))}, {"p99", ms_json(e2e.p(99))}}}};
+        {"e2e_ms",
+         {{"p50", ms_json(e2e.p(50))}, {"p99", ms_json(e2e.p(99))}, {"mean", ms_json(e2e.avg())}}}};
+    if (!info.extra_body.empty()) j["extra_body"] = nlohmann::json::parse(info.extra_body);
     auto& errors = j["errors"] = nlohmann::json::array();
     for (size_t i = 0; i < records.size() && errors.size() < 5; ++i)
       if (!records[i].ok) errors.push_back({{"request", i}, {"error", records[i].error}});
@@ -109,9 +111,11 @@ void print_summary(const RunInfo& info, const std::vector<RequestRecord>& record
                 info.model.c_str());
     std::printf(
         "  %lld requests (+%lld warm-up), concurrency %lld, prompt %lld shared + %lld tokens, "
-        "max_tokens %lld, ignore_eos %s, seed %lld\n\n",
+        "max_tokens %lld, ignore_eos %s, seed %lld\n",
         info.requests, info.warmup, info.concurrency, info.shared_prefix_tokens, info.prompt_tokens,
         info.max_tokens, info.ignore_eos ? "on" : "off", info.seed);
+    if (!info.extra_body.empty()) std::printf("  extra body %s\n", info.extra_body.c_str());
+    std::printf("\n");
     std::printf("requests          %lld ok, %lld failed%s\n", ok, failed, by_kind.c_str());
     std::printf("wall time         %.3f s\n", wall);
     std::printf("requests/s        %.2f\n", rps);
@@ -126,7 +130,7 @@ void print_summary(const RunInfo& info, const std::vector<RequestRecord>& record
     std::printf("TPOT            %s %s %s %s\n", ms_cell(tpot.p(50)).c_str(), ms_cell({}).c_str(),
                 ms_cell({}).c_str(), ms_cell({}).c_str());
     std::printf("E2E             %s %s %s %s\n", ms_cell(e2e.p(50)).c_str(), ms_cell({}).c_str(),
-                ms_cell(e2e.p(99)).c_str(), ms_cell({}).c_str());
+                ms_cell(e2e.p(99)).c_str(), ms_cell(e2e.avg()).c_str());
     std::fflush(stdout);
   }
   if (shorter > 0)

@@ -29,6 +29,7 @@ using olmo2::bench::RequestRecord;
 
 struct Options {
   std::string host = "127.0.0.1", api_key, model;
+  json extra_body = json::object();  ///< --extra-body: fields added to every request
   int port = 8000;
   long long requests = 64, concurrency = 8, prompt_tokens = 128, max_tokens = 64, shared_prefix_tokens = 0;
   long long warmup = 0, seed = 0;
@@ -46,6 +47,7 @@ struct Options {
 Options parse_options(int argc, char** argv) {
   Options o;
   bool no_ignore_eos = false;
+  std::string extra_body;
   po::options_description desc("olmo2_load_gen options");
   desc.add_options()("help,h", "this text")("host", po::value(&o.host)->default_value(o.host),
                                             "server address")(
@@ -66,6 +68,8 @@ Options parse_options(int argc, char** argv) {
       "no-ignore-eos", po::bool_switch(&no_ignore_eos), "let the model stop at EOS")(
       "timeout", po::value(&o.timeout)->default_value(o.timeout), "seconds per request")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "requests sent first, not counted")(
+      "extra-body", po::value(&extra_body),
+      "a JSON object whose fields are added to every request, e.g. '{\"activations\": [...]}'")(
       "json", po::bool_switch(&o.json_out), "print the summary as one JSON object");
   po::variables_map vm;
   try {
@@ -96,6 +100,14 @@ Options parse_options(int argc, char** argv) {
   if (o.port < 1 || o.port > 65535) usage_error("--port must be in 1..65535", desc);
   if (!(o.timeout > 0)) usage_error("--timeout must be > 0 seconds", desc);
   if (o.host.empty()) usage_error("--host is empty", desc);
+  if (!extra_body.empty()) {
+    o.extra_body = json::parse(extra_body, nullptr, false);
+    if (o.extra_body.is_discarded() || !o.extra_body.is_object())
+      usage_error("--extra-body must be a JSON object (got " + extra_body + ")", desc);
+    for (const char* own : {"model", "prompt", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos", "seed"})
+      if (o.extra_body.contains(own))
+        usage_error("--extra-body must not set \"" + std::string(own) + "\": the tool sets it", desc);
+  }
   return o;
 }
 
@@ -309,10 +321,11 @@ int main(int argc, char** argv) {
   auto body = [&](long long i) {
     std::vector<int> ids = shared;
     for (long long t = 0; t < o.prompt_tokens; ++t) ids.push_back(1000 + static_cast<int>(rng() % 49000));
-    return json{{"model", model},    {"prompt", ids},  {"max_tokens", o.max_tokens},
-                {"temperature", 0},  {"stream", true}, {"ignore_eos", o.ignore_eos},
-                {"seed", o.seed + i}}
-        .dump();
+    json j{{"model", model},    {"prompt", ids},  {"max_tokens", o.max_tokens},
+           {"temperature", 0},  {"stream", true}, {"ignore_eos", o.ignore_eos},
+           {"seed", o.seed + i}, {"stream_options", {{"include_usage", true}}}};
+    j.update(o.extra_body);  // --extra-body's fields (none of the above: parse_options)
+    return j.dump();
   };
   std::vector<std::string> warm, timed;
   for (long long i = 0; i < o.warmup; ++i) warm.push_back(body(i));
@@ -335,7 +348,8 @@ int main(int argc, char** argv) {
   auto records = run_phase(o, timed, clients, wall);
   const olmo2::bench::RunInfo info{o.host,        model,           o.port,       o.requests,
                                    o.concurrency, o.prompt_tokens, o.max_tokens, o.warmup,
-                                   o.seed,        o.ignore_eos,    o.shared_prefix_tokens};
+                                   o.seed,        o.ignore_eos,    o.shared_prefix_tokens,
+                                   o.extra_body.empty() ? "" : o.extra_body.dump()};
   olmo2::bench::print_summary(info, records, wall, o.json_out);
   for (const auto& r : records)
     if (!r.ok) return 1;

@@ -20,6 +20,7 @@
 #include "launcher/exit_status.h"
 #include "launcher/placement_log.h"
 #include "launcher/rank_errors.h"
+#include "launcher/trace_files.h"
 #include "ops/bf16_gemm.h"
 #include "ops/blas_core.h"
 #include "parallel/agreement.h"
@@ -51,7 +52,17 @@ void run_info(const CliConfig& cfg, std::ostream& out) {
 }
 
 namespace {
-void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& out) {
+/// Prints a generation: text or JSON; the reads (when any) go to `activations_out` when
+/// it is open, else into the JSON object ("activations") or, as text, one line
+/// "activations: JSON" after finish_reason (docs/architecture.md §12).
+void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& out, std::ofstream* activations_out) {
+  const bool reads = !r.activations.is_null();
+  if (reads && activations_out) {
+    *activations_out << r.activations.dump() << "\n";
+    activations_out->flush();
+    if (!*activations_out) OLMO2_THROW(InputError, "--activations-out: cannot write ", cfg.trace.activations_out);
+  }
+  const bool inline_reads = reads && !activations_out;
   std::string text;
   if (!cfg.prompt.empty()) text = Tokenizer::from_file(cfg.tokenizer).decode(r.output_ids, true);
   if (cfg.format == "json") {
@@ -59,14 +70,18 @@ void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& o
                         {"output_ids", r.output_ids},
                         {"finish_reason", r.finish_reason}};
     if (!cfg.prompt.empty()) j["prompt"] = cfg.prompt, j["text"] = text;
+    if (inline_reads) j["activations"] = r.activations;
     out << j.dump() << "\n";
-  } else if (!cfg.prompt.empty()) {
+    return;
+  }
+  if (!cfg.prompt.empty()) {
     out << cfg.prompt << text << "\nfinish_reason: " << r.finish_reason << "\n";
   } else {
     out << "output_ids:";
     for (size_t i = 0; i < r.output_ids.size(); ++i) out << (i ? "," : " ") << r.output_ids[i];
     out << "\nfinish_reason: " << r.finish_reason << "\n";
   }
+  if (inline_reads) out << "activations: " << r.activations.dump() << "\n";
 }
 }  // namespace
 
@@ -79,15 +94,21 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     }
     cfg.prompt_ids = Tokenizer::from_file(cfg.tokenizer).encode(cfg.prompt);
   }
+  trace::TraceSpec spec;  // named activations (docs/architecture.md §13): empty unless asked
+  std::ofstream activations_out;
+  std::ofstream* const reads_file = cfg.trace.activations_out.empty() ? nullptr : &activations_out;
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
     place_single_process(cfg.threads);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
     verify_model_directory(cfg.model, {}, &std::cerr);
-    const Olmo2Model model =
-        Olmo2Model::load(cfg.model, ShardSpec::whole(ModelConfig::load(cfg.model)), cfg.precision, dev.device);
-    print_result(cfg, generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling), out);
+    const ModelConfig c = ModelConfig::load(cfg.model);
+    if (cfg.trace.any()) spec = cfg.trace.spec(c);
+    if (reads_file) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
+    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::whole(c), cfg.precision, dev.device);
+    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, {}, GenerateTrace{&spec});
+    print_result(cfg, r, out, reads_file);
     return;
   }
   parallel::MpiRuntime mpi;
@@ -100,6 +121,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, cfg.dp_given ? cfg.dp : 0);
     plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, topology.layout().dp, cfg.pp_layers);
     check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
+    if (cfg.trace.any()) spec = cfg.trace.spec(c);
   });
   // 2. Anything later may fail on some ranks only: report it and end the whole job.
   report_errors_on_every_rank(rank, [&] {
@@ -108,13 +130,17 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
     if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
     // A checkpoint's files are verified before any weight is read, each rank its share.
+    // (And rank 0 opens --activations-out: a path it cannot write ends every rank alike.)
     parallel::agree(groups.world.get(), [&] {
       verify_model_directory(cfg.model, {rank, groups.world->size()}, rank == 0 ? &std::cerr : nullptr);
+      if (reads_file && rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
     });
     const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
+    // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
+    const GenerateTrace traced{&spec, groups.world.get(), groups.coords().dp == 0};
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
-                                      ParallelContext{groups.tp.get(), groups.pp.get()});
-    if (rank == 0) print_result(cfg, r, out);
+                                      ParallelContext{groups.tp.get(), groups.pp.get()}, traced);
+    if (rank == 0) print_result(cfg, r, out, reads_file);
     groups.world->barrier();
   });
 }

@@ -23,6 +23,16 @@ void run_info(const CliConfig& cfg, std::ostream& out);
 /// job through MPI_Abort, so no peer hangs.
 void run_generate(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher);
 
+/// `olmo2 trace` (docs/architecture.md §13): --prompts FILE (JSON Lines of {"prompt"} or
+/// {"prompt_ids"}), one forward per prompt with --interventions applied, and one JSON line
+/// {"index", "prompt_ids", "activations"} per prompt, in file order, on --output FILE or
+/// `out`, written by rank 0. Sharded as run_generate (data-parallel replicas take turns
+/// over the prompts). The options, the prompts file and the --activations/--interventions
+/// names are checked by every rank alike before any collective: an error names the line
+/// and field (or the JSON field) and every rank exits 1 (SilentExit; InputError on one
+/// process). Later errors on one rank end the job through MPI_Abort.
+void run_trace(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher);
+
 /// `olmo2 train`: builds the Trainer (every check before any work), then runs it;
 /// SIGTERM, SIGINT and SIGUSR1 (mpirun forwards SIGUSR1 to every rank) stop it after the
 /// current step with a checkpoint (when --save-dir is set). Returns the exit status

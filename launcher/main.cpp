@@ -12,8 +12,8 @@
 #include "ops/blas_core.h"
 
 namespace {
-/// True when mpirun (Open MPI) or srun/PMIx started this process: then `generate`
-/// joins the MPI job even without layout options. (The one place that reads the
+/// True when mpirun (Open MPI) or srun/PMIx started this process: then `generate` and
+/// `trace` join the MPI job even without layout options. (The one place that reads the
 /// launcher's environment.)
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       std::cout << cfg.help_text;
       return finish_output();
     }
-    if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "serve") {
+    if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "trace" || cfg.command == "serve") {
       // A product-path override that names no path (OLMO2_BF16_GEMM,
       // OLMO2_BATCH_INVARIANT_GEMM) is refused before any work or rank starts: one line,
       // from rank 0 only, and status 1 on every rank.
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     int status = kExitFinished;
     if (cfg.command == "info") run_info(cfg, std::cout);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
+    else if (cfg.command == "trace") run_trace(cfg, std::cout, launched_by_mpi());
     else if (cfg.command == "train") status = run_train(cfg, launched_by_mpi());
     else if (cfg.command == "serve") run_serve(cfg, launched_by_mpi());  // a signal stop is a finish
     else if (cfg.command == "tokenize") run_tokenize(cfg, std::cin, std::cout, std::cerr);

@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "launcher/serve_options.h"
+#include "launcher/trace_options.h"
 #include "launcher/train_options.h"
 
 namespace olmo2 {
@@ -30,11 +31,15 @@ const char* kUsage =
     "  generate  --model DIR --prompt TEXT|--prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
     "            [--temperature T --top-k K --top-p P --seed S]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
+    "            [--activations JSON --interventions JSON --activations-out FILE]\n"
     "                                                greedy generation\n"
+    "  trace     --model DIR --prompts FILE --activations JSON [--interventions JSON] [--output FILE]\n"
+    "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
+    "                                                named activations of prompts (JSON Lines)\n"
     "  serve     --model DIR [--port 8000 --host 127.0.0.1 --kv-cache-memory 1GiB --api-key KEY]\n"
     "            [--chat-template FILE --tokenizer FILE] [--tp N --pp N]  (under mpirun: sharded)\n"
     "                                                OpenAI-style HTTP completions server\n"
-    "            (train, generate, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
+    "            (train, generate, trace, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
@@ -73,20 +78,25 @@ po::options_description describe(const std::string& command, bool for_help = fal
   }
   d.add_options()("pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
   if (command == "serve") add_serve_options(d);
-  if (command == "serve" || command == "generate") add_device_options(d);
+  if (command == "serve" || command == "generate" || command == "trace") add_device_options(d);
+  if (command == "generate" || command == "trace") {
+    d.add_options()("tokenizer", po::value<std::string>(),
+                    command == "trace" ? "tokenizer.json for text prompts (default: the model's)"
+                                       : "tokenizer.json for --prompt (default: the model's)")(
+        "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
+        "collective-timeout", po::value<double>(),
+        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
+    add_trace_options(d, command);
+  }
   if (command == "generate") {
     d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
-        "tokenizer", po::value<std::string>(), "tokenizer.json for --prompt (default: the model's)")(
         "prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "temperature", po::value<double>(), "sampling temperature (default 0: greedy)")(
         "top-k", po::value<int64_t>(), "sample among the k most likely tokens (default 0: all)")(
         "top-p", po::value<double>(), "nucleus sampling probability mass in (0, 1] (default 1)")(
         "seed", po::value<uint64_t>(), "sampling seed (default 0)")(
         "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
-        "format", po::value<std::string>(), "output format: text or json (default text)")(
-        "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
-        "collective-timeout", po::value<double>(),
-        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
+        "format", po::value<std::string>(), "output format: text or json (default text)");
   }
   return d;
 }
@@ -132,10 +142,10 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.help_text = kUsage;
     return cfg;
   }
-  if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "tokenize" &&
+  if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "trace" && cfg.command != "tokenize" &&
       cfg.command != "train" && cfg.command != "serve") {
     OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command,
-                "\" (expected info, generate, train, serve or tokenize)");
+                "\" (expected info, generate, trace, train, serve or tokenize)");
   }
   const po::options_description desc = describe(cfg.command);
   po::variables_map vm;
@@ -164,7 +174,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.threads = vm["threads"].as<int>();
     if (cfg.threads < 1) OLMO2_THROW(UsageError, "--threads must be at least 1, got ", cfg.threads);
   }
-  if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "serve") {
+  if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "trace" || cfg.command == "serve") {
     cfg.device_options = read_device_options(vm);
   }
   if (cfg.command == "train") {
@@ -209,6 +219,15 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
     if (vm.count("collective-timeout")) cfg.collective_timeout = cfg.serve.collective_timeout;
   }
+  if (cfg.command == "generate" || cfg.command == "trace") {
+    cfg.trace = read_trace_options(vm, cfg.command);
+    cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
+    if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
+    if (vm.count("collective-timeout")) cfg.collective_timeout = vm["collective-timeout"].as<double>();
+    if (!(cfg.collective_timeout >= 0)) {
+      OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", cfg.collective_timeout);
+    }
+  }
   if (cfg.command == "generate") {
     if (vm.count("prompt-ids") == vm.count("prompt")) {
       OLMO2_THROW(UsageError, "generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
@@ -217,7 +236,6 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (vm.count("prompt")) {
       cfg.prompt = vm["prompt"].as<std::string>();
       if (cfg.prompt.empty()) OLMO2_THROW(UsageError, "generate: --prompt is empty");
-      cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
     }
     if (vm.count("temperature")) cfg.sampling.temperature = vm["temperature"].as<double>();
     if (vm.count("top-k")) cfg.sampling.top_k = vm["top-k"].as<int64_t>();
@@ -228,16 +246,11 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     } catch (const InputError& e) {
       OLMO2_THROW(UsageError, "generate: ", e.what());
     }
-    if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
     if (vm.count("max-tokens")) cfg.max_tokens = vm["max-tokens"].as<int64_t>();
     if (cfg.max_tokens < 1) OLMO2_THROW(UsageError, "--max-tokens must be at least 1, got ", cfg.max_tokens);
     if (vm.count("format")) cfg.format = vm["format"].as<std::string>();
     if (cfg.format != "text" && cfg.format != "json") {
       OLMO2_THROW(UsageError, "--format must be text or json, got \"", cfg.format, "\"");
-    }
-    if (vm.count("collective-timeout")) cfg.collective_timeout = vm["collective-timeout"].as<double>();
-    if (!(cfg.collective_timeout >= 0)) {
-      OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", cfg.collective_timeout);
     }
   }
   return cfg;

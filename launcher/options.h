@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "launcher/device_options.h"
 #include "launcher/serve_options.h"
+#include "launcher/trace_options.h"
 #include "runtime/generation/sampling.h"
 #include "runtime/model/precision.h"
 #include "runtime/train/trainer.h"
@@ -23,7 +24,7 @@ class UsageError : public InputError {
 
 /// Everything a subcommand needs, parsed and validated once.
 struct CliConfig {
-  std::string command;              ///< "info", "generate", "train", "serve", "tokenize"
+  std::string command;              ///< "info", "generate", "trace", "train", "serve", "tokenize"
   bool help = false;                ///< --help: `help_text` holds the usage
   std::string help_text;
   std::string model;                ///< --model DIR
@@ -31,12 +32,13 @@ struct CliConfig {
   std::string prompt;               ///< --prompt TEXT (generate: encoded with `tokenizer`)
   TrainOptions train;               ///< train: every option
   ServeOptions serve;               ///< serve: every option
+  TraceOptions trace;               ///< generate, trace: named activations (docs/architecture.md §13)
   SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::optional<Precision> precision;  ///< generate: --precision (unset: the checkpoint's, default_precision)
   std::string format = "text";      ///< --format text|json
   int threads = 0;                  ///< --threads N (0: the placement rule, docs/architecture.md §7 "Placement")
-  std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json)
+  std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json; generate, trace: default MODEL/tokenizer.json)
   std::string output;               ///< --output DIR
   std::vector<std::string> inputs;  ///< positional input files
   bool ids_mode = false;            ///< --ids: stdin text → JSON ids on stdout

@@ -171,6 +171,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     // as many as the running batch holds.
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
                    s.engine->cache_capacity_tokens(), o.max_running};
+    sm.config = config;  // what activations and interventions are checked against
+    sm.max_activation_bytes = o.max_activation_bytes;
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
                                           s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()

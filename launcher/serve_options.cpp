@@ -32,6 +32,9 @@ void add_serve_options(po::options_description& d) {
       "enable-prefix-caching", po::value<bool>()->implicit_value(true),
       "reuse the cached KV blocks of equal prompt prefixes: true (default) or false")(
       "max-body-bytes", po::value<int64_t>(), "largest request body accepted (default 1048576)")(
+      "max-activation-bytes", po::value<std::string>(),
+      "most bytes of activations one request may ask for (its reads' worst case, f32), e.g. 16MiB, 1GiB; "
+      "more gets 400 (default 64MiB)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 25, under Slurm's default KillWait of 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
       "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
@@ -86,13 +89,16 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
       OLMO2_THROW(UsageError, "--chat-template ", o.chat_template_file, ": ", e.what());
     }
   }
-  if (vm.count("kv-cache-memory")) {
+  auto memory = [&](const char* name, int64_t& field) {
+    if (!vm.count(name)) return;
     try {
-      o.kv_cache_bytes = parse_memory_size(vm["kv-cache-memory"].as<std::string>(), "--kv-cache-memory");
+      field = parse_memory_size(vm[name].as<std::string>(), std::string("--") + name);
     } catch (const InputError& e) {
       OLMO2_THROW(UsageError, e.what());
     }
-  }
+  };
+  memory("kv-cache-memory", o.kv_cache_bytes);
+  memory("max-activation-bytes", o.max_activation_bytes);
   auto positive = [&](const char* name, int64_t& field) {
     if (!vm.count(name)) return;
     field = vm[name].as<int64_t>();

@@ -28,6 +28,9 @@ struct ServeOptions {
   int64_t max_waiting = 256;      ///< --max-waiting-requests (beyond: 503)
   bool prefix_caching = true;     ///< off with --no-prefix-caching (or --enable-prefix-caching=false)
   int64_t max_body_bytes = 1 << 20;  ///< --max-body-bytes
+  /// --max-activation-bytes: the most bytes one request's activation reads may return at
+  /// worst (docs/architecture.md §13)
+  int64_t max_activation_bytes = int64_t{64} << 20;
   double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
   double collective_timeout = 300;  ///< --collective-timeout seconds
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)

@@ -9,6 +9,8 @@
 #        tests/golden/make_fixtures.py                   the tiny models, their logits, configs/
 #        tests/golden/make_train_fixtures.py             loss and gradients of two of those models
 #        tests/golden/make_olmo3_fixtures.py             Olmo 3 models (window, YaRN): logits, gradients
+#        tests/golden/make_activation_fixtures.py        named activations and steering of mha-f32,
+#                                                        gqa-f32, olmo3-gqa-f32 (reads those models)
 #        tests/golden/make_bf16_train_fixtures.py        10 bf16 mixed-precision training steps (four models)
 #        tests/golden/make_adamw_fixtures.py             torch.optim.AdamW steps (adamw/)
 #        tests/golden/make_trained_checkpoint_fixture.py transformers on a checkpoint the program
@@ -93,6 +95,7 @@ run() {
 run tests/golden/make_fixtures.py
 run tests/golden/make_train_fixtures.py
 run tests/golden/make_olmo3_fixtures.py "$TOKENIZER"
+run tests/golden/make_activation_fixtures.py
 run tests/golden/make_bf16_train_fixtures.py
 run tests/golden/make_adamw_fixtures.py
 run tests/golden/make_trained_checkpoint_fixture.py --olmo2 "$OLMO2"

@@ -15,7 +15,7 @@ PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev zlib1g-dev libxxhash-dev python3 python3-pip python3-venv python3-numpy fortunes prometheus procps curl
+  libpcre2-dev zlib1g-dev libxxhash-dev libssl-dev python3 python3-pip python3-venv python3-numpy fortunes prometheus procps curl
   munge slurmctld slurmd slurm-client iproute2 util-linux)
 
 missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' "${PACKAGES[@]}" 2>&1 | grep -vc '^ii ' || true)

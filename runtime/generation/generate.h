@@ -1,4 +1,5 @@
-// One-shot greedy generation.
+// One-shot generation (greedy or sampled), optionally reading and changing named
+// activations (docs/architecture.md §13).
 #pragma once
 
 #include <cstdint>
@@ -6,14 +7,37 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "parallel/communicator.h"
 #include "runtime/generation/sampling.h"
 #include "runtime/model/model.h"
+#include "runtime/trace/trace_spec.h"
 
 namespace olmo2 {
 
 struct GenerateResult {
   std::vector<int32_t> output_ids;  ///< generated tokens (the eos token included if hit)
   std::string finish_reason;        ///< "stop" (eos generated) or "length"
+  /// The reads of GenerateTrace::spec (trace::ActivationStore::result(): per response key
+  /// {"shape", "dtype", "positions", "reduce", "data"}) on world rank 0 — or the one
+  /// process — when the spec has reads; null otherwise.
+  nlohmann::json activations;
+};
+
+/// What generate reads and changes in its forwards (docs/architecture.md §13).
+struct GenerateTrace {
+  /// The reads and interventions (parse_trace_request); null or empty: untraced, the
+  /// forwards run exactly as without tracing (no tap, nothing gathered). Its prompt_len
+  /// is ignored: generate sets it to the prompt's length.
+  const trace::TraceSpec* spec = nullptr;
+  /// Every rank of the job (each of them calls generate with the same spec): after each
+  /// forward the reads' pieces go to its rank 0 (trace::gather_pieces). Null: one process.
+  parallel::Communicator* world = nullptr;
+  /// Whether this rank's pieces are sent: false on data-parallel replicas other than the
+  /// one of world rank 0 (they compute the same tokens, interventions included, and only
+  /// join the gathers).
+  bool send_reads = true;
 };
 
 /// Greedy decoding (argmax, first index on ties, as `torch.argmax`) with a KV cache:
@@ -38,8 +62,16 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 /// request's seed for its n-th token), which broadcasts each token over the pipeline
 /// group, so every layout gives the same tokens. Throws as generate_greedy, and
 /// InputError for invalid sampling parameters.
+///
+/// With `trace` (docs/architecture.md §13) each forward gets an ActivationRecorder as its
+/// tap (positions already fed are not recorded again; the prefill computes every prompt
+/// row's logits when lm_head_output/logits is touched), and after each forward with reads
+/// every rank of trace.world sends its pieces to world rank 0, whose ActivationStore
+/// fills the result's `activations`. Throws Error when trace.world is null in a sharded
+/// layout, CollectiveTimeout when a peer never joins a gather.
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                        const SamplingParams& sampling, const ParallelContext& ctx = {});
+                        const SamplingParams& sampling, const ParallelContext& ctx = {},
+                        const GenerateTrace& trace = {});
 
 /// The checks generate_greedy makes before any work (empty prompt, ids outside the
 /// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a

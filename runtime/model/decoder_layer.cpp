@@ -58,6 +58,29 @@ Tensor copy_of(const TensorView& v) {
   return c;
 }
 
+/// Hands the attention of each sequence to the tap (AttentionProbabilities): its queries
+/// and the keys its window sees, from its own rows (no cache) or gathered from the cache
+/// (after this layer wrote its new keys there).
+void tap_attention(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
+                   const TapRows& where, const TensorView& q, const TensorView& k, ForwardTap& tap) {
+  const int64_t global = ctx.shard.layers.begin + layer;
+  const int64_t window = ctx.config.attention_window(global);
+  for (size_t i = 0; i < packed.sequences(); ++i) {
+    const int64_t n = packed.offset[i + 1] - packed.offset[i], start = packed.start[i];
+    if (!kv) {
+      tap.attention(global, where, i, packed.rows_of(q, i), packed.rows_of(k, i), 0, window);
+      continue;
+    }
+    const KVCache& cache = *kv->cache;
+    const size_t group = static_cast<size_t>(cache.group(layer));
+    const int64_t first = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0, m = start + n - first;
+    const Tensor index = cache.rows_of(kv->block_tables[group][i], first, m);
+    Tensor keys = Tensor::zeros({m, cache.keys(layer).size(1)}, DType::F32, q.device());
+    ops::gather_rows(cache.keys(layer), index.view(), keys.view());
+    tap.attention(global, where, i, packed.rows_of(q, i), keys.view(), first, window);
+  }
+}
+
 /// Attention of every sequence's new rows into `out`, writing the new keys and values
 /// into the cache first when there is one.
 void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
@@ -135,6 +158,15 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     return (saved->*member).view();
   };
   if (saved) saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
+  // Named activations (docs/architecture.md §13): each site is handed to the tap, which
+  // may change it in place; without a tap nothing below differs.
+  ForwardTap* const tap = options.tap;
+  const int64_t global = sh.layers.begin + layer;
+  const TapRows where = tap ? TapRows{packed.offset, packed.start} : TapRows{};
+  auto site = [&](TapSite s, const TensorView& t) {
+    if (tap && tap->wants(s, global)) tap->at(s, global, where, t);
+  };
+  site(TapSite::LayerInput, x);
 
   // ---- attention block ----
   const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);
@@ -161,8 +193,11 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), rope);
   ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), rope);
   round(q), round(k);
+  site(TapSite::AttentionQueries, q), site(TapSite::AttentionKeys, k), site(TapSite::AttentionValues, v);
   const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
   attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);
+  if (tap && tap->wants(TapSite::AttentionProbabilities, global)) tap_attention(ctx, layer, packed, kv, where, q, k, *tap);
+  site(TapSite::AttentionHeadOutputs, attn);
   const TensorView p = buffer(&LayerActivations::p, ws.proj, h);
   linear(attn, w.o_proj.view(), p);  // row-parallel: partial sums
   reduce(p);
@@ -170,8 +205,10 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   const TensorView normed = saved ? sized(ws.proj, n, h, dev) : p;  // p itself is kept for the backward
   ops::rmsnorm(p, w.post_attention_layernorm.view(), eps, normed);
   round(normed);
+  site(TapSite::AttentionOutput, normed);
   if (stats) stats->attention_norm_sum += ops::sum_row_norms(normed);
   ops::add_inplace(x, normed, act);
+  site(TapSite::LayerMid, x);
   if (saved) saved->x1 = copy_of(x);
 
   // ---- MLP block ----
@@ -182,6 +219,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   round(gate), round(up);
   const TensorView mixed = sized(ws.act, n, inter, dev);
   ops::swiglu(gate, up, mixed, act);
+  site(TapSite::MlpNeurons, mixed);
   const TensorView m = saved ? buffer(&LayerActivations::m, ws.proj, h) : sized(ws.proj, n, h, dev);
   linear(mixed, w.down_proj.view(), m);  // row-parallel
   reduce(m);
@@ -189,7 +227,9 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   const TensorView normed2 = saved ? sized(ws.proj, n, h, dev) : m;
   ops::rmsnorm(m, w.post_feedforward_layernorm.view(), eps, normed2);
   round(normed2);
+  site(TapSite::MlpOutput, normed2);
   ops::add_inplace(x, normed2, act);
+  site(TapSite::LayerOutput, x);
   if (stats) {
     stats->mlp_norm_sum += ops::sum_row_norms(normed2);
     stats->output_norm_sum += ops::sum_row_norms(x);

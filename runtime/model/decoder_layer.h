@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/tensor.h"
+#include "runtime/model/forward_tap.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/shard_spec.h"
 #include "runtime/model/token_batch.h"
@@ -32,6 +33,9 @@ struct LayerOptions {
   /// over the KV cache by ops::paged_attention: a sequence's results are then
   /// bit-identical whatever else is in the batch (serving).
   bool batch_invariant = false;
+  /// Reads and changes named activations (docs/architecture.md §13); null: none, and the
+  /// layer computes exactly as without the seam.
+  ForwardTap* tap = nullptr;
 };
 
 /// Where attention finds keys and values: null (no cache) means each sequence's own new

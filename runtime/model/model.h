@@ -36,6 +36,11 @@ struct ForwardOptions {
   /// still get the logits of every row — prompt logprobs in serving. Under
   /// batch_invariant the other sequences' logits are the same bits as without them.
   std::vector<bool> all_logits;
+  /// Reads and changes named activations at every TapSite of this rank's part of the
+  /// forward (docs/architecture.md §13): token_embeddings on stage 0, each local layer's
+  /// sites, final_norm_output and lm_head_output (the rows that get logits, this rank's
+  /// vocab rows before any gather) on the last stage. Null: none.
+  ForwardTap* tap = nullptr;
 };
 
 /// The logits (and optionally hidden states) of a forward.

@@ -73,10 +73,15 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   const size_t nseq = packed.sequences();
   const int64_t h = c.hidden_size;
   Tensor x = stage_input(packed, ctx);
+  ForwardTap* const tap = options.tap;  // named activations (docs/architecture.md §13)
+  const TapRows where = tap ? TapRows{packed.offset, packed.start} : TapRows{};
+  if (tap && sh.embedding && tap->wants(TapSite::TokenEmbeddings, -1)) {
+    tap->at(TapSite::TokenEmbeddings, -1, where, x.view());
+  }
   ForwardResult result;
   std::vector<Tensor> hidden;
   const DType act = activation_dtype();
-  const LayerOptions lo{act, options.batch_invariant};
+  const LayerOptions lo{act, options.batch_invariant, tap};
   forward_layers(packed, cache ? &kv : nullptr, lo, x.view(), ctx, nullptr, nullptr,
                  options.return_hidden ? &hidden : nullptr);
   for (const Tensor& layer_out : hidden) {  // per layer, per sequence
@@ -94,6 +99,7 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   const float eps = static_cast<float>(c.rms_norm_eps);
   ops::rmsnorm(x.view(), weights_.norm.view(), eps, x.view());
   if (act != DType::F32) ops::round_to(x.view(), act);
+  if (tap && tap->wants(TapSite::FinalNormOutput, -1)) tap->at(TapSite::FinalNormOutput, -1, where, x.view());
   const TensorView head = c.tie_word_embeddings ? weights_.embed_tokens.view() : weights_.lm_head.view();
   // The rows that get logits: each sequence's last row (all its rows with all_logits), or
   // all of them. first[i]: sequence i's first row among them.
@@ -125,6 +131,14 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   Tensor local = Tensor::zeros({rows_in.size(0), vl}, DType::F32, device_);
   (options.batch_invariant ? ops::linear_batch_invariant : ops::linear)(rows_in, head, local.view());
   if (act != DType::F32) ops::round_to(local.view(), act);
+  if (tap && tap->wants(TapSite::LmHeadOutput, -1)) {  // the rows that got logits, this rank's vocab rows
+    TapRows logit_rows{first, {}};
+    for (size_t i = 0; i < nseq; ++i) {
+      const int64_t n = packed.offset[i + 1] - packed.offset[i];
+      logit_rows.first_position.push_back(packed.start[i] + (every_row(i) ? 0 : n - 1));
+    }
+    tap->at(TapSite::LmHeadOutput, -1, logit_rows, local.view());
+  }
   // Vocab-parallel lm_head: gather the slices (rank-major), drop the padding rows.
   const Tensor whole = tp && !options.vocab_parallel_logits ? parallel::gather_vocab_parallel_logits(local.view(), c.vocab_size, *tp)
                                                             : Tensor();

@@ -3,6 +3,7 @@
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/sampling_fields.h"
+#include "runtime/serve/trace_fields.h"
 
 namespace olmo2 {
 
@@ -88,6 +89,7 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   r.return_tokens_as_token_ids = f.boolean("return_tokens_as_token_ids", false);
   CompletionParams p;
   read_generation_fields(f, served, fallback_seed, p);
+  const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
   read_unimplemented_fields(f);
   f.refuse_unread();
   if (!render) throw ApiError(400, "messages", "this server has no chat template (olmo2 serve --chat-template FILE)");
@@ -108,6 +110,8 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   p.max_tokens = max_completion_tokens >= 0 ? max_completion_tokens : max_tokens;
   if (p.max_tokens < 0) p.max_tokens = std::max<int64_t>(max_tokens_room(p, served), 1);
   check_lengths(p, served, PromptLabel{"messages", "the rendered prompt", true}, max_param);
+  int64_t trace_bytes = 0;
+  p.trace = trace_for_prompt(trace, p, served, "the rendered prompt", trace_bytes);
   r.prompts.push_back(std::move(p));
   return r;
 }

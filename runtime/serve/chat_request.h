@@ -36,9 +36,11 @@ nlohmann::json check_messages(const nlohmann::json* messages);
 /// echo (vLLM's: when the last message is the assistant's, its content starts the
 /// returned content; typically with add_generation_prompt false to continue it);
 /// return_tokens_as_token_ids; stream, stream_options; model; the fields of
-/// read_generation_fields and read_unimplemented_fields. best_of is not a chat field:
-/// refused as unknown, like every unknown field. An empty `render` (no chat template)
-/// refuses every request (param messages). Throws ApiError (400) naming the field.
+/// read_generation_fields and read_unimplemented_fields; activations and interventions
+/// as /v1/completions reads them (trace_fields.h; activations need n = 1). best_of is
+/// not a chat field: refused as unknown, like every unknown field. An empty `render` (no
+/// chat template) refuses every request (param messages). Throws ApiError (400) naming
+/// the field.
 ApiRequest parse_chat(const std::string& body, const ServedModel& served, const Tokenizer& tokenizer,
                       const ChatRenderer& render, uint64_t fallback_seed);
 

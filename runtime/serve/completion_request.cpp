@@ -6,6 +6,7 @@
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/sampling_fields.h"
 #include "runtime/serve/token_text.h"
+#include "runtime/serve/trace_fields.h"
 
 namespace olmo2 {
 
@@ -107,6 +108,8 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   }
   r.return_tokens_as_token_ids = f.boolean("return_tokens_as_token_ids", false);
   read_generation_fields(f, served, fallback_seed, base);
+  const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
+  int64_t trace_bytes = 0;  // the worst case of every prompt's reads, bounded together
   read_unimplemented_fields(f);
   f.refuse_unread();
   base.stream = r.stream;
@@ -124,6 +127,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
     label.name = prompts.size() == 1 ? "prompt" : "prompt " + std::to_string(i);
     label.from_text = prompts[i].from_text;
     check_lengths(p, served, label, "max_tokens");
+    p.trace = trace_for_prompt(trace, p, served, label.name, trace_bytes);
     r.prompts.push_back(std::move(p));
     r.prompt_texts.push_back(prompts[i].text);
   }

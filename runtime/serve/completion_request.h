@@ -23,6 +23,10 @@ namespace olmo2 {
 ///   as 0 = the chosen token's own); echo with logprobs sets prompt_logprobs.
 /// - stream, stream_options, return_tokens_as_token_ids (bool), model, and the fields of
 ///   read_generation_fields and read_unimplemented_fields (sampling_fields.h).
+/// - activations and interventions (trace_fields.h, docs/architecture.md §13): every
+///   prompt's params get the spec (trace_for_prompt: its own prompt_len; the worst-case
+///   bytes of all prompts together within served.max_activation_bytes); activations
+///   need n = best_of = 1.
 /// Unknown fields are refused (a field that might change the output is never ignored;
 /// OpenAI refuses unknown fields too, vLLM only warns). A prompt without a "seed" gets
 /// choice_seed(fallback_seed, i) for prompt i: the prompts of a batch draw apart. Every

@@ -26,8 +26,9 @@ int64_t parse_memory_size(const std::string& text, const std::string& what) {
   else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
   else OLMO2_THROW(InputError, what, ": unknown unit '", unit, "' in '", text, "' (B, K, M, G, KiB, MiB, GiB)");
   const double bytes = value * scale;
-  if (!(bytes >= 1) || !std::isfinite(bytes) || bytes > 9e18) {
-    OLMO2_THROW(InputError, what, " must be a positive size, got '", text, "'");
+  if (!(bytes >= 1)) OLMO2_THROW(InputError, what, " must be a positive size, got '", text, "'");
+  if (!std::isfinite(bytes) || bytes > 9e18) {
+    OLMO2_THROW(InputError, what, " must be at most 9e18 bytes, got '", text, "'");
   }
   return static_cast<int64_t>(bytes);
 }

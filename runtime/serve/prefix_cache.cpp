@@ -20,6 +20,7 @@ size_t BlockKeyHash::operator()(const BlockKey& key) const {
   uint64_t h = mix(static_cast<uint64_t>(static_cast<int64_t>(key.parent.block)),
                    static_cast<uint64_t>(key.parent.generation));
   for (const int32_t t : key.tokens) h = mix(h, static_cast<uint32_t>(t));
+  if (key.salt != 0) h = mix(h, key.salt);
   return static_cast<size_t>(h);
 }
 

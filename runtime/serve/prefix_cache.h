@@ -26,21 +26,26 @@ struct CachedBlock {
 /// for a sequence's first block). A chained key: `parent` stands for every block before
 /// this one. Batch invariance (docs/architecture.md §8) makes a position's keys and
 /// values a function of its token prefix only, so two sequences with equal keys hold
-/// equal bits there.
+/// equal bits there — for equal interventions: `salt` tells apart what steered sequences
+/// hold (docs/architecture.md §13, InterventionSalts). A sequence's first block carries
+/// its salt (0: no interventions); later blocks leave it 0 and inherit it through
+/// `parent`, which stands for the first block's key.
 struct BlockKey {
   CachedBlock parent;
   std::vector<int32_t> tokens;
+  uint64_t salt = 0;
   bool operator==(const BlockKey&) const = default;
 };
 
 /// 64-bit hash of a key (splitmix64 steps over the parent's id and generation, then each
-/// token). It only picks the hash table's bucket: lookups compare whole keys.
+/// token, then a non-zero salt). It only picks the hash table's bucket: lookups compare
+/// whole keys.
 struct BlockKeyHash {
   size_t operator()(const BlockKey& key) const;
 };
 
 /// The map from a full block's key to the block holding it. Exact: a lookup compares the
-/// whole key (parent identity and every token), never a hash alone, so a hash collision
+/// whole key (parent identity, every token and the salt), never a hash alone, so a hash collision
 /// can cost a bucket probe but never hand out a block with other contents. A block is in
 /// the cache from insert until erase (eviction by the block allocator); whether a
 /// sequence holds it is the allocator's business. Not thread-safe (the scheduler's).

@@ -61,6 +61,7 @@ std::vector<std::string> ResponseAssembler::feed(size_t p, const CompletionChunk
   choice.generated += static_cast<int64_t>(chunk.tokens.size());
   choice.cumulative_logprob = chunk.cumulative_logprob;
   if (!chunk.finish_reason.empty()) choice.finish_reason = chunk.finish_reason, choice.finished = true;
+  if (!chunk.activations.is_null()) choice.activations = chunk.activations;
   const bool had_entries = prompt.have_entries;
   if (!chunk.prompt_tokens.empty()) prompt.entries = chunk.prompt_tokens;
   if (!chunk.prompt_tokens.empty() || chunk.choice == 0) prompt.have_entries = true;
@@ -91,7 +92,9 @@ void ResponseAssembler::emit(Prompt& prompt, size_t c, const CompletionChunk& ch
   if (empty && (choice.started || !first_event_says_something())) return;
   const int64_t index = static_cast<int64_t>(prompt.index) * request_.n + static_cast<int64_t>(c);
   json event = head(chunk_object());
-  event["choices"] = json::array({stream_choice(prompt, choice, index, chunk)});
+  json element = stream_choice(prompt, choice, index, chunk);
+  if (!chunk.activations.is_null()) element["activations"] = chunk.activations;
+  event["choices"] = json::array({std::move(element)});
   choice.started = true;
   if (request_.include_usage) event["usage"] = nullptr;
   out.push_back(sse_event(dump_json(event)));
@@ -119,7 +122,10 @@ json ResponseAssembler::body() const {
     const std::vector<size_t> order = returned_choices(prompt);
     for (size_t rank = 0; rank < order.size(); ++rank) {
       const int64_t index = static_cast<int64_t>(prompt.index) * request_.n + static_cast<int64_t>(rank);
-      out["choices"].push_back(body_choice(prompt, prompt.choices[order[rank]], index));
+      const Choice& choice = prompt.choices[order[rank]];
+      json element = body_choice(prompt, choice, index);
+      if (!choice.activations.is_null()) element["activations"] = choice.activations;
+      out["choices"].push_back(std::move(element));
     }
   }
   out["usage"] = usage();

@@ -29,10 +29,17 @@ namespace olmo2 {
 /// Streams: one event per chunk that has text, tokens or a finish_reason (and a choice's
 /// first, which carries the echo or chat's role). With stream_options.include_usage every
 /// event has "usage": null and a last event before [DONE] has empty choices and the
-/// usage (OpenAI's shape); without it no event has usage. A chunk with an error ends the
-/// response: streamed, one event {"error": {…, "code": status}} (status = the chunk's
-/// error_status, else 500 for an "internal …" error and 503 otherwise, as the routes'
-/// engine_error_status in api_error.h: the code the non-streamed response gets), then [DONE].
+/// usage (OpenAI's shape); without it no event has usage.
+///
+/// Activations (docs/architecture.md §13): a chunk's `activations` object, when not null,
+/// becomes its choice's "activations" — in the non-streamed body's choice, and in the
+/// stream event of that chunk (the choice's last, with finish_reason). Without it every
+/// byte is as before.
+///
+/// A chunk with an error ends the response: streamed, one event {"error": {…, "code":
+/// status}} (status = the chunk's error_status, else 500 for an "internal …" error and
+/// 503 otherwise, as the routes' engine_error_status in api_error.h: the code the
+/// non-streamed response gets), then [DONE].
 class ResponseAssembler {
  public:
   /// `request` and `tokenizer` must outlive this. `id` from make_response_id, `created`
@@ -73,6 +80,7 @@ class ResponseAssembler {
     int64_t sent_chars = 0;                ///< streamed: characters sent (echo included)
     std::optional<TextOffsets> offsets;    ///< streamed: text_offset of the next token
     std::vector<CompletionChunk> held;     ///< streamed: waiting for the prompt's entries
+    nlohmann::json activations;            ///< non-streamed: the last chunk's, null when none
   };
   struct Prompt {
     size_t index = 0;

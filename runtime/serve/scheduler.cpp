@@ -106,6 +106,7 @@ void Scheduler::add(SchedSequence seq, std::vector<SchedSequence> forks) {
     fresh(f);
     f.tokens = seq.tokens;
     f.prompt_len = seq.prompt_len;
+    f.cache_salt = seq.cache_salt;  // they share seq's blocks
   }
   const int64_t id = seq.id;
   if (seq.tokens.size() > 1) seq.forks = std::move(forks);
@@ -175,6 +176,7 @@ Scheduler::PrefixHit Scheduler::cached_prefix(const SchedSequence& s) const {
   BlockKey key;
   for (int64_t i = 0; i < most; ++i) {  // group 0 (a full group): the chain of token blocks
     key.parent = hit.chain.empty() ? CachedBlock{} : hit.chain.back();
+    key.salt = i == 0 ? s.cache_salt : 0;  // later blocks inherit it through the parent
     key.tokens.assign(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs);
     const std::optional<CachedBlock> found = allocator_.cache().find(key);
     if (!found) break;
@@ -229,7 +231,8 @@ void Scheduler::cache_full_blocks(SchedSequence& s) {
   const size_t n = s.blocks.size() / static_cast<size_t>(groups_);
   for (int64_t i = static_cast<int64_t>(s.cached.size()); i < s.computed / bs; ++i) {
     BlockKey key{i == 0 ? CachedBlock{} : s.cached.back(),
-                 std::vector<int32_t>(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs)};
+                 std::vector<int32_t>(s.tokens.begin() + i * bs, s.tokens.begin() + (i + 1) * bs),
+                 i == 0 ? s.cache_salt : 0};
     s.cached.push_back(allocator_.cache().insert(s.blocks[static_cast<size_t>(i)], std::move(key)));
     for (int64_t g = 1; g < groups_; ++g) {  // under group 0's identity (a released block is cached already)
       const int32_t id = s.blocks[static_cast<size_t>(g) * n + static_cast<size_t>(i)];

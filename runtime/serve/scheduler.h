@@ -47,6 +47,10 @@ struct SchedSequence {
   /// position is computed, e.g. to score the prompt); its full blocks enter the cache
   /// either way.
   bool read_cache = true;
+  /// Prefix caching: the salt of the first block's key (BlockKey::salt; the interned id of
+  /// the sequence's interventions, 0 without: docs/architecture.md §13), so that blocks
+  /// are shared only between sequences of equal salts. Forks take their parent's.
+  uint64_t cache_salt = 0;
   /// Prefix caching: the cache identities of the leading full blocks of KV group 0
   /// (registered by this sequence, or found in the cache or shared from its fork parent).
   std::vector<CachedBlock> cached;
@@ -68,6 +72,8 @@ struct SchedSequence {
 /// cache under its chained key (prefix_cache.h); a sequence admitted with nothing
 /// computed takes references to the cached blocks of its longest cached prefix — never
 /// the block of its last token, whose logits must be computed — and prefills the rest.
+/// A sequence's first block is keyed with its cache_salt too, so sequences of different
+/// salts (different interventions, docs/architecture.md §13) share no cached block.
 /// Blocks are reference-counted; a cached block nobody holds stays cached and counts as
 /// free (kv_usage, the watermark) until the allocator evicts it, least recently used.
 ///

@@ -95,8 +95,12 @@ std::vector<int64_t> encode_plan(const StepPlan& plan) {
   for (const PlannedSequence& s : plan.sequences) {
     d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0});
     encode_selection(s.selection, d);
-    d.insert(d.end(), {s.score_begin, s.score_end, s.prompt_logprobs, s.next_token,
-                       static_cast<int64_t>(s.tokens.size()), static_cast<int64_t>(s.blocks.size())});
+    d.insert(d.end(), {s.score_begin, s.score_end, s.prompt_logprobs, s.next_token, s.trace ? 1 : 0});
+    if (s.trace) {
+      s.trace->encode(d);
+      d.push_back(s.record_from);
+    }
+    d.insert(d.end(), {static_cast<int64_t>(s.tokens.size()), static_cast<int64_t>(s.blocks.size())});
     d.insert(d.end(), s.tokens.begin(), s.tokens.end());
     d.insert(d.end(), s.blocks.begin(), s.blocks.end());
   }
@@ -132,6 +136,13 @@ StepPlan decode_plan(std::span<const int64_t> d) {
     s.score_end = next();
     s.prompt_logprobs = static_cast<int32_t>(next());
     s.next_token = static_cast<int32_t>(next());
+    const int64_t traced = next();
+    OLMO2_CHECK(traced == 0 || traced == 1, "malformed step plan entry ", i, ": trace flag ", traced);
+    if (traced) {
+      s.trace = std::make_shared<const trace::TraceSpec>(trace::TraceSpec::decode(d, at));
+      s.record_from = next();
+      OLMO2_CHECK(s.record_from >= 0, "malformed step plan entry ", i, ": records from position ", s.record_from);
+    }
     const int64_t nt = next(), nb = next();
     OLMO2_CHECK(nt >= 1 && nb >= 1 && s.micro_batch >= 0 && s.micro_batch < p.micro_batches,
                 "malformed step plan entry ", i);

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "runtime/generation/token_selection.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/trace/trace_spec.h"
 
 namespace olmo2 {
 
@@ -28,6 +30,12 @@ struct PlannedSequence {
   int64_t score_begin = 0, score_end = 0;
   int32_t prompt_logprobs = 0;
   int32_t next_token = -1;      ///< the prompt token after this chunk (−1: the chunk ends the prompt)
+  /// Named activations (docs/architecture.md §13): what this sequence reads and changes in
+  /// the forward (null: neither), and the first position whose reads are recorded
+  /// (below it, a pre-emption's recomputation records nothing again; interventions
+  /// still apply).
+  std::shared_ptr<const trace::TraceSpec> trace;
+  int64_t record_from = 0;
   int64_t scored() const { return score_end - score_begin; }
 };
 
@@ -51,8 +59,9 @@ struct StepPlan {
 /// min_p (bits), seed, draw, logprobs, target, the presence, frequency and repetition
 /// penalties (bits), the counts of logit_bias, banned, prompt_ids and output_counts, then
 /// those lists (a bias as id and the float's bits, a count as id and count); then
-/// score_begin, score_end, prompt_logprobs, next_token; the token and block counts, the
-/// tokens, the blocks. Every field is an integer or a floating-point number's bits: the
+/// score_begin, score_end, prompt_logprobs, next_token; the trace flag (0: no trace, one
+/// word; 1: then TraceSpec::encode's words and record_from); the token and block counts,
+/// the tokens, the blocks. Every field is an integer or a floating-point number's bits: the
 /// plan crosses ranks bit for bit. The lists are only as long as the request needs
 /// (the engine fills them only for requests with bias, penalties or a min_tokens ban).
 std::vector<int64_t> encode_plan(const StepPlan& plan);

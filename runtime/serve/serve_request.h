@@ -7,13 +7,17 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/generation/logits_adjustments.h"
 #include "runtime/generation/token_selection.h"
+#include "runtime/trace/trace_spec.h"
 
 namespace olmo2 {
 
@@ -38,6 +42,11 @@ struct CompletionParams {
   /// prefilled once and its KV blocks shared; choice c samples with seed
   /// choice_seed(sampling.seed, c).
   int32_t choices = 1;
+  /// What the request reads and changes in the forward (docs/architecture.md §13):
+  /// checked against the model, prompt_len = prompt.size(); null when the request has
+  /// neither `activations` nor `interventions` (or both are empty). Reads imply
+  /// choices = 1.
+  std::shared_ptr<const trace::TraceSpec> trace;
 };
 
 /// The seed of choice `c` of a request seeded `seed`: `seed` itself for choice 0 (so n = 1
@@ -58,6 +67,9 @@ struct CompletionChunk {
   std::string finish_reason;          ///< set on the choice's last chunk: "stop" or "length"
   std::string error;                  ///< set on the last chunk when the server gave up on it
   int error_status = 0;               ///< with error: the HTTP status it maps to (500, 503)
+  /// With trace reads, on the choice's last chunk (the one with finish_reason): the
+  /// response's "activations" object (trace::ActivationStore::result). Null otherwise.
+  nlohmann::json activations;
 };
 
 /// A request's channel between the engine thread (producer) and its HTTP thread.

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/model/config.h"
+
 namespace olmo2 {
 
 /// The served model's limits (launcher/serve_command.cpp fills them at start).
@@ -15,6 +17,12 @@ struct ServedModel {
   /// Most sequences one prompt may fork into (max(n, best_of)); launcher sets it to
   /// --max-running-requests, since every choice runs as its own sequence.
   int64_t max_choices = 128;
+  /// The model's configuration: names, layers, heads and sizes that a request's
+  /// `activations` and `interventions` are checked against (docs/architecture.md §13).
+  ModelConfig config{};
+  /// --max-activation-bytes: the most bytes (f32) one prompt's reads may return at worst
+  /// (trace::activation_bytes), else 400 naming `activations`.
+  int64_t max_activation_bytes = int64_t{64} << 20;
 };
 
 }  // namespace olmo2

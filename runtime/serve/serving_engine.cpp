@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/serve/stop_strings.h"
+#include "runtime/trace/activation_recorder.h"
 
 namespace olmo2 {
 
@@ -42,6 +43,10 @@ struct ServingEngine::Active {
   int64_t scored = 0;               // prompt positions whose log-probabilities have arrived
   std::vector<SelectedToken> prompt_tokens;  // their results, in position order
   bool prompt_done = false;         // prompt_tokens handed to choice 0's `pending`
+  // Named activations (docs/architecture.md §13): the reads assembled so far, and the
+  // first position not yet fed to the model (a recomputation records nothing below it).
+  std::unique_ptr<trace::ActivationStore> store;
+  int64_t fed_until = 0;
   explicit Active(std::shared_ptr<ServeRequest> r) : request(std::move(r)) {}
 };
 
@@ -94,6 +99,9 @@ std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
   }
   if (!(params.adjust.repetition_penalty > 0) || !std::isfinite(params.adjust.repetition_penalty)) {
     OLMO2_THROW(InputError, "repetition_penalty must be a finite number > 0, got ", params.adjust.repetition_penalty);
+  }
+  if (params.trace && !params.trace->reads.empty() && params.choices > 1) {
+    OLMO2_THROW(InputError, "activations need one choice (n = 1 and best_of = 1), got ", params.choices);
   }
   if (stop_.load()) OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
   if (in_flight_.fetch_add(1) >= opt_.max_waiting + opt_.scheduler.max_running) {
@@ -178,9 +186,15 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
   // their order, results go back in plan order.
   std::vector<SelectedToken> chosen(plan.sequences.size());
   std::vector<std::vector<SelectedToken>> scored(plan.sequences.size());
+  // Named activations (docs/architecture.md §13): a tap only for micro-batches with a
+  // traced sequence; its pieces go to rank 0 after the step.
+  const bool traced = std::any_of(plan.sequences.begin(), plan.sequences.end(),
+                                  [](const PlannedSequence& s) { return s.trace != nullptr; });
+  std::vector<float> pieces;
   for (int32_t mb = 0; mb < plan.micro_batches; ++mb) {
     TokenBatch batch;
     std::vector<size_t> seqs;  // plan positions of this micro-batch
+    std::vector<trace::TracedSequence> tapped;
     fo.all_logits.clear();
     for (size_t i = 0; i < plan.sequences.size(); ++i) {
       const PlannedSequence& s = plan.sequences[i];
@@ -189,10 +203,19 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
       batch.tokens.emplace_back(s.tokens);
       batch.start.push_back(s.start);
       batch.block_tables.emplace_back(s.blocks);
-      fo.all_logits.push_back(s.scored() > 0);  // prompt logprobs: every position's logits
+      // prompt logprobs, or a read of the logits: every position's logits
+      fo.all_logits.push_back(s.scored() > 0 || (s.trace && s.trace->touches(TapSite::LmHeadOutput, -1)));
+      tapped.push_back({s.trace.get(), static_cast<int32_t>(i), s.record_from});
     }
     if (seqs.empty()) continue;
+    std::optional<trace::ActivationRecorder> recorder;
+    if (traced) {
+      recorder.emplace(model_.config(), shard, ranks_.groups.tp ? ranks_.groups.tp->rank() : 0, std::move(tapped));
+      if (recorder->active()) fo.tap = &*recorder;
+    }
     const ForwardResult out = model_.forward(batch, &cache_, fo, ranks_.groups);
+    fo.tap = nullptr;
+    if (recorder) pieces.insert(pieces.end(), recorder->pieces().begin(), recorder->pieces().end());
     if (!shard.final_norm) continue;
     // One select_tokens call for the micro-batch: the sampled rows, then each scored
     // prompt position as a target row (its logits' row q, against the next prompt token).
@@ -230,6 +253,7 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
       }
     }
   }
+  if (traced) collect_activations(plan, pieces);
   if (rank() != ranks_.results_root && rank() != 0) return {};
   std::vector<SelectedToken> ordered;
   if (rank() == ranks_.results_root) {
@@ -254,6 +278,20 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
   world.recv(std::span<int32_t>(r.ids), ranks_.results_root, kResultIdsTag);
   world.recv(std::span<float>(r.logprobs), ranks_.results_root, kResultLogprobsTag);
   return decode_results(plan, r.ids, r.logprobs, prompt);
+}
+
+void ServingEngine::collect_activations(const StepPlan& plan, const std::vector<float>& pieces) {
+  const std::vector<float> all = ranks_.world ? trace::gather_pieces(*ranks_.world, pieces) : pieces;
+  if (rank() != 0) return;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& p = plan.sequences[i];
+    if (!p.trace) continue;
+    const auto owner = seq_owner_.find(p.seq_id);
+    if (owner == seq_owner_.end()) continue;
+    Active& a = *active_.at(owner->second.first);
+    if (a.store) a.store->add(all, static_cast<int32_t>(i));
+    a.fed_until = std::max(a.fed_until, p.start + static_cast<int64_t>(p.tokens.size()));
+  }
 }
 
 void ServingEngine::drain_inbox(bool close) {
@@ -283,8 +321,15 @@ void ServingEngine::drain_inbox(bool close) {
     }
     seqs[0].tokens = p.prompt;
     seqs[0].prompt_len = static_cast<int64_t>(p.prompt.size());
-    // Prompt logprobs need the logits of every prompt position: computed, not found cached.
-    seqs[0].read_cache = !p.prompt_logprobs;
+    // Prompt logprobs need the logits of every prompt position, and reads of prompt
+    // positions their activations: computed, not found cached. Steered sequences' blocks
+    // are cached under their interventions' salt (docs/architecture.md §13).
+    seqs[0].read_cache = !p.prompt_logprobs && !(p.trace && p.trace->reads_prompt());
+    if (p.trace) {
+      const uint64_t salt = salts_.salt_of(*p.trace);
+      for (SchedSequence& s : seqs) s.cache_salt = salt;
+      if (!p.trace->reads.empty()) a->store = std::make_unique<trace::ActivationStore>(p.trace, model_.config());
+    }
     a->unfinished = n;
     SchedSequence first = std::move(seqs[0]);
     seqs.erase(seqs.begin());
@@ -339,6 +384,7 @@ void ServingEngine::finish_choice(Active& a, int32_t c, CompletionChunk chunk) {
   Choice& ch = a.choices[static_cast<size_t>(c)];
   chunk.choice = c;
   chunk.cumulative_logprob = ch.cumulative_logprob;
+  if (a.store && c == 0) chunk.activations = a.store->result();  // the choice's last chunk
   if (--a.unfinished == 0) {  // the request's last chunk: finish() ends it
     finish(a.request->id(), std::move(chunk), "success");
     return;
@@ -354,6 +400,8 @@ void ServingEngine::prepare_plan(StepPlan& plan) {
     const Active& a = *active_.at(request_id);
     const CompletionParams& params = a.request->params();
     const int64_t plen = static_cast<int64_t>(params.prompt.size()), n = static_cast<int64_t>(p.tokens.size());
+    p.trace = params.trace;  // every rank taps, reads and steers from the plan
+    p.record_from = a.fed_until;
     // Prompt positions not scored yet (each once, in order: a recomputed prefix is not
     // scored again), the prompt's last one excluded (it predicts the first new token).
     // Choice 0 computes the whole prompt; the others fork after it.

@@ -15,6 +15,7 @@
 #include "parallel/communicator.h"
 #include "runtime/model/model.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/serve/intervention_salts.h"
 #include "runtime/serve/scheduler.h"
 #include "runtime/serve/serve_request.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -92,6 +93,9 @@ class ServingEngine {
   /// sampled sequences) and, in `prompt`, each plan sequence's scored prompt positions.
   std::vector<SelectedToken> execute(const StepPlan& plan, std::vector<std::vector<SelectedToken>>* prompt);
   void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
+  /// Every rank, after a step with traced sequences: sends this rank's recorded pieces
+  /// to rank 0, which adds them to the requests' stores (docs/architecture.md §13).
+  void collect_activations(const StepPlan& plan, const std::vector<float>& pieces);
   void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
                std::vector<std::vector<SelectedToken>>& prompt);
   struct Active;  // rank 0's state of one request
@@ -114,6 +118,7 @@ class ServingEngine {
   std::map<int64_t, std::unique_ptr<Active>> active_;               // by request id
   std::map<int64_t, std::pair<int64_t, int32_t>> seq_owner_;          // sequence id → (request id, choice)
   int64_t next_seq_ = 1;                                              // scheduler sequence ids (rank 0)
+  InterventionSalts salts_;  // rank 0: prefix-cache salts of steered requests
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

@@ -160,10 +160,16 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
                         "--precision must be fp32 or bf16, got \"fp16\"");
   expect_one_line_error(run_olmo2("serve" + m + " --precision BF16"), 2, "--precision must be fp32 or bf16, got \"BF16\"");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
-  expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, train, serve or tokenize)");
+  expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, trace, train, serve or tokenize)");
   expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");
   expect_one_line_error(run_olmo2("serve" + m + " --port 70000"), 2, "--port must be in 1…65535, got 70000");
   expect_one_line_error(run_olmo2("serve" + m + " --kv-cache-memory 12XB"), 2, "--kv-cache-memory: unknown unit 'XB'");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 12XB"), 2,
+                        "--max-activation-bytes: unknown unit 'XB'");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 0"), 2,
+                        "--max-activation-bytes must be a positive size, got '0'");
+  expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 1e30"), 2,
+                        "--max-activation-bytes must be at most 9e18 bytes, got '1e30'");
   expect_one_line_error(run_olmo2("serve" + m + " --max-batch-tokens 8"), 2,
                         "--max-batch-tokens 8 is below --max-running-requests 64");
   expect_one_line_error(run_olmo2("serve" + m + " --dp 2"), 2, "serve: --dp is not supported");
@@ -211,7 +217,8 @@ TEST(CliErrors, BadModelsExitOneWithOneLine) {
 TEST(CliServe, HelpListsOnlyTheOptionsServeAccepts) {
   const auto r = run_olmo2("serve --help");
   EXPECT_EQ(r.status, 0) << r.err;
-  for (const char* listed : {"--tokenizer", "--chat-template", "--api-key", "OLMO2_API_KEY", "--tp", "--pp-layers"}) {
+  for (const char* listed : {"--tokenizer", "--chat-template", "--api-key", "OLMO2_API_KEY", "--tp", "--pp-layers",
+                             "--max-activation-bytes"}) {
     EXPECT_THAT(r.out, HasSubstr(listed));
   }
   // --dp is parsed only to be refused with a reason; info's wording is not serve's.
@@ -256,6 +263,19 @@ TEST(CliServe, TokenizerChatTemplateAndApiKeyFromTheEnvironment) {
   EXPECT_EQ(o.chat_template_file, tpl);
   EXPECT_EQ(o.tokenizer, tpl);
   EXPECT_EQ(parse({}).tokenizer, "");
+}
+
+TEST(CliServe, MaxActivationBytesTakesAMemorySize) {
+  const std::string model = kFixtures + "/mha-f32";
+  const auto parse = [&](std::vector<const char*> extra) {
+    std::vector<const char*> argv = {"olmo2", "serve", "--model", model.c_str()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return parse_command_line(static_cast<int>(argv.size()), argv.data()).serve.max_activation_bytes;
+  };
+  EXPECT_EQ(parse({}), int64_t{64} << 20);
+  EXPECT_EQ(parse({"--max-activation-bytes", "16MiB"}), int64_t{16} << 20);
+  EXPECT_EQ(parse({"--max-activation-bytes", "1.5G"}), 1500000000);
+  EXPECT_EQ(parse({"--max-activation-bytes", "4096"}), 4096);
 }
 
 TEST(Options, ParseIdList) {

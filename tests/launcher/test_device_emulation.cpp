@@ -172,6 +172,37 @@ TEST(EmulatedGenerate, CudaPrintsWhatCpuPrintsForEveryGoldenFixture) {
   }
 }
 
+/// `olmo2 trace` of `dir`'s prompt reading a name of every kind (residual, heads first,
+/// head rows, probabilities, MLP rows, vocab rows) with head 1 of layer 0 ablated (the tap
+/// writes the change back to the device); and generate reading the layer outputs.
+std::vector<std::string> traced_commands(const std::string& dir, const test::TempDir& tmp) {
+  std::ofstream(tmp.file("prompts.jsonl")) << "{\"prompt_ids\": [" << prompt_of(dir) << "]}\n";
+  const std::string reads =
+      R"('["layers.*.layer_output", "layers.*.attention_keys", "layers.*.attention_premix", )"
+      R"("layers.*.attention_probabilities", "layers.*.mlp_neurons", "logits"]')";
+  return {"trace --model " + dir + " --prompts " + tmp.file("prompts.jsonl") + " --activations " + reads +
+              R"( --interventions '[{"type": "ablate_head", "layer": 0, "head": 1}]')",
+          "generate --model " + dir + " --prompt-ids " + prompt_of(dir) +
+              R"( --max-tokens 4 --format json --activations '["layers.*.layer_output"]')"};
+}
+
+// Named activations (docs/architecture.md §13) read on the device are the CPU's bits.
+TEST(EmulatedTrace, CudaReadsWhatCpuReads) {
+  REQUIRE_EMULATION();
+  for (const char* fixture : {"gqa-f32", "olmo3-gqa-f32"}) {
+    test::TempDir tmp;
+    const std::string dir = test::source_path(std::string("tests/golden/fixtures/") + fixture);
+    for (const std::string& args : traced_commands(dir, tmp)) {
+      const auto cpu = test::run_olmo2(args + " --device cpu");
+      const auto gpu = test::run_olmo2(args + " --device cuda");
+      ASSERT_EQ(cpu.status, 0) << args << ": " << cpu.err;
+      ASSERT_EQ(gpu.status, 0) << args << ": " << gpu.err;
+      EXPECT_THAT(cpu.out, ::testing::HasSubstr("\"activations\""));
+      EXPECT_EQ(gpu.out, cpu.out) << args;
+    }
+  }
+}
+
 /// 12 greedy requests of 3 … 60 prompt ids and one text prompt, with log-probabilities.
 std::vector<std::string> greedy_bodies() {
   std::mt19937 rng(5);
@@ -244,6 +275,18 @@ TEST_P(EmulatedLayouts, GenerateCudaPrintsWhatCpuPrints) {
     ASSERT_EQ(cpu.status, 0) << args << ": " << cpu.err;
     ASSERT_EQ(gpu.status, 0) << args << ": " << gpu.err;
     EXPECT_EQ(gpu.out, cpu.out) << fixture << " " << GetParam();
+  }
+}
+
+TEST_P(EmulatedLayouts, TraceCudaReadsWhatCpuReads) {
+  REQUIRE_EMULATION();
+  test::TempDir tmp;
+  for (const std::string& args : traced_commands(test::source_path("tests/golden/fixtures/olmo3-gqa-f32"), tmp)) {
+    const auto cpu = mpirun(2, args + " --device cpu " + GetParam());
+    const auto gpu = mpirun(2, args + " --device cuda --share-gpu " + GetParam());
+    ASSERT_EQ(cpu.status, 0) << args << ": " << cpu.err;
+    ASSERT_EQ(gpu.status, 0) << args << ": " << gpu.err;
+    EXPECT_EQ(gpu.out, cpu.out) << args << " " << GetParam();
   }
 }
 

@@ -1,6 +1,7 @@
 // The step plan's selection fields (min_p, logits adjustments, banned ids, targets) and
-// prompt-logprob fields cross ranks bit for bit, and the step results carry the scored
-// prompt positions after the sampled tokens (docs/architecture.md §8).
+// prompt-logprob fields cross ranks bit for bit, a sequence's trace spec with it
+// (docs/architecture.md §13), and the step results carry the scored prompt positions
+// after the sampled tokens (docs/architecture.md §8).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -44,10 +45,11 @@ TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
   EXPECT_EQ(selection_fields(q.sequences[1]), selection_fields(b));
   EXPECT_EQ(q.sequences[0].selection.params.min_p, 0.1 + 0.2);
   // A plan without adjustments carries no lists: one fixed block per sequence (after
-  // the header: shutdown, micro-batches, the copy count (no copies), the sequence count).
+  // the header: shutdown, micro-batches, the copy count (no copies), the sequence count),
+  // an untraced sequence's trace flag included.
   StepPlan plain;
   plain.sequences = {b};
-  EXPECT_EQ(encode_plan(plain).size(), 4u + 4 + 15 + 6 + 2);
+  EXPECT_EQ(encode_plan(plain).size(), 4u + 4 + 15 + 7 + 2);
   // Truncated anywhere, a negative list length or a scored range past the chunk: refused.
   for (size_t cut = 0; cut < d.size(); cut += 7) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
@@ -59,6 +61,65 @@ TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
   past.score_end = 2;  // one token in the chunk
   plain.sequences = {past};
   EXPECT_THROW(decode_plan(encode_plan(plain)), Error);
+}
+
+TEST(PlanSelection, TracedSequencesCarryTheirSpecAndFirstRecordedPosition) {
+  auto spec = std::make_shared<trace::TraceSpec>();
+  spec->prompt_len = 4;
+  spec->reads.resize(2);
+  spec->reads[0].name = "layer_output", spec->reads[0].site = TapSite::LayerOutput, spec->reads[0].layers = {0, 2};
+  spec->reads[1].name = "logits", spec->reads[1].site = TapSite::LmHeadOutput;
+  spec->reads[1].reduce = trace::Reduce::Norm, spec->reads[1].positions.kind = trace::PositionSelector::Kind::Generated;
+  trace::Intervention add;
+  add.layers = {1};
+  add.vector = {0.1f, -0.0f, 3.4e38f, 1e-45f};  // bits that a round trip through text would lose
+  add.coefficient = 0.3f;
+  add.positions.kind = trace::PositionSelector::Kind::List, add.positions.list = {0, 3};
+  spec->interventions = {add};
+  PlannedSequence a;
+  a.seq_id = 1, a.tokens = {9, 8}, a.blocks = {1}, a.start = 2, a.sample = true;
+  a.trace = spec, a.record_from = 3;
+  PlannedSequence b;  // untraced, after a traced one
+  b.seq_id = 2, b.tokens = {7}, b.blocks = {0}, b.next_token = 5;
+  StepPlan p;
+  p.sequences = {a, b};
+  const std::vector<int64_t> d = encode_plan(p);
+  const StepPlan q = decode_plan(d);
+  ASSERT_EQ(q.sequences.size(), 2u);
+  ASSERT_NE(q.sequences[0].trace, nullptr);
+  EXPECT_EQ(q.sequences[0].record_from, 3);
+  EXPECT_EQ(q.sequences[1].trace, nullptr);
+  EXPECT_EQ((std::tuple(q.sequences[1].seq_id, q.sequences[1].tokens, q.sequences[1].next_token)),
+            (std::tuple(int64_t{2}, std::vector<int32_t>{7}, 5)));
+  const trace::TraceSpec& t = *q.sequences[0].trace;
+  EXPECT_EQ(t.prompt_len, 4);
+  ASSERT_EQ(t.reads.size(), 2u);
+  EXPECT_EQ((std::tuple(t.reads[0].name, t.reads[0].site, t.reads[0].layers)),
+            (std::tuple(std::string("layer_output"), TapSite::LayerOutput, std::vector<int64_t>{0, 2})));
+  EXPECT_EQ((std::tuple(t.reads[1].name, t.reads[1].reduce, t.reads[1].positions.kind)),
+            (std::tuple(std::string("logits"), trace::Reduce::Norm, trace::PositionSelector::Kind::Generated)));
+  ASSERT_EQ(t.interventions.size(), 1u);
+  EXPECT_EQ(t.intervention_key(), spec->intervention_key()) << "every intervention bit";
+  std::vector<uint32_t> bits;
+  for (float f : t.interventions[0].vector) bits.push_back(std::bit_cast<uint32_t>(f));
+  EXPECT_EQ(bits, (std::vector<uint32_t>{std::bit_cast<uint32_t>(0.1f), 0x80000000u, std::bit_cast<uint32_t>(3.4e38f),
+                                         1u}));
+  EXPECT_EQ(t.interventions[0].positions.list, (std::vector<int64_t>{0, 3}));
+  // The untraced sequence costs one word: the plan without a's trace is shorter by the
+  // spec's words and record_from.
+  std::vector<int64_t> words;
+  spec->encode(words);
+  PlannedSequence plain_a = a;
+  plain_a.trace = nullptr;
+  p.sequences = {plain_a, b};
+  EXPECT_EQ(encode_plan(p).size() + words.size() + 1, d.size());
+  // Truncated inside the spec, or a flag other than 0 and 1: refused.
+  for (size_t cut = 4 + 4 + 15 + 5; cut < d.size(); cut += 3) {
+    EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
+  }
+  std::vector<int64_t> bad = d;
+  bad[4 + 4 + 15 + 4] = 2;  // a's trace flag
+  EXPECT_THROW(decode_plan(bad), Error);
 }
 
 TEST(PlanSelection, ResultsCarryScoredPromptPositionsAfterTheTokens) {

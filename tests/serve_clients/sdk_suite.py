@@ -5,6 +5,8 @@
   --layout single  test_completions, test_sampling_fields, test_chat, test_api
                    (label integration)
   --layout tp2|pp2 test_layouts: mpirun -np 2 olmo2 serve --tp 2 / --pp 2 (label mpi)
+  --module NAME    only that module, e.g. test_activations_example (the README's
+                   activations example, its own ctest entry)
 
 Each module's unittest cases run against the one server (harness.Context); the server
 must then stop with status 0 on SIGUSR1. Prints every case with ok/FAIL/ERROR; exit
@@ -12,7 +14,8 @@ status 0 only when all pass. Exits 77 (skipped) when no interpreter with the `op
 package is found, unless CI is set (then 1).
 
 Usage: sdk_suite.py --layout single|tp2|pp2 --olmo2 PATH --random-model PATH
-                    --tokenizer PATH [--mpiexec PATH] [--python PATH] [-k PATTERN]
+                    --tokenizer PATH [--mpiexec PATH] [--python PATH] [--module NAME]
+                    [-k PATTERN]
 """
 import argparse
 import os
@@ -36,6 +39,7 @@ def main():
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--mpiexec", default="mpirun")
     p.add_argument("--python", default="", help="an interpreter with the openai package")
+    p.add_argument("--module", action="append", help="run this test module instead of the layout's")
     p.add_argument("-k", dest="patterns", action="append", help="only cases whose name contains this")
     args = p.parse_args()
     harness.ensure_sdk(args.python)
@@ -51,7 +55,7 @@ def main():
     loader = unittest.TestLoader()
     if args.patterns:
         loader.testNamePatterns = [f"*{k}*" for k in args.patterns]
-    suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in MODULES[args.layout])
+    suite = unittest.TestSuite(loader.loadTestsFromName(m) for m in args.module or MODULES[args.layout])
     t0 = time.time()
     harness.RUNNING = ctx = harness.Context(args)
     try:
