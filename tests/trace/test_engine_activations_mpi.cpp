@@ -18,6 +18,7 @@
 #include "runtime/trace/trace_spec.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
+#include "tests/trace/fixture_tolerance.h"
 
 namespace olmo2::trace {
 namespace {
@@ -72,11 +73,15 @@ std::vector<float> decode(const json& entry) {
   return v;
 }
 
+/// Max |a − b| over the entries, divided by olmo2::test::tolerance_scale of b's largest entry.
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
-  double w = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) w = std::max(w, double(std::fabs(a[i] - b[i])));
-  return w;
+  double w = 0, scale = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    w = std::max(w, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(b[i])));
+  }
+  return w / olmo2::test::tolerance_scale(scale);
 }
 
 CompletionParams request(const Fixture& fx, const ModelConfig& c, const json* reads, const json* interventions) {
