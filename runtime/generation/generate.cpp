@@ -19,9 +19,7 @@ class GenerationTrace {
     if (!t.spec || t.spec->empty()) return;
     OLMO2_CHECK(t.world || (!ctx.tensor_parallel() && !ctx.pipeline()),
                 "a traced generation over several ranks needs the world communicator");
-    auto spec = std::make_shared<trace::TraceSpec>(*t.spec);
-    spec->prompt_len = prompt_len;
-    spec_ = spec;
+    spec_ = t.spec->for_prompt(prompt_len);
     if (!spec_->reads.empty() && (!t.world || t.world->rank() == 0)) {
       store_ = std::make_unique<trace::ActivationStore>(spec_, model.config());
     }

@@ -58,14 +58,15 @@ Tensor copy_of(const TensorView& v) {
   return c;
 }
 
-/// Hands the attention of each sequence to the tap (AttentionProbabilities): its queries
-/// and the keys its window sees, from its own rows (no cache) or gathered from the cache
+/// Hands the attention of each sequence whose probabilities the tap reads to it: its
+/// queries and the keys its window sees, from its own rows (no cache) or gathered from the cache
 /// (after this layer wrote its new keys there).
 void tap_attention(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
                    const TapRows& where, const TensorView& q, const TensorView& k, ForwardTap& tap) {
   const int64_t global = ctx.shard.layers.begin + layer;
   const int64_t window = ctx.config.attention_window(global);
   for (size_t i = 0; i < packed.sequences(); ++i) {
+    if (!tap.wants_attention(global, i)) continue;  // the other sequences of the batch: no gather
     const int64_t n = packed.offset[i + 1] - packed.offset[i], start = packed.start[i];
     if (!kv) {
       tap.attention(global, where, i, packed.rows_of(q, i), packed.rows_of(k, i), 0, window);

@@ -56,6 +56,9 @@ class ForwardTap {
   virtual bool wants(TapSite site, int64_t layer) const = 0;
   /// `rows` [R, width] f32: the site's tensor for the rows `where` describes.
   virtual void at(TapSite site, int64_t layer, const TapRows& where, const TensorView& rows) = 0;
+  /// Whether AttentionProbabilities of `layer` are read for sequence `seq` of this
+  /// forward (the forward gathers a sequence's keys only for those).
+  virtual bool wants_attention(int64_t layer, size_t seq) const = 0;
   /// AttentionProbabilities of sequence `seq` of `where`: its queries q [n, nh_l·hd] (after
   /// QK-norm and RoPE) at positions where.first_position[seq] …, and the keys it may attend
   /// to, keys [m, nkv_l·hd] at positions keys_first … keys_first+m−1 (the last one the

@@ -60,8 +60,7 @@ std::shared_ptr<const trace::TraceSpec> trace_for_prompt(const std::shared_ptr<c
                                                          const CompletionParams& p, const ServedModel& served,
                                                          const std::string& label, int64_t& request_bytes) {
   if (!spec) return nullptr;
-  auto out = std::make_shared<trace::TraceSpec>(*spec);
-  out->prompt_len = static_cast<int64_t>(p.prompt.size());
+  std::shared_ptr<const trace::TraceSpec> out = spec->for_prompt(static_cast<int64_t>(p.prompt.size()));
   if (!out->reads.empty()) {
     const int64_t own = trace::activation_bytes(*out, served.config, out->prompt_len, p.max_tokens);
     // The request's total over its prompts (activation_bytes caps at INT64_MAX).

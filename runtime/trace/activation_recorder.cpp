@@ -77,13 +77,20 @@ bool ActivationRecorder::wants(TapSite site, int64_t layer) const {
   return false;
 }
 
+bool ActivationRecorder::wants_attention(int64_t layer, size_t seq) const {
+  if (seq >= sequences_.size() || !sequences_[seq].spec) return false;
+  const std::vector<ActivationRead>& reads = sequences_[seq].spec->reads;
+  return std::any_of(reads.begin(), reads.end(), [&](const ActivationRead& r) {
+    return r.site == TapSite::AttentionProbabilities && covers_layer(r.layers, layer);
+  });
+}
+
 ColumnShare ActivationRecorder::share(TapSite site) const {
   const int64_t hd = config_.head_dim;
   ColumnShare c;
   switch (site) {
     case TapSite::AttentionQueries:
     case TapSite::AttentionHeadOutputs:
-    case TapSite::AttentionProbabilities:
       c = {shard_.q_heads.begin * hd, 0, shard_.q_heads.size() * hd, shard_.q_heads.begin, hd, true};
       break;
     case TapSite::AttentionKeys:
@@ -197,11 +204,11 @@ void ActivationRecorder::append_rows(PieceHeader hdr, const ColumnShare& c, cons
 
 void ActivationRecorder::attention(int64_t layer, const TapRows& where, size_t seq, const TensorView& q,
                                    const TensorView& keys, int64_t keys_first, int64_t window) {
-  const TracedSequence& ts = sequences_.at(seq);
-  if (!ts.spec) return;
+  if (!wants_attention(layer, seq)) return;
+  const TracedSequence& ts = sequences_[seq];
   const TraceSpec& spec = *ts.spec;
   const int64_t hd = config_.head_dim, nh = shard_.q_heads.size(), nkv = shard_.kv_heads.size();
-  const int64_t n = q.size(0), m = keys.size(0), p0 = where.first_position[seq];
+  const int64_t n = q.size(0), p0 = where.first_position[seq];
   const HostRows qh(q), kh(keys);
   const int64_t group = nh / std::max<int64_t>(nkv, 1);  // query heads per local kv head
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -239,7 +246,6 @@ void ActivationRecorder::attention(int64_t layer, const TapRows& where, size_t s
     // Per row the [nh, K] block; as columns: this rank's heads' K-wide slots.
     const ColumnShare c{shard_.q_heads.begin * kext, 0, nh * kext, shard_.q_heads.begin, kext, true};
     append_rows(hdr, c, probs.data(), nh * kext, count);
-    (void)m;
   }
 }
 

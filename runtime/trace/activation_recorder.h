@@ -39,6 +39,7 @@ class ActivationRecorder final : public ForwardTap {
                      std::vector<TracedSequence> sequences);
   bool wants(TapSite site, int64_t layer) const override;
   void at(TapSite site, int64_t layer, const TapRows& where, const TensorView& rows) override;
+  bool wants_attention(int64_t layer, size_t seq) const override;
   void attention(int64_t layer, const TapRows& where, size_t seq, const TensorView& q, const TensorView& keys,
                  int64_t keys_first, int64_t window) override;
   /// Whether any sequence is traced (a forward without traced sequences needs no tap).

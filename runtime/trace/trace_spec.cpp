@@ -181,6 +181,12 @@ bool TraceSpec::touches(TapSite site, int64_t layer) const {
   return false;
 }
 
+std::shared_ptr<const TraceSpec> TraceSpec::for_prompt(int64_t len) const {
+  auto s = std::make_shared<TraceSpec>(*this);
+  s->prompt_len = len;
+  return s;
+}
+
 std::string TraceSpec::intervention_key() const {
   if (interventions.empty()) return "";
   std::vector<int64_t> words{static_cast<int64_t>(interventions.size())};

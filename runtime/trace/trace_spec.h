@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ struct TraceSpec {
   std::vector<Intervention> interventions;
   int64_t prompt_len = 0;  ///< set when the request's prompt is known
   bool empty() const { return reads.empty() && interventions.empty(); }
+  /// A copy for a prompt of `prompt_len` tokens (which splits positions into prompt and
+  /// generated), shared as the engine, generate and trace hold it.
+  std::shared_ptr<const TraceSpec> for_prompt(int64_t prompt_len) const;
   /// Whether some read covers a prompt position (then the prompt is computed, never taken
   /// from the prefix cache).
   bool reads_prompt() const;
