@@ -1,6 +1,6 @@
 // `olmo2 trace` and `olmo2 generate --activations` (docs/architecture.md §12, §13): every
 // named activation of the fixtures' sequences equals transformers' forward hooks
-// (tests/golden/make_activation_fixtures.py) within 1e-4 (scaled by tests/trace/fixture_tolerance.h
+// (tests/golden/make_activation_fixtures.py) within 1e-4 (scaled by tests/trace/activation_fixture.h
 // for entries beyond 50), on one process and under
 // mpirun at tp 2, pp 2 and dp 2; generate reads the same rows while printing transformers'
 // greedy continuation; bad prompts files and names are one error naming line and field.
@@ -18,7 +18,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/trace_spec.h"
 #include "tests/test_util.h"
-#include "tests/trace/fixture_tolerance.h"
+#include "tests/trace/activation_fixture.h"
 
 namespace olmo2 {
 namespace {
@@ -67,14 +67,6 @@ std::string every_name() {
   return names.dump();
 }
 
-/// The f32 values of one read's result.
-std::vector<float> values_of(const json& entry, const std::string& key) {
-  const std::vector<uint8_t> bytes = trace::base64_decode(entry["data"].get<std::string>(), key);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
 /// Largest |result − reference|, divided by test::tolerance_scale of the reference,
 /// of read `key` against the fixture's tensor `ref_name`
 /// (default "read.<key>"): the result is the reference's leading box (a prompt that is a
@@ -84,7 +76,7 @@ double max_diff(const json& entry, const Fixture& fx, const std::string& key, st
   if (ref_name.empty()) ref_name = "read." + key;
   const TensorInfo& t = fx.ref.tensors().at(ref_name);
   const std::vector<int64_t> shape = entry["shape"].get<std::vector<int64_t>>();
-  const std::vector<float> got = values_of(entry, key);
+  const std::vector<float> got = test::read_values(entry);
   int64_t count = 1;
   for (int64_t s : shape) count *= s;
   bool fits = shape.size() == t.shape.size() && count == static_cast<int64_t>(got.size()) &&
@@ -113,7 +105,7 @@ double max_diff(const json& entry, const Fixture& fx, const std::string& key, st
 /// of the fixture's 2-d tensor `ref_name` ([T, F], P ≤ T).
 double max_norm_diff(const json& entry, const Fixture& fx, const std::string& ref_name) {
   const TensorInfo& t = fx.ref.tensors().at(ref_name);
-  const std::vector<float> got = values_of(entry, ref_name);
+  const std::vector<float> got = test::read_values(entry);
   if (entry["shape"].size() != 1 || got.size() > static_cast<size_t>(t.shape[0]) || got.empty()) {
     ADD_FAILURE() << ref_name << ": norm read " << entry.dump().substr(0, 200);
     return INFINITY;

@@ -2,7 +2,7 @@
 // (tests/golden/make_activation_fixtures.py; docs/architecture.md §13), in every tensor- and
 // pipeline-parallel layout that fills the world (1 process, tp 2, pp 2, tp 2 × pp 2, …), as
 // one forward and as a prefill in two chunks through a KV cache, within 1e-4 (scaled by
-// tests/trace/fixture_tolerance.h for entries beyond 50). Run under mpirun.
+// tests/trace/activation_fixture.h for entries beyond 50). Run under mpirun.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +17,7 @@
 #include "runtime/trace/activation_recorder.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
-#include "tests/trace/fixture_tolerance.h"
+#include "tests/trace/activation_fixture.h"
 
 namespace olmo2::trace {
 namespace {
@@ -41,55 +41,17 @@ struct Decoded {
 };
 
 Decoded decode(const json& entry) {
-  Decoded d;
-  d.shape = entry.at("shape").get<std::vector<int64_t>>();
-  d.positions = entry.at("positions").get<std::vector<int64_t>>();
-  const std::vector<uint8_t> bytes = base64_decode(entry.at("data").get<std::string>(), "data");
-  d.values.resize(bytes.size() / 4);
-  std::memcpy(d.values.data(), bytes.data(), bytes.size());
-  return d;
+  return {entry.at("shape").get<std::vector<int64_t>>(), test::read_values(entry),
+          entry.at("positions").get<std::vector<int64_t>>()};
 }
-
-std::vector<float> tensor_values(const SafetensorsFile& f, const std::string& key, std::vector<int64_t>* shape) {
-  const TensorInfo& info = f.tensors().at(key);
-  if (shape) *shape = info.shape;
-  int64_t n = 1;
-  for (int64_t d : info.shape) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  std::memcpy(v.data(), f.data(info), v.size() * 4);
-  return v;
-}
-
-/// Max |a − b| over the entries, divided by olmo2::test::tolerance_scale of b's largest entry.
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    worst = std::max(worst, double(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, double(std::fabs(b[i])));
-  }
-  return worst / olmo2::test::tolerance_scale(scale);
-}
-
-struct Loaded {
-  std::string dir;
-  json meta;
-  SafetensorsFile ref;
-  std::vector<int32_t> ids;
-  explicit Loaded(const std::string& name)
-      : dir(test::source_path(std::string("tests/golden/fixtures/") + name)),
-        meta(json::parse(std::ifstream(dir + "/activations.json"))),
-        ref(dir + "/activations.safetensors"),
-        ids(meta.at("sequence_ids").get<std::vector<int32_t>>()) {}
-};
 
 /// A fixture's steering case as the API's `interventions`, its vector base64-encoded.
-json interventions_of(const Loaded& fx, const json& c) {
+json interventions_of(const test::ActivationFixture& fx, const json& c) {
   json out = json::array();
   const std::string name = c.at("case").get<std::string>();
   for (json iv : c.at("interventions")) {
     if (iv.at("type") == "add") {
-      const std::vector<float> v = tensor_values(fx.ref, "vector." + name, nullptr);
+      const std::vector<float> v = fx.values("vector." + name);
       std::vector<uint8_t> bytes(v.size() * 4);
       std::memcpy(bytes.data(), v.data(), bytes.size());
       iv["vector"] = base64_encode(bytes);
@@ -106,7 +68,7 @@ struct Traced {
   std::vector<float> logits;  // [T, V] on the world rank that holds them; gathered to rank 0
 };
 
-Traced run(const Loaded& fx, const Olmo2Model& model, const ParallelContext& ctx, parallel::Communicator& world,
+Traced run(const test::ActivationFixture& fx, const Olmo2Model& model, const ParallelContext& ctx, parallel::Communicator& world,
            const std::shared_ptr<const TraceSpec>& spec, bool chunked) {
   const int tp_rank = ctx.tp ? ctx.tp->rank() : 0;
   ActivationStore store(spec, model.config());
@@ -210,7 +172,7 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
   const int world_n = parallel::test::world_size();
   int checked = 0;
   for (const char* name : kFixtures) {
-    const Loaded fx(name);
+    const test::ActivationFixture fx(name);
     const Olmo2Model whole = Olmo2Model::load(fx.dir);
     const int64_t L = whole.config().num_hidden_layers;
     const json reads = every_read();
@@ -239,10 +201,10 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
           ASSERT_TRUE(t.reads.contains(key)) << key << " " << where;
           const Decoded got = decode(t.reads.at(key));
           std::vector<int64_t> shape;
-          const std::vector<float> want = tensor_values(fx.ref, "read." + key, &shape);
+          const std::vector<float> want = fx.values("read." + key, &shape);
           EXPECT_EQ(got.shape, shape) << key << " " << where;
           EXPECT_EQ(got.positions, (std::vector<int64_t>{0, static_cast<int64_t>(fx.ids.size())})) << key;
-          EXPECT_LE(max_diff(got.values, want), 1e-4) << key << " " << where;
+          EXPECT_LE(test::scaled_max_diff(got.values, want), 1e-4) << key << " " << where;
           ++checked;
         }
         // The reductions against the reference's own rows reduced here.
@@ -251,14 +213,14 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
           for (const char* n : kReduced) reduced.push_back("layers." + std::to_string(l) + "." + n);
         for (const std::string& key : reduced) {
           std::vector<int64_t> shape;
-          const std::vector<float> want = tensor_values(fx.ref, "read." + key, &shape);
+          const std::vector<float> want = fx.values("read." + key, &shape);
           const bool heads_first = key.find("queries") != std::string::npos || key.find("keys") != std::string::npos ||
                                    key.find("probabilities") != std::string::npos;
           for (bool norm : {true, false}) {
             if (!norm && key == "logits") continue;
             const std::string k = key + (norm ? ":norm" : ":mean");
             ASSERT_TRUE(t.reads.contains(k)) << k;
-            EXPECT_LE(max_diff(decode(t.reads.at(k)).values, reduce_reference(want, shape, heads_first ? 1 : 0, norm)),
+            EXPECT_LE(test::scaled_max_diff(decode(t.reads.at(k)).values, reduce_reference(want, shape, heads_first ? 1 : 0, norm)),
                       1e-4)
                 << k << " " << where;
           }
@@ -278,13 +240,15 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
       groups.world->barrier();
     }
   }
-  if (parallel::test::world_rank() == 0) EXPECT_GT(checked, 0);
+  if (parallel::test::world_rank() == 0) {
+    EXPECT_GT(checked, 0);
+  }
 }
 
 TEST(ActivationsGolden, SteeringMatchesTheHookedReferenceInEveryLayout) {
   const int world_n = parallel::test::world_size();
   for (const char* name : kFixtures) {
-    const Loaded fx(name);
+    const test::ActivationFixture fx(name);
     const Olmo2Model whole = Olmo2Model::load(fx.dir);
     const std::string last = "layers." + std::to_string(whole.config().num_hidden_layers - 1) + ".layer_output";
     // Layer 0's head outputs and o_proj input too: an ablation zeroes the head at o_proj's
@@ -301,7 +265,7 @@ TEST(ActivationsGolden, SteeringMatchesTheHookedReferenceInEveryLayout) {
       auto groups = parallel::make_process_groups(parallel::Topology::make(world_n, lay.tp, lay.pp, 1), 60.0);
       const Olmo2Model model = Olmo2Model::load(fx.dir, ShardSpec::from_plan(plan, groups.world->rank()));
       const ParallelContext ctx{groups.tp.get(), groups.pp.get()};
-      const std::vector<float> unsteered = tensor_values(fx.ref, "read.logits", nullptr);
+      const std::vector<float> unsteered = fx.values("read.logits");
       for (const json& c : fx.meta.at("steering")) {
         const std::string cs = c.at("case").get<std::string>();
         const json ivs = interventions_of(fx, c);
@@ -312,24 +276,24 @@ TEST(ActivationsGolden, SteeringMatchesTheHookedReferenceInEveryLayout) {
           if (groups.world->rank() != 0) continue;
           const std::string where = std::string(name) + " " + cs + " tp " + std::to_string(lay.tp) + " pp " +
                                     std::to_string(lay.pp) + (chunked ? " chunked" : "");
-          const std::vector<float> want = tensor_values(fx.ref, "steer." + cs + ".logits", nullptr);
+          const std::vector<float> want = fx.values("steer." + cs + ".logits");
           ASSERT_EQ(t.logits.size(), want.size()) << where;
-          EXPECT_LE(max_diff(t.logits, want), 1e-4) << where;
-          EXPECT_GT(max_diff(t.logits, unsteered), 1e-2) << "the steering must move the logits: " << where;
-          EXPECT_LE(max_diff(decode(t.reads.at(last)).values,
-                             tensor_values(fx.ref, "steer." + cs + ".layer_output", nullptr)),
+          EXPECT_LE(test::scaled_max_diff(t.logits, want), 1e-4) << where;
+          EXPECT_GT(test::scaled_max_diff(t.logits, unsteered), 1e-2) << "the steering must move the logits: " << where;
+          EXPECT_LE(test::scaled_max_diff(decode(t.reads.at(last)).values,
+                             fx.values("steer." + cs + ".layer_output")),
                     1e-4)
               << where;
           if (cs != "ablate_head" && cs != "combined") continue;  // their layer 0 sees only the ablation
-          const std::vector<float> heads = tensor_values(fx.ref, "read.layers.0.attention_head_outputs", nullptr);
+          const std::vector<float> heads = fx.values("read.layers.0.attention_head_outputs");
           std::vector<float> zeroed = heads;  // [T, H, hd] with head 1 zero
           const int64_t hd = whole.config().head_dim, H = whole.config().num_attention_heads;
           for (size_t row = 0; row < zeroed.size() / static_cast<size_t>(H * hd); ++row) {
             std::fill_n(zeroed.begin() + static_cast<int64_t>(row) * H * hd + hd, hd, 0.0f);
           }
-          EXPECT_LE(max_diff(decode(t.reads.at("layers.0.attention_head_outputs")).values, heads), 1e-4) << where;
-          EXPECT_LE(max_diff(decode(t.reads.at("layers.0.attention_premix")).values, zeroed), 1e-4) << where;
-          EXPECT_GT(max_diff(heads, zeroed), 1e-2) << "head 1 must have something to zero";
+          EXPECT_LE(test::scaled_max_diff(decode(t.reads.at("layers.0.attention_head_outputs")).values, heads), 1e-4) << where;
+          EXPECT_LE(test::scaled_max_diff(decode(t.reads.at("layers.0.attention_premix")).values, zeroed), 1e-4) << where;
+          EXPECT_GT(test::scaled_max_diff(heads, zeroed), 1e-2) << "head 1 must have something to zero";
         }
       }
       groups.world->barrier();

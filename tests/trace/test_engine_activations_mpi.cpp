@@ -18,7 +18,7 @@
 #include "runtime/trace/trace_spec.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
-#include "tests/trace/fixture_tolerance.h"
+#include "tests/trace/activation_fixture.h"
 
 namespace olmo2::trace {
 namespace {
@@ -49,42 +49,7 @@ Out collect(ServeRequest& r) {
   return o;
 }
 
-struct Fixture {
-  std::string dir;
-  json meta;
-  SafetensorsFile ref;
-  explicit Fixture(const std::string& name)
-      : dir(test::source_path("tests/golden/fixtures/" + name)),
-        meta(json::parse(std::ifstream(dir + "/activations.json"))),
-        ref(dir + "/activations.safetensors") {}
-  std::vector<float> values(const std::string& key) const {
-    const TensorInfo& info = ref.tensors().at(key);
-    std::vector<float> v((info.end - info.begin) / 4);
-    std::memcpy(v.data(), ref.data(info), v.size() * 4);
-    return v;
-  }
-  std::vector<int32_t> prompt() const { return meta.at("prompt_ids").get<std::vector<int32_t>>(); }
-};
-
-std::vector<float> decode(const json& entry) {
-  const std::vector<uint8_t> b = base64_decode(entry.at("data").get<std::string>(), "data");
-  std::vector<float> v(b.size() / 4);
-  std::memcpy(v.data(), b.data(), b.size());
-  return v;
-}
-
-/// Max |a − b| over the entries, divided by olmo2::test::tolerance_scale of b's largest entry.
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double w = 0, scale = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    w = std::max(w, double(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, double(std::fabs(b[i])));
-  }
-  return w / olmo2::test::tolerance_scale(scale);
-}
-
-CompletionParams request(const Fixture& fx, const ModelConfig& c, const json* reads, const json* interventions) {
+CompletionParams request(const test::ActivationFixture& fx, const ModelConfig& c, const json* reads, const json* interventions) {
   CompletionParams p;
   p.prompt = fx.prompt();
   p.max_tokens = 6;
@@ -102,7 +67,7 @@ CompletionParams request(const Fixture& fx, const ModelConfig& c, const json* re
 
 /// Serves the batches one after another (each submitted at once) on one engine over
 /// this rank's part of the layout; rank 0 returns the answers.
-std::vector<std::vector<Out>> serve(const Fixture& fx, int tp, int pp,
+std::vector<std::vector<Out>> serve(const test::ActivationFixture& fx, int tp, int pp,
                                     const std::vector<std::vector<CompletionParams>>& batches) {
   const int world = parallel::test::world_size(), rank = parallel::test::world_rank();
   const Tokenizer tok = Tokenizer::from_file(test::source_path("data/dolma2-tokenizer.json"));
@@ -161,7 +126,7 @@ json every_read() {
   return r;
 }
 
-json steering(const Fixture& fx) {
+json steering(const test::ActivationFixture& fx) {
   const std::vector<float> v = fx.values("vector.add_layer_output");
   std::vector<uint8_t> b(v.size() * 4);
   std::memcpy(b.data(), v.data(), b.size());
@@ -171,7 +136,7 @@ json steering(const Fixture& fx) {
 
 TEST(EngineActivations, ReadsAndSteeringMatchTransformersAndConcurrencyChangesNothing) {
   for (const char* name : {"gqa-f32", "olmo3-gqa-f32"}) {
-    const Fixture fx(name);
+    const test::ActivationFixture fx(name);
     const ModelConfig config = ModelConfig::load(fx.dir);
     const json reads = every_read(), ivs = steering(fx);
     const CompletionParams traced = request(fx, config, &reads, nullptr);
@@ -198,7 +163,7 @@ TEST(EngineActivations, ReadsAndSteeringMatchTransformersAndConcurrencyChangesNo
       for (const auto& [key, entry] : t.activations.items()) {
         if (key.find(':') != std::string::npos) continue;
         EXPECT_EQ(entry.at("positions"), json::array({0, T})) << key << " " << where;
-        EXPECT_LE(max_diff(decode(entry), fx.values("read." + key)), 1e-4) << key << " " << where;
+        EXPECT_LE(test::scaled_max_diff(test::read_values(entry), fx.values("read." + key)), 1e-4) << key << " " << where;
       }
       EXPECT_EQ(t.activations.size(), 3 + config.num_hidden_layers * 13) << where;
       // The reductions against the reference rows: prompt norms, generated means.
@@ -213,9 +178,9 @@ TEST(EngineActivations, ReadsAndSteeringMatchTransformersAndConcurrencyChangesNo
           if (p < P) norms.push_back(static_cast<float>(std::sqrt(ss)));
           for (int64_t j = 0; j < h && p >= P; ++j) mean[j] += rows[p * h + j] / float(T - P);
         }
-        EXPECT_LE(max_diff(decode(t.activations.at(key + ":norm")), norms), 1e-4) << where;
+        EXPECT_LE(test::scaled_max_diff(test::read_values(t.activations.at(key + ":norm")), norms), 1e-4) << where;
         EXPECT_EQ(t.activations.at(key + ":norm").at("positions"), json::array({0, P}));
-        EXPECT_LE(max_diff(decode(t.activations.at(key + ":mean")), mean), 1e-4) << where;
+        EXPECT_LE(test::scaled_max_diff(test::read_values(t.activations.at(key + ":mean")), mean), 1e-4) << where;
         EXPECT_EQ(t.activations.at(key + ":mean").at("positions"), json::array({P, T}));
       }
       // Together: each exactly as alone (ids, log-probability bits, activation bytes).
@@ -246,7 +211,7 @@ namespace {
 // positions than the earlier one did: it must not reuse the earlier request's cached
 // blocks, and answers as on a fresh server.
 TEST(EngineActivations, RelativePositionsNeverReuseBlocksSteeredForAnotherPromptLength) {
-  const Fixture fx("gqa-f32");
+  const test::ActivationFixture fx("gqa-f32");
   const ModelConfig config = ModelConfig::load(fx.dir);
   for (const char* positions : {"prompt", "generated"}) {
     json ivs = steering(fx);
