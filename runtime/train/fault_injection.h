@@ -36,7 +36,9 @@ class FaultInjection {
   /// rank --debug-scale-rank names, multiplies this rank's local loss sums and the
   /// gradients of `params` (after the backward, before any reduction) by FACTOR, so
   /// that one rank alone sees a non-finite value and the world vote must catch it.
-  /// Empty otherwise. `params` must outlive the returned function.
+  /// With a planted gradient error (TrainOptions::debug_grad_error) on this rank, also
+  /// adds it to `params`' gradients at every step. Empty otherwise. `params` must
+  /// outlive the returned function.
   std::function<void(LossSums&)> injection(int64_t step, int rank, const std::vector<Parameter>& params) const;
 
   /// True when the run must stop, as on SIGTERM, now that `steps_done` steps are done
@@ -48,6 +50,8 @@ class FaultInjection {
   double scale_factor_ = 1.0;   ///< --debug-scale-loss FACTOR
   int scale_rank_ = -1;         ///< --debug-scale-rank (-1: every rank, to the loss)
   int64_t stop_after_ = 0;      ///< --debug-stop-after (0: off)
+  double grad_error_ = 0.0;     ///< TrainOptions::debug_grad_error (0: off)
+  int grad_error_rank_ = -1;    ///< TrainOptions::debug_grad_error_rank
 };
 
 }  // namespace olmo2

@@ -54,6 +54,13 @@ struct TrainOptions {
   /// --debug-scale-rank R: apply --debug-scale-loss on world rank R only (to its local
   /// loss sums and gradients, after the backward); -1: on every rank, to the loss.
   int debug_scale_rank = -1;
+  /// Tests only (no command-line option): a planted partitioning bug. Every step, world
+  /// rank debug_grad_error_rank changes each of its local gradients (after the backward,
+  /// before any reduction): debug_grad_error > 0 adds debug_grad_error × that gradient's
+  /// RMS × a ±1 pattern fixed by (parameter name, element) — a wrong contribution of
+  /// one rank's shard; < 0 scales it by 1 + |debug_grad_error| — a wrong factor. 0: off.
+  double debug_grad_error = 0.0;
+  int debug_grad_error_rank = -1;
 
   // Layout (used when the Trainer is given process groups).
   int tp = 1, pp = 1;              ///< --tp, --pp

@@ -208,7 +208,9 @@ TEST(StreamedCheckpoint, AWriterFailureOnRankZeroStopsEveryRankWithOneError) {
   EXPECT_NE(message.find("simulated crash after 3 files"), std::string::npos) << "rank " << world_rank() << ": " << message;
   // The run goes on: the next save is complete.
   const std::string path = t.save();
-  if (world_rank() == 0) EXPECT_TRUE(fs::exists(path + "/training_state.json")) << path;
+  if (world_rank() == 0) {
+    EXPECT_TRUE(fs::exists(path + "/training_state.json")) << path;
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
