@@ -234,10 +234,10 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
   const bool layout = o.tp > 1 || o.pp > 1 || o.dp > 1 || !o.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
-    place_single_process(cfg.threads);
+    const std::string placement = place_single_process(cfg.threads);
     const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
     Trainer trainer(o);
-    print_banner(trainer, o, "", dev);
+    print_banner(trainer, o, " on " + placement, dev);
     return train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, true);
   }
   std::optional<parallel::MpiRuntime> runtime(std::in_place);

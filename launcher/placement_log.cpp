@@ -15,6 +15,14 @@ void place_and_log(parallel::Communicator& world, const parallel::Topology& topo
   log << text.str() << std::flush;
 }
 
-void place_single_process(int threads_flag) { parallel::place_single_process(threads_flag); }
+std::string place_single_process(int threads_flag) {
+  const parallel::RankPlace p = parallel::place_single_process(threads_flag);
+  std::string text = "1 process on " + p.host + ", " + std::to_string(p.threads) +
+                     (p.threads == 1 ? " thread" : " threads") + " from " + parallel::to_string(p.source);
+  if (p.source == parallel::ThreadSource::affinity) {
+    text += " (" + std::to_string(p.affinity_cpus) + (p.affinity_cpus == 1 ? " CPU)" : " CPUs)");
+  }
+  return text;
+}
 
 }  // namespace olmo2

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
@@ -18,7 +19,10 @@ void place_and_log(parallel::Communicator& world, const parallel::Topology& topo
                    std::ostream& log);
 
 /// One process without MPI: sets the thread count (parallel::place_single_process) and
-/// prints nothing. InputError for an invalid SLURM_CPUS_PER_TASK or OMP_NUM_THREADS.
-void place_single_process(int threads_flag);
+/// returns what the start lines of train and serve say of it, as the MPI placement line
+/// does for each rank: "1 process on HOST, 2 threads from SLURM_CPUS_PER_TASK" (from the
+/// affinity mask: "… from the affinity mask (2 CPUs)"). InputError for an invalid
+/// SLURM_CPUS_PER_TASK or OMP_NUM_THREADS.
+std::string place_single_process(int threads_flag);
 
 }  // namespace olmo2

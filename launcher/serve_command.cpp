@@ -24,6 +24,7 @@
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
 #include "runtime/io/checkpoint_files.h"
+#include "runtime/io/port_file.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/serving_engine.h"
@@ -57,6 +58,7 @@ struct ServeRank {
   /// ChatRenderer); none: chat requests are refused.
   std::optional<ChatTemplate> chat_template;
   nlohmann::json chat_extra = nlohmann::json::object();  // rank 0: the model's special tokens
+  PortFileGuard port_file;  // rank 0, with --port-file: removed when the server is done
 };
 
 /// The chat template: --chat-template's (parsed already by read_serve_options), else the
@@ -107,11 +109,12 @@ int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
 }
 
 /// Loads and starts this rank's part on the device `dev` (chosen already); `groups` null
-/// for one process.
+/// for one process, whose thread placement (place_single_process) `placement` names.
 void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, const parallel::PartitionPlan* plan,
-           const DeviceChoice& dev) {
+           const DeviceChoice& dev, const std::string& placement = "") {
   const ServeOptions& o = cfg.serve;
   const int rank = groups ? groups->world->rank() : 0;
+  if (rank == 0 && !o.port_file.empty()) check_port_file(o.port_file);
   // A checkpoint's files are verified before any weight is read, each rank its share
   // (under MPI build runs inside parallel::agree, so every rank learns the verdict).
   verify_model_directory(o.model, {rank, groups ? groups->world->size() : 1}, rank == 0 ? &std::cerr : nullptr);
@@ -181,11 +184,15 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << " with " << product_path << " batch-invariant products, prefix caching "
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
-              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : std::string()) << "; "
+              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : ", " + placement) << "; "
               << dev.description << "; chat template: "
               << (!s.chat_template ? std::string("none")
                   : o.chat_template_file.empty() ? std::string("the model's") : o.chat_template_file)
               << ")" << std::endl;
+    if (!o.port_file.empty()) {
+      write_port_file(o.port_file, {published_address(o.host, s.http->port())});
+      s.port_file.reset(o.port_file);
+    }
   }
 }
 
@@ -245,9 +252,9 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
   const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();
   if (!layout && !under_mpi_launcher) {
-    place_single_process(cfg.threads);
+    const std::string placement = place_single_process(cfg.threads);
     ServeRank s;
-    build(s, cfg, nullptr, nullptr, use_device_of_rank(cfg.device_options, nullptr));
+    build(s, cfg, nullptr, nullptr, use_device_of_rank(cfg.device_options, nullptr), placement);
     serve(s, true);
     return;
   }

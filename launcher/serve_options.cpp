@@ -16,7 +16,9 @@ void add_serve_options(po::options_description& d) {
   d.add_options()("served-model-name", po::value<std::string>(),
                   "the name requests use in \"model\" (default: the model directory's name)")(
       "host", po::value<std::string>(), "address to listen on (default 127.0.0.1: this machine only)")(
-      "port", po::value<int>(), "HTTP port for the API and /metrics (default 8000)")(
+      "port", po::value<int>(), "HTTP port for the API and /metrics (default 8000; 0: any free port, named in the "
+      "start line and --port-file)")(
+      "port-file", po::value<std::string>(), "write HOST:PORT there once the server listens (removed when it stops)")(
       "api-key", po::value<std::string>(),
       "require 'Authorization: Bearer KEY' (all but /health, /metrics); a command line is visible to every "
       "user (ps): prefer the environment variable OLMO2_API_KEY, read when --api-key is absent")(
@@ -65,7 +67,11 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
   if (vm.count("host")) o.host = vm["host"].as<std::string>();
   if (o.host.empty()) OLMO2_THROW(UsageError, "--host must not be empty");
   if (vm.count("port")) o.port = vm["port"].as<int>();
-  if (o.port < 1 || o.port > 65535) OLMO2_THROW(UsageError, "--port must be in 1…65535, got ", o.port);
+  if (o.port < 0 || o.port > 65535) OLMO2_THROW(UsageError, "--port must be in 1…65535 (or 0: any free one), got ", o.port);
+  if (vm.count("port-file")) {
+    o.port_file = vm["port-file"].as<std::string>();
+    if (o.port_file.empty()) OLMO2_THROW(UsageError, "--port-file must not be empty");
+  }
   if (vm.count("api-key")) {
     o.api_key = vm["api-key"].as<std::string>();
     if (o.api_key.empty()) OLMO2_THROW(UsageError, "--api-key must not be empty");

@@ -16,7 +16,8 @@ struct ServeOptions {
   std::string model;              ///< --model DIR (config.json, safetensors, tokenizer.json)
   std::string served_model_name;  ///< --served-model-name (default: the directory's name)
   std::string host = "127.0.0.1"; ///< --host
-  int port = 8000;                ///< --port
+  int port = 8000;                ///< --port (0: a free port the kernel picks)
+  std::string port_file;          ///< --port-file: "HOST:PORT" written there once listening
   std::string api_key;            ///< --api-key, else $OLMO2_API_KEY (Bearer); "" = none
   std::string tokenizer;          ///< --tokenizer FILE (default: MODEL/tokenizer.json)
   std::string chat_template_file; ///< --chat-template FILE ("": the model's own)

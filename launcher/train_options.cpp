@@ -54,7 +54,9 @@ void add_train_options(po::options_description& d) {
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
-      ("metrics-port", po::value<int>(), "serve Prometheus metrics of every rank on this port, from rank 0 (default: off)")
+      ("metrics-port", po::value<int>(), "serve Prometheus metrics of every rank on this port, from rank 0; 0: any free "
+       "port, named in the start line and --port-file (default: off)")
+      ("port-file", po::value<std::string>(), "write the metrics endpoints' HOST:PORT there once they listen, one a line")
       ("metrics-host", po::value<std::string>(), "address the metrics endpoint listens on (default 127.0.0.1)")
       ("metrics-per-node", po::value<bool>()->implicit_value(true),
        "one metrics endpoint on each node's first rank, for that node's ranks (default: one, on rank 0)")
@@ -95,7 +97,13 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
   i64("spike-window", o.spike_window);
-  if (vm.count("metrics-port")) o.metrics_port = vm["metrics-port"].as<int>();
+  if (vm.count("metrics-port")) {
+    o.metrics_port = vm["metrics-port"].as<int>();
+    if (o.metrics_port < 0 || o.metrics_port > 65535) {
+      OLMO2_THROW(UsageError, "--metrics-port must be a TCP port (1-65535, or 0: any free one), got ", o.metrics_port);
+    }
+  }
+  str("port-file", o.port_file);
   str("metrics-host", o.metrics_host);
   if (vm.count("metrics-per-node")) o.metrics_per_node = vm["metrics-per-node"].as<bool>();
   i64("diag-interval", o.diag_interval);

@@ -24,7 +24,9 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port)
       registry_(std::make_shared<prometheus::Registry>()),
       mutex_(std::make_shared<std::mutex>()),
       server_(std::make_unique<httplib::Server>()) {
-  if (port < 1 || port > 65535) OLMO2_THROW(InputError, "--metrics-port ", port, " is not a TCP port (1-65535)");
+  if (port < 0 || port > 65535) {
+    OLMO2_THROW(InputError, "--metrics-port ", port, " is not a TCP port (1-65535, or 0: any free one)");
+  }
   // The exposition is prometheus-cpp's; the HTTP server is cpp-httplib's (civetweb's
   // small fixed worker stacks overflowed in this process).
   std::shared_ptr<prometheus::Registry> registry = registry_;
@@ -50,10 +52,16 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port)
   });
   if (host.empty()) OLMO2_THROW(InputError, "--metrics-host is empty (give an address, e.g. 127.0.0.1 or 0.0.0.0)");
   if (host.find(':') != std::string::npos) address_ = "[" + host + "]:" + std::to_string(port);  // IPv6
-  if (!server_->bind_to_port(host, port)) {
+  // Port 0: the kernel picks a free port, which address() then names (no race with
+  // another process between choosing a port and binding it).
+  const int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
     OLMO2_THROW(InputError, "--metrics-port ", port, ": cannot serve metrics on ", address_,
-                " (the port is in use, or the host does not resolve to an address of this machine)");
+                port == 0 ? " (the host does not resolve to an address of this machine)"
+                          : " (the port is in use, or the host does not resolve to an address of this machine)");
   }
+  port_ = bound;
+  address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(bound);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 

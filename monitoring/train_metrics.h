@@ -24,18 +24,22 @@ namespace olmo2::monitoring {
 /// A scrape reads the registry only; it never waits for or talks to other ranks.
 class MetricsEndpoint {
  public:
-  /// Listens on host:port (port 1…65535). Throws InputError naming the address when it
-  /// cannot (port in use, bad host), before anything else is done.
+  /// Listens on host:port (port 1…65535, or 0: a free port the kernel picks). Throws
+  /// InputError naming the address when it cannot (port in use, bad host), before
+  /// anything else is done.
   MetricsEndpoint(const std::string& host, int port);
   ~MetricsEndpoint();
   prometheus::Registry& registry() { return *registry_; }
   /// Held by a scrape while it collects; hold it while updating several metrics that
   /// belong together, so that no scrape sees half of one step's values.
   std::mutex& update_mutex() { return *mutex_; }
+  /// "host:port" with the bound port.
   const std::string& address() const { return address_; }
+  int port() const { return port_; }  ///< the bound port
 
  private:
   std::string address_;
+  int port_ = 0;
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<std::mutex> mutex_;
   std::unique_ptr<httplib::Server> server_;

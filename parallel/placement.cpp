@@ -146,10 +146,11 @@ std::vector<RankPlace> place_ranks(Communicator& world, int flag) {
   return places;
 }
 
-ThreadChoice place_single_process(int flag) {
-  const ThreadChoice choice = choose_threads(thread_settings_from_environment(flag), affinity_mask().cpus, 1);
+RankPlace place_single_process(int flag) {
+  const int cpus = affinity_mask().cpus;
+  const ThreadChoice choice = choose_threads(thread_settings_from_environment(flag), cpus, 1);
   set_num_threads(choice.threads);
-  return choice;
+  return RankPlace{host_name(), 0, choice.threads, choice.source, cpus, 1};
 }
 
 }  // namespace olmo2::parallel

@@ -50,7 +50,8 @@ std::vector<std::string> describe_placement(const std::vector<RankPlace>& places
 std::vector<RankPlace> place_ranks(Communicator& world, int flag);
 
 /// The one-process form: sets this process's thread count by choose_threads (affinity
-/// mask ÷ 1) and returns it. InputError for an invalid setting.
-ThreadChoice place_single_process(int flag);
+/// mask ÷ 1) and returns its place (host, local rank 0, the count and its source), which
+/// describe_placement describes as for a world of one. InputError for an invalid setting.
+RankPlace place_single_process(int flag);
 
 }  // namespace olmo2::parallel

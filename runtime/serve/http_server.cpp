@@ -11,7 +11,9 @@ namespace olmo2 {
 HttpServer::HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const ServedModel& model,
                        monitoring::ServeMetrics& metrics, const HttpOptions& options,
                        const ChatTemplate* chat_template, nlohmann::json chat_extra) {
-  if (options.port < 1 || options.port > 65535) OLMO2_THROW(InputError, "--port must be in 1…65535, got ", options.port);
+  if (options.port < 0 || options.port > 65535) {
+    OLMO2_THROW(InputError, "--port must be in 1…65535 (or 0: any free one), got ", options.port);
+  }
   http::ServerOptions so;
   so.host = options.host;
   so.port = options.port;
@@ -34,5 +36,7 @@ void HttpServer::stop() {
 }
 
 const std::string& HttpServer::address() const { return server_->address(); }
+
+int HttpServer::port() const { return server_->port(); }
 
 }  // namespace olmo2

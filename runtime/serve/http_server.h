@@ -50,7 +50,8 @@ class HttpServer {
   /// Stops accepting connections, waits for the handlers in flight to return and their
   /// answers to reach the clients (each write bounded by a 30 s deadline). Idempotent.
   void stop();
-  const std::string& address() const;
+  const std::string& address() const;  ///< "host:port", the bound port
+  int port() const;                     ///< the bound port (the kernel's choice for port 0)
 
  private:
   std::unique_ptr<http::Server> server_;

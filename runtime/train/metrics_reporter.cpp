@@ -11,6 +11,8 @@
 #include "ops/tensor_ops.h"
 #include "ops/threads.h"
 #include "parallel/node_ranks.h"
+#include "parallel/string_gather.h"
+#include "runtime/io/port_file.h"
 #include "runtime/train/grad_sync.h"
 
 namespace olmo2 {
@@ -35,8 +37,9 @@ MetricsReporter::MetricsReporter(const TrainOptions& options, parallel::ProcessG
   }
   const TrainOptions& opt = options_;
   // The metrics port is taken now, so a port in use stops every rank before any work.
-  const bool metrics_rank = opt.metrics_port > 0 &&
+  const bool metrics_rank = opt.metrics_port >= 0 &&
                             (!world_ || (opt.metrics_per_node ? groups_->local_rank == 0 : world_->rank() == 0));
+  if (!opt.port_file.empty() && (!world_ || world_->rank() == 0)) check_port_file(opt.port_file);
   if (metrics_rank) endpoint_ = std::make_unique<monitoring::MetricsEndpoint>(opt.metrics_host, opt.metrics_port);
 }
 
@@ -47,7 +50,7 @@ void MetricsReporter::start(const Olmo2Model& model) {
   // Which ranks each endpoint serves: every rank, or (--metrics-per-node) those of its
   // node (parallel::node_ranks: one all-gather of a u64 hash of each host name).
   std::vector<int> served;
-  if (options_.metrics_port > 0) {
+  if (options_.metrics_port >= 0) {
     if (options_.metrics_per_node && world_) {
       served = parallel::node_ranks(world_);
     } else {
@@ -75,10 +78,24 @@ void MetricsReporter::start(const Olmo2Model& model) {
                                    : "MFU against " + std::to_string(peak_flops_ / 1e9) + " GFLOP/s")
               << ")\n";
   }
+  publish_port_file();
+}
+
+void MetricsReporter::publish_port_file() {
+  if (options_.port_file.empty() || options_.metrics_port < 0) return;
+  const std::string mine = endpoint_ ? published_address(options_.metrics_host, endpoint_->port()) : "";
+  const std::vector<std::string> all = world_ ? parallel::all_gather_strings(*world_, mine) : std::vector{mine};
+  if (world_ && world_->rank() != 0) return;
+  std::vector<std::string> lines;
+  for (const std::string& a : all) {
+    if (!a.empty()) lines.push_back(a);
+  }
+  write_port_file(options_.port_file, lines);
+  port_file_.reset(options_.port_file);
 }
 
 bool MetricsReporter::diagnostics_at(int64_t step) const {
-  return options_.metrics_port > 0 && (step == 1 || step % options_.diag_interval == 0);
+  return options_.metrics_port >= 0 && (step == 1 || step % options_.diag_interval == 0);
 }
 
 std::vector<double> MetricsReporter::layer_grad_squares(const std::vector<Parameter>& params) const {
@@ -95,7 +112,7 @@ std::vector<double> MetricsReporter::layer_grad_squares(const std::vector<Parame
 
 void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step,
                                      const LayerDiagnostics& diag, std::vector<double> layer_grad_sq) {
-  if (options_.metrics_port <= 0) return;
+  if (options_.metrics_port < 0) return;
   // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
   const int world = world_ ? world_->size() : 1;
   std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));

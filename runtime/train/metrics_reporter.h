@@ -15,6 +15,7 @@
 #include "runtime/model/parameters.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
+#include "runtime/io/port_file.h"
 #include "runtime/train/train_step.h"
 
 namespace olmo2 {
@@ -76,9 +77,14 @@ class MetricsReporter {
   parallel::Communicator *tp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0;
   const Olmo2Model* model_ = nullptr;                      ///< set by start()
+  /// --port-file: the endpoints' addresses gathered to world rank 0, which writes them
+  /// (collective over the world).
+  void publish_port_file();
+
   std::unique_ptr<monitoring::MetricsEndpoint> endpoint_;  ///< endpoint ranks, with --metrics-port
   std::unique_ptr<monitoring::TrainMetrics> metrics_;      ///< endpoint ranks, with --metrics-port
   double peak_flops_ = 0;                                  ///< of the whole job, for MFU
+  PortFileGuard port_file_;                                ///< world rank 0, with --port-file
 };
 
 }  // namespace olmo2

@@ -58,8 +58,11 @@ void validate(const TrainOptions& o) {
                 ", dp ", o.dp);
   }
   monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
-  if (o.metrics_port < 0 || o.metrics_port > 65535) {
-    OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535; 0: off), got ", o.metrics_port);
+  if (o.metrics_port < -1 || o.metrics_port > 65535) {
+    OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535, or 0: any free one), got ", o.metrics_port);
+  }
+  if (!o.port_file.empty() && o.metrics_port < 0) {
+    OLMO2_THROW(InputError, "--port-file ", o.port_file, " names where the metrics port goes: give --metrics-port too");
   }
   if (o.diag_interval < 1) OLMO2_THROW(InputError, "--diag-interval must be at least 1, got ", o.diag_interval);
   if (!(o.peak_tflops >= 0)) OLMO2_THROW(InputError, "--peak-tflops must be ≥ 0 (0: measure), got ", o.peak_tflops);

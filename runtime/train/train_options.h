@@ -76,7 +76,11 @@ struct TrainOptions {
   bool skip_spikes = false;    ///< --skip-spikes: do not apply a step whose loss or grad norm spikes
 
   // Prometheus metrics (monitoring/train_metrics.h), served by world rank 0.
-  int metrics_port = 0;                   ///< --metrics-port (0: no endpoint)
+  int metrics_port = -1;                  ///< --metrics-port (-1: no endpoint; 0: a free port)
+  /// --port-file: once the metrics endpoints listen, world rank 0 writes their
+  /// addresses there, one "HOST:PORT" a line, its own first (scripts read the port that
+  /// --metrics-port 0 bound); removed when the run ends.
+  std::string port_file;
   std::string metrics_host = "127.0.0.1"; ///< --metrics-host
   bool metrics_per_node = false;          ///< --metrics-per-node: an endpoint on each node's first rank
   int64_t diag_interval = 10;             ///< --diag-interval: steps between per-layer diagnostics

@@ -1,4 +1,7 @@
-// Processes a test starts in the background (servers, training runs) and free ports.
+// Processes a test starts in the background (servers, training runs) and the port a
+// server bound: tests never pick a port in advance (another test could take it before
+// the server binds it); servers bind port 0 and write the port the kernel chose to a
+// --port-file (docs/architecture.md §10).
 #pragma once
 
 #include <netinet/in.h>
@@ -9,24 +12,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
 extern char** environ;
 
 namespace olmo2::test {
-
-/// A free TCP port on 127.0.0.1 (bound to port 0, read back, released).
-inline int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET, a.sin_addr.s_addr = htonl(INADDR_LOOPBACK), a.sin_port = 0;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
 
 /// `sh -c command` in the background, its output in files.
 struct Background {
@@ -74,5 +67,27 @@ struct Background {
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;
 };
+
+/// The whole text of file `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The port in the first line ("HOST:PORT") of the --port-file `path` that `process`
+/// writes once it listens: polls every 20 ms for up to `seconds`; -1 when the process
+/// ended first or the time ran out.
+inline int port_from_file(const std::string& path, Background& process, double seconds = 120) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(path);
+    std::string line;
+    if (in && std::getline(in, line) && line.rfind(':') != std::string::npos) {
+      return std::stoi(line.substr(line.rfind(':') + 1));
+    }
+    if (process.wait_for(0.02) >= 0) return -1;
+  }
+  return -1;
+}
 
 }  // namespace olmo2::test

@@ -78,16 +78,21 @@ struct ServeModel {
   }
 };
 
-/// `olmo2 serve` (or `mpirun … olmo2 serve`) in the background on a free port; waits
-/// until /health answers.
+/// `olmo2 serve` (or `mpirun … olmo2 serve`) in the background on the port the kernel
+/// picks (--port 0, read from its --port-file); waits until /health answers.
 struct Server {
-  int port = free_port();
   TempDir logs;
   Background process;
+  int port = -1;
   Server(const std::string& model, const std::string& extra, const std::string& launcher = "")
       : process((launcher.empty() ? std::string() : launcher + " ") + OLMO2_BINARY + " serve --model " + model +
-                " --threads 1 --port " + std::to_string(port) + " " + extra + " > " + logs.file("out.txt") +
-                " 2> " + logs.file("err.txt")) {
+                " --threads 1 --port 0 --port-file " + logs.file("port") + " " + extra + " > " +
+                logs.file("out.txt") + " 2> " + logs.file("err.txt")) {
+    port = port_from_file(logs.file("port"), process);
+    if (port < 0) {
+      ADD_FAILURE() << "the server wrote no port file: " << log();
+      return;
+    }
     httplib::Client c("127.0.0.1", port);
     for (int i = 0; i < 600; ++i) {
       if (auto r = c.Get("/health"); r && r->status == 200) return;

@@ -162,7 +162,9 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
   expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, trace, train, serve or tokenize)");
   expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");
-  expect_one_line_error(run_olmo2("serve" + m + " --port 70000"), 2, "--port must be in 1…65535, got 70000");
+  expect_one_line_error(run_olmo2("serve" + m + " --port 70000"), 2, "--port must be in 1…65535 (or 0: any free one), got 70000");
+  expect_one_line_error(run_olmo2("serve" + m + " --port -1"), 2, "--port must be in 1…65535 (or 0: any free one), got -1");
+  expect_one_line_error(run_olmo2("serve" + m + " --port-file ''"), 2, "--port-file must not be empty");
   expect_one_line_error(run_olmo2("serve" + m + " --kv-cache-memory 12XB"), 2, "--kv-cache-memory: unknown unit 'XB'");
   expect_one_line_error(run_olmo2("serve" + m + " --max-activation-bytes 12XB"), 2,
                         "--max-activation-bytes: unknown unit 'XB'");

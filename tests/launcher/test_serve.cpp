@@ -398,6 +398,28 @@ TEST(Serve, ASecondSignalCancelsTheRequestsInFlight) {
   EXPECT_THAT(server.log(), HasSubstr("second signal: cancelling the requests in flight"));
 }
 
+// --port 0: the kernel picks a free port, which the start line and the --port-file name
+// (scripts and tests read it there instead of picking a port in advance and racing other
+// processes for it); the file goes when the server stops. A port file in a folder that
+// does not exist stops serve before it loads anything.
+TEST(Serve, PortZeroIsAnnouncedInTheStartLineAndThePortFile) {
+  std::string port_file;
+  {
+    Server server(model().path, "");
+    ASSERT_GT(server.port, 0);
+    port_file = server.logs.file("port");
+    EXPECT_EQ(test::read_file(port_file), "127.0.0.1:" + std::to_string(server.port) + "\n");
+    EXPECT_THAT(server.log(), HasSubstr("on http://127.0.0.1:" + std::to_string(server.port) + " ("));
+    EXPECT_THAT(server.log(), ::testing::ContainsRegex(", 1 process on [^,]+, 1 thread from --threads;"));
+    server.process.signal(SIGTERM);
+    EXPECT_EQ(server.process.wait(), 0);
+    EXPECT_FALSE(std::filesystem::exists(port_file)) << "the port file outlived the server";
+  }
+  const test::RunResult r = test::run_olmo2("serve --model " + model().path + " --port 0 --port-file /nonexistent/p");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err, "olmo2: error: --port-file /nonexistent/p: no folder /nonexistent\n");
+}
+
 // The start-up line names the code path of the products (fp32 here); a bad
 // OLMO2_BATCH_INVARIANT_GEMM stops serve before it listens, with one line naming the value
 // (not after: it would be left listening, its engine never started).
@@ -409,7 +431,7 @@ TEST(Serve, StartUpNamesTheProductPathAndABadOverrideStopsIt) {
   // (Under timeout: a serve that ignored the value would run until stopped.)
   const test::RunResult r =
       test::run_olmo2_with(std::string("OLMO2_BATCH_INVARIANT_GEMM=avx-512 timeout 60 ") + OLMO2_BINARY,
-                           "serve --model " + model().path + " --threads 1 --port " + std::to_string(test::free_port()));
+                           "serve --model " + model().path + " --threads 1 --port 0");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.err, "olmo2: error: OLMO2_BATCH_INVARIANT_GEMM=avx-512: expected avx512, avx2 or portable\n");
 }

@@ -99,7 +99,7 @@ TEST(ServeUnderMpirun, TensorParallelAnswersEqualOneProcess) {
   // (Only the ranks: the pattern starts with the binary, so mpirun's own command line does not match.)
   stop_with_a_request_in_flight(server, [&] {
     const std::string pkill =
-        "pkill -TERM -f -- '^" + std::string(OLMO2_BINARY) + " serve .*--port " + std::to_string(server.port) + "'";
+        "pkill -TERM -f -- '^" + std::string(OLMO2_BINARY) + " serve .*--port-file " + server.logs.file("port") + "'";
     EXPECT_EQ(std::system(pkill.c_str()), 0) << pkill << " signalled no process";
   });
 }

@@ -250,6 +250,10 @@ TEST(TrainCli, InconsistentOptionsAreRefusedBeforeAnyWork) {
       {s.base(d) + " --steps 2 --warmup-steps 3", "warm"},
       {s.base(d, 16, 4096) + " --steps 2", "global batch 4096 is larger than the 256 windows"},
       {s.base(d) + " --steps 2 --precision fp16", "--precision must be fp32 or bf16, got \"fp16\""},
+      {s.base(d) + " --steps 2 --metrics-port -1", "--metrics-port must be a TCP port (1-65535, or 0: any free one), got -1"},
+      {s.base(d) + " --steps 2 --port-file " + s.dir.file("p"), "--port-file " + s.dir.file("p") +
+                                                                   " names where the metrics port goes: give --metrics-port too"},
+      {s.base(d) + " --steps 2 --metrics-port 0 --port-file /nonexistent/p", "--port-file /nonexistent/p: no folder /nonexistent"},
   };
   for (const Bad& b : cases) {
     const test::RunResult r = test::run_olmo2(b.args);

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -33,15 +34,18 @@ namespace {
 
 using ::testing::HasSubstr;
 using test::Background;
-using test::free_port;
+using test::port_from_file;
 
 struct Tiny : test::TinyModel {
+  /// A training command with its metrics on `port` (0: a free one, written to
+  /// port_file()).
   std::string train(int port, const std::string& extra, int64_t steps = 1000000) const {
     return std::string(OLMO2_BINARY) + " train " + model_and_data() +
            " --seq-len 16 --global-batch 8 --micro-batch 2 --steps " + std::to_string(steps) +
            " --lr 1e-3 --threads 1 --log-interval 1000000 --diag-interval 5 --peak-tflops 0.1 --metrics-port " +
-           std::to_string(port) + " " + extra;
+           std::to_string(port) + (port == 0 ? " --port-file " + port_file() : std::string()) + " " + extra;
   }
+  std::string port_file() const { return dir.file("metrics.port"); }
 };
 
 /// Scrapes until olmo2_train_step ≥ `step` and returns that body; after 120 s, a test
@@ -116,13 +120,20 @@ void expect_promtool_clean(const std::string& body, const test::TempDir& dir) {
 
 TEST(TrainMetrics, OneProcessServesEveryMetric) {
   Tiny t;
-  const int port = free_port();
-  Background run(t.train(port, "--save-dir " + t.dir.file("ckpt") + " --save-interval 3 --keep 1 > " +
+  Background run(t.train(0, "--save-dir " + t.dir.file("ckpt") + " --save-interval 3 --keep 1 > " +
                                    t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
+  const int port = port_from_file(t.port_file(), run);
+  ASSERT_GT(port, 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   const std::string first = scrape_until(port, 12);
   const std::string second = scrape_until(port, 13);
+  EXPECT_EQ(test::read_file(t.port_file()), "127.0.0.1:" + std::to_string(port) + "\n");
   run.signal(SIGTERM);
   EXPECT_EQ(run.wait(), 75) << "stopped early with a checkpoint: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
+  // --metrics-port 0: the start line names the port the kernel chose; the port file
+  // goes when the run does.
+  EXPECT_THAT(test::read_file(t.dir.file("err.txt")), HasSubstr("metrics on http://127.0.0.1:" + std::to_string(port) +
+                                                                "/metrics for 1 of 1 ranks"));
+  EXPECT_FALSE(std::filesystem::exists(t.port_file())) << "the port file outlived the run";
   expect_training_metrics(second, 1, "one process");
   expect_promtool_clean(second, t.dir);
   const auto a = test::parse_metrics(first), b = test::parse_metrics(second);
@@ -132,9 +143,10 @@ TEST(TrainMetrics, OneProcessServesEveryMetric) {
 
 TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
   Tiny t;
-  const int port = free_port();
   Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " +
-                 t.train(port, "--tp 2 --pp 2 > " + t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
+                 t.train(0, "--tp 2 --pp 2 > " + t.dir.file("out.txt") + " 2> " + t.dir.file("err.txt")));
+  const int port = port_from_file(t.port_file(), run);
+  ASSERT_GT(port, 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   const std::string body = scrape_until(port, 12);
   run.signal(SIGUSR1);  // mpirun forwards it: every rank stops after the same step
   EXPECT_EQ(run.wait(), 1) << "a stop without --save-dir is a failure: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
@@ -147,10 +159,11 @@ TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
 // machine that is local rank 0, serving all four.
 TEST(TrainMetrics, OneEndpointPerNode) {
   Tiny t;
-  const int port = free_port();
   Background run(std::string(OLMO2_MPIEXEC) + " -np 4 --oversubscribe --allow-run-as-root " +
-                 t.train(port, "--tp 2 --dp 2 --metrics-per-node > " + t.dir.file("out.txt") + " 2> " +
-                                   t.dir.file("err.txt")));
+                 t.train(0, "--tp 2 --dp 2 --metrics-per-node > " + t.dir.file("out.txt") + " 2> " +
+                                t.dir.file("err.txt")));
+  const int port = port_from_file(t.port_file(), run);
+  ASSERT_GT(port, 0) << std::ifstream(t.dir.file("err.txt")).rdbuf();
   const std::string body = scrape_until(port, 12);
   run.signal(SIGUSR1);
   EXPECT_EQ(run.wait(), 1) << "a stop without --save-dir is a failure: " << std::ifstream(t.dir.file("err.txt")).rdbuf();
@@ -162,9 +175,9 @@ TEST(TrainMetrics, OneEndpointPerNode) {
 
 TEST(TrainMetrics, APortInUseIsRefusedAtStartOnEveryRank) {
   Tiny t;
-  const int port = free_port();
-  httplib::Server blocker;
-  ASSERT_TRUE(blocker.bind_to_port("127.0.0.1", port));
+  httplib::Server blocker;  // holds a port the kernel chose: in use for as long as the test runs
+  const int port = blocker.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
   std::thread th([&] { blocker.listen_after_bind(); });
   const std::string message = "--metrics-port " + std::to_string(port) + ": cannot serve metrics on 127.0.0.1:" +
                               std::to_string(port);
