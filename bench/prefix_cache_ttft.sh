@@ -23,13 +23,17 @@ if [ ! -f "$model/config.json" ]; then
 fi
 
 # Serves with the extra options $2…, runs the load into $work/$1.json, stops the server.
+# The server binds a port the kernel picks (--port 0) and names it in its --port-file.
 run() {
-  local name=$1 port=$((18000 + RANDOM % 1000))
+  local name=$1 port=''
   shift
-  "$build/olmo2" serve --model "$model" --port "$port" --threads "$threads" "$@" >/dev/null 2>"$work/$name.err" &
+  rm -f "$work/$name.port"
+  "$build/olmo2" serve --model "$model" --port 0 --port-file "$work/$name.port" --threads "$threads" "$@" \
+    >/dev/null 2>"$work/$name.err" &
   local pid=$!
   for _ in $(seq 1 600); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
+    [ -z "$port" ] && [ -s "$work/$name.port" ] && port=$(head -n 1 "$work/$name.port") && port=${port##*:}
+    [ -n "$port" ] && curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "prefix_cache_ttft: the server did not start:" >&2
       cat "$work/$name.err" >&2

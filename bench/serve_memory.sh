@@ -21,15 +21,19 @@ bytes_per=$([ "$dtype" = bfloat16 ] && echo 2 || echo 4)
 weights=$((params * bytes_per))
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# Starts a server ($1 ranks, KV bytes $2), waits for /health, prints each rank's VmHWM in bytes.
+# Starts a server ($1 ranks, KV bytes $2) on a port the kernel picks (--port 0, named in
+# its --port-file), waits for /health, prints each rank's VmHWM in bytes.
+port_file=/tmp/olmo2-serve-memory-$$.port
 measure() {
-  local np=$1 kv=$2 port=$((18000 + RANDOM % 1000)) launcher=() extra=()
+  local np=$1 kv=$2 port='' launcher=() extra=()
   if [ "$np" -gt 1 ]; then launcher=(mpirun -np "$np" --oversubscribe --bind-to none); extra=(--tp "$np"); fi
-  "${launcher[@]}" build/olmo2 serve --model "$model" --port "$port" --kv-cache-memory "$kv" --threads 1 \
-    "${extra[@]}" >/dev/null 2>/tmp/olmo2-serve-memory.err &
+  rm -f "$port_file"
+  "${launcher[@]}" build/olmo2 serve --model "$model" --port 0 --port-file "$port_file" --kv-cache-memory "$kv" \
+    --threads 1 "${extra[@]}" >/dev/null 2>/tmp/olmo2-serve-memory.err &
   local pid=$!
   for _ in $(seq 1 1200); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
+    [ -z "$port" ] && [ -s "$port_file" ] && port=$(head -n 1 "$port_file") && port=${port##*:}
+    [ -n "$port" ] && curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
     if ! kill -0 "$pid" 2>/dev/null; then  # the server ended before answering: say why
       echo "serve_memory: the server did not start:" >&2
       cat /tmp/olmo2-serve-memory.err >&2
@@ -37,7 +41,7 @@ measure() {
     fi
     sleep 0.5
   done
-  for p in $(pgrep -f "^build/olmo2 serve --model $model --port $port"); do
+  for p in $(pgrep -f "^build/olmo2 serve --model $model --port 0 --port-file $port_file"); do
     awk '/VmHWM/ {printf "%.0f\n", $2 * 1024}' "/proc/$p/status"
   done
   kill -USR1 "$pid"; wait "$pid" || true

@@ -10,8 +10,9 @@
 # on DIR/munge/munge.socket (AuthInfo=socket=…, so the machine's munge socket is not
 # touched), and the Prometheus targets folder DIR/targets that the PrologSlurmctld /
 # EpilogSlurmctld hook (deploy/prometheus/slurm/slurmctld_hook.sh, settings in
-# DIR/slurmctld_hook.conf) writes. Ports are chosen free. The node declares CPUs=8
-# (SlurmdParameters=config_overrides) so that 4 tasks fit a 2-core machine without -O.
+# DIR/slurmctld_hook.conf) writes. Ports are chosen free, below the kernel's ephemeral
+# range (low_ports). The node declares CPUs=8 (SlurmdParameters=config_overrides) so
+# that 4 tasks fit a 2-core machine without -O.
 # Partition `debug` (the default) is this host's node. Partition `pair` adds a second
 # node, <host>-b, served by a second slurmd on this host (slurmd -N): Debian's Slurm is
 # not built for several slurmds on one host, so a step (srun) across both fails, but a
@@ -55,8 +56,38 @@ stop() {
   stop_pid "$dir/munge/munged.pid"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# $1 distinct ports that can be bound now, below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range, 32768-60999 by default): slurm.conf must name them
+# before the daemons bind them, and the kernel never gives a port below that range to a
+# bind to port 0 or to an outgoing connection, so no other test's server (they all bind
+# port 0) can take one in between; only the tests that pick low ports themselves could,
+# and ctest runs those one at a time (RESOURCE_LOCK slurm_cluster). From 30000 on,
+# clear of port:auto (20000 + job id mod 10000) of the cluster's own jobs; above the
+# range instead where it starts too low.
+low_ports() {
+  python3 - "$1" <<'EOF'
+import random, socket, sys
+n = int(sys.argv[1])
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(x) for x in f.read().split()[:2])
+except (OSError, ValueError):
+    lo, hi = 32768, 60999
+first, last = (30000, lo - 1) if lo > 30100 else (20000, lo - 1) if lo > 20100 else (hi + 1, 65535)
+held = []
+for _ in range(1000):
+    if len(held) == n or first > last:
+        break
+    s = socket.socket()
+    try:  # every address, no SO_REUSEADDR: in use anywhere (or in TIME_WAIT) fails
+        s.bind(("0.0.0.0", random.randint(first, last)))
+        held.append(s)
+    except OSError:
+        s.close()
+if len(held) < n:
+    sys.exit(f"no {n} free ports in {first}-{last}")
+print(" ".join(str(s.getsockname()[1]) for s in held))
+EOF
 }
 
 start() {
@@ -82,10 +113,8 @@ start() {
   host=$(hostname -s)
   mem=$(slurmd -C | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
   [ -n "$mem" ] || { stop; die "slurmd -C reports no RealMemory"; }
-  ctld_port=$(free_port); slurmd_port=$(free_port)
-  second_port=$(free_port)
-  while [ "$slurmd_port" = "$ctld_port" ]; do slurmd_port=$(free_port); done
-  while [ "$second_port" = "$ctld_port" ] || [ "$second_port" = "$slurmd_port" ]; do second_port=$(free_port); done
+  read -r ctld_port slurmd_port second_port < <(low_ports 3)
+  [ -n "$second_port" ] || { stop; die "no free ports below the ephemeral range for slurmctld and slurmd"; }
 
   # The hook finds its settings in slurmctld_hook.conf next to the path slurm.conf names.
   ln -sf "$here/deploy/prometheus/slurm/slurmctld_hook.sh" "$dir/slurmctld_hook.sh"

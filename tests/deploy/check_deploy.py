@@ -524,7 +524,7 @@ def cmd_slurm(args, contract):
             SLURM_JOB_NODELIST="node7,node8", SLURM_JOB_COMMENT="stage 1 olmo2-metrics=port:9411")
         run("prolog.sh", SLURM_JOB_ID="102", SLURM_JOB_NAME="chat", SLURM_JOB_NODELIST="node1,node2",
             SLURM_JOB_COMMENT="olmo2-metrics=kind:serve,port:8123,per-node")
-        run("prolog.sh", SLURM_JOB_ID="20107", SLURM_JOB_NAME="auto", SLURM_JOB_NODELIST="node9",
+        run("prolog.sh", SLURM_JOB_ID="30107", SLURM_JOB_NAME="auto", SLURM_JOB_NODELIST="node9",
             SLURM_JOB_COMMENT="olmo2-metrics=kind:serve,port:auto")
         run("prolog.sh", SLURM_JOB_ID="103", SLURM_JOB_NAME="olmo2-no-comment", SLURM_JOB_NODELIST="node3",
             SLURM_JOB_COMMENT="")
@@ -536,14 +536,14 @@ def cmd_slurm(args, contract):
             if comment.split("=", 1)[1] not in r.stderr or f"job {job}" not in r.stderr:
                 problems.append(f"prolog.sh with comment {comment!r}: expected a message naming the job and "
                                 f"the comment, got {r.stderr!r}")
-        if files() != ["olmo2-serve-102.json", "olmo2-serve-20107.json", "olmo2-train-101.json"]:
-            problems.append(f"prolog.sh wrote {files()}, expected olmo2-serve-102.json, olmo2-serve-20107.json "
+        if files() != ["olmo2-serve-102.json", "olmo2-serve-30107.json", "olmo2-train-101.json"]:
+            problems.append(f"prolog.sh wrote {files()}, expected olmo2-serve-102.json, olmo2-serve-30107.json "
                             "and olmo2-train-101.json")
             return problems
-        if content("olmo2-serve-20107.json")[0]["targets"] != ["node9:20107"]:
-            problems.append(f"port:auto for job 20107: {content('olmo2-serve-20107.json')[0]['targets']}, "
-                            "expected node9:20107 (20000 + 20107 mod 20000)")
-        os.remove(os.path.join(targets, "olmo2-serve-20107.json"))
+        if content("olmo2-serve-30107.json")[0]["targets"] != ["node9:20107"]:
+            problems.append(f"port:auto for job 30107: {content('olmo2-serve-30107.json')[0]['targets']}, "
+                            "expected node9:20107 (20000 + 30107 mod 10000)")
+        os.remove(os.path.join(targets, "olmo2-serve-30107.json"))
         for name in files():
             problems += check_targets(os.path.join(targets, name))
         train, serve = content("olmo2-train-101.json"), content("olmo2-serve-102.json")

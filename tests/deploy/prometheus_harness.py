@@ -1,17 +1,25 @@
 """Helpers for the deploy/ tests that run a real Prometheus server (Python 3 standard
-library only): the metric contract of deploy/metrics.txt, a free loopback port, the
-HTTP API, polling, and a Prometheus started on a copy of deploy/prometheus/ with 1 s
-scrape and evaluation intervals and a local targets file per job.
+library only): the metric contract of deploy/metrics.txt, the HTTP API, polling, and a
+Prometheus started on a copy of deploy/prometheus/ with 1 s scrape and evaluation
+intervals and a local targets file per job.
+
+Ports: no test picks a port in advance for a server to bind later (another test could
+take it in between). Servers bind port 0 and say which port they got: olmo2 in its
+--port-file (port_from_file), Prometheus in its log (Prometheus.wait_ready). HeldPort is
+a port nobody answers on; low_port is for the few ports a daemon or the Slurm prolog
+must be told before anything binds.
 
 Also what the integration tests against a real olmo2 job share: the contract check of
 one job's series, the dashboard-panel check, stopping an mpirun job, a log's tail.
 
-Used by train_integration.py, serve_integration.py and prometheus_smoke.py.
+Used by train_integration.py, serve_integration.py, prometheus_smoke.py and
+slurm_integration.py here, and by tests/serve_clients/harness.py.
 """
 import ctypes
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -41,13 +49,88 @@ def contract():
     return metrics
 
 
-def free_port(avoid=()):
+def port_from_file(path, proc, what, timeout=120):
+    """The port of the first line (HOST:PORT, the part after the last ':') of the
+    --port-file `path` that `proc` (olmo2 serve --port 0, olmo2 train --metrics-port 0,
+    or mpirun running one) writes once it listens. Polls until the file holds a line;
+    a TestFailure naming `what` if proc exits first or `timeout` seconds pass."""
+    deadline = time.time() + timeout
     while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
+        try:
+            with open(path, encoding="utf-8") as f:
+                line = f.readline().strip()
+        except FileNotFoundError:
+            line = ""
+        if line:  # written atomically (a temporary file renamed over it): never a part line
+            port = line.rpartition(":")[2]
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise TestFailure(f"{what}: {path} starts with {line!r}, not HOST:PORT")
+            return int(port)
+        if proc.poll() is not None:
+            raise TestFailure(f"{what} exited with status {proc.returncode} before writing its port to {path}")
+        if time.time() > deadline:
+            raise TestFailure(f"{what} wrote no port to {path} within {timeout} s (still running)")
+        time.sleep(0.1)
+
+
+class HeldPort:
+    """A loopback TCP port that is bound and never listened on: a connection to it is
+    refused at once (a scrape target that is down), and, while this holds it, no other
+    process can be given it — unlike a port found free and closed again, which another
+    test's server may bind in between. Keep it until the test ends; .close() or `with`."""
+
+    def __init__(self):
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))  # no listen(): the kernel answers a SYN with RST
+        self.port = self._sock.getsockname()[1]
+
+    def close(self):
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def ephemeral_range():
+    """(first, last) of /proc/sys/net/ipv4/ip_local_port_range (Linux's default 32768 60999)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            lo, hi = (int(x) for x in f.read().split()[:2])
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def low_port(tries=200):
+    """A port in [20000, first port of the ephemeral range) (20000-32767 by default)
+    that can be bound right now, for the few ports that must be named BEFORE anything
+    binds them: slurmctld's and slurmd's in slurm.conf, the `olmo2-metrics=port:N` job
+    comment that the Slurm prolog registers as a Prometheus target before the job starts.
+
+    Why below the ephemeral range: the kernel hands out ports from
+    net.ipv4.ip_local_port_range only, both to a bind to port 0 and to an outgoing
+    connection's local end. Every other test's server now binds port 0, and clients get
+    ephemeral ports, so none of them can take this port between this check and the
+    daemon's bind. Only a process that itself picks low ports can: the tests that call
+    this (or scripts/slurm_cluster.sh, same rule), which ctest runs under one
+    RESOURCE_LOCK. Where the ephemeral range starts at or below 20100, a port above its
+    end (up to 65535) is used instead, for the same reason."""
+    lo, hi = ephemeral_range()
+    first, last = (20000, lo - 1) if lo > 20100 else (hi + 1, 65535)
+    if first > last:
+        raise TestFailure(f"no port outside the ephemeral range {lo}-{hi} to pick")
+    for _ in range(tries):
+        port = random.randint(first, last)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:  # all addresses, no SO_REUSEADDR: in use on any address or in TIME_WAIT fails
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        return port
+    raise TestFailure(f"no free port in {first}-{last} after {tries} tries")
 
 
 def api(base, path, **params):
@@ -135,23 +218,54 @@ def write_config(conf_dir, targets):
     return path
 
 
-class Prometheus:
-    """A Prometheus server on 127.0.0.1 with the given config, its data and log in tmp."""
+LISTENING = re.compile(r'msg="Listening on".*\baddress=(\S+):(\d+)')
 
-    def __init__(self, binary, config, tmp, port):
-        self.base = f"http://127.0.0.1:{port}"
+
+def prometheus_port(log_path, proc, timeout=60):
+    """The port a Prometheus started with --web.listen-address=HOST:0 bound: from the
+    `msg="Listening on" address=HOST:PORT` line of its log (Prometheus 2.42). A
+    TestFailure if proc exits first or no such line comes within `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    m = LISTENING.search(line)
+                    if m and m.group(2) != "0":
+                        return int(m.group(2))
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            raise TestFailure(f"Prometheus exited with status {proc.returncode}:\n{tail(log_path, 3000)}")
+        if time.time() > deadline:
+            raise TestFailure(f'no msg="Listening on" line in Prometheus\'s log within {timeout} s:\n'
+                              f"{tail(log_path, 3000)}")
+        time.sleep(0.1)
+
+
+class Prometheus:
+    """A Prometheus server on 127.0.0.1 with the given config, its data and log in tmp.
+    It binds a port the kernel picks (--web.listen-address=127.0.0.1:0); self.base is
+    set by wait_ready, from the port its log names."""
+
+    def __init__(self, binary, config, tmp):
+        self.base = None
         self.log_path = os.path.join(tmp, "prometheus.log")
         self._log = open(self.log_path, "w", encoding="utf-8")
         self.proc = popen([binary, f"--config.file={config}", f"--storage.tsdb.path={tmp}/prometheus-data",
-                           f"--web.listen-address=127.0.0.1:{port}"],
+                           "--web.listen-address=127.0.0.1:0"],
                           stdout=self._log, stderr=subprocess.STDOUT, cwd=tmp)
 
     def wait_ready(self, timeout=60):
+        t0 = time.time()
+        if self.base is None:
+            self.base = f"http://127.0.0.1:{prometheus_port(self.log_path, self.proc, timeout)}"
+
         def ready():
             if self.proc.poll() is not None:
                 raise TestFailure(f"Prometheus exited with status {self.proc.returncode}:\n{self.log_tail()}")
             return urllib.request.urlopen(f"{self.base}/-/ready", timeout=2).status == 200
-        wait_for("Prometheus to be ready", ready, timeout)
+        wait_for("Prometheus to be ready", ready, max(1.0, timeout - (time.time() - t0)))
 
     def log_tail(self, chars=3000):
         try:

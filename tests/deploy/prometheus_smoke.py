@@ -9,7 +9,8 @@ of prometheus.yml and rules/ (scrape and evaluation interval 1 s instead of 15 s
 through the HTTP API the test checks: the file_sd target is up with its Slurm labels,
 every rule loaded and healthy, every dashboard query (panel_queries.py) parses and
 returns data, Olmo2TrainLossSpike fires, and epilog.sh removes the target. It also runs
-the fake exposition through `promtool check metrics`. Stops what it started.
+the fake exposition through `promtool check metrics`. The exporter and Prometheus bind
+ports the kernel picks (Prometheus's is read from its log). Stops what it started.
 
 Usage: prometheus_smoke.py --prometheus PATH --promtool PATH
 """
@@ -19,17 +20,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEPLOY = os.path.join(REPO, "deploy")
-from prometheus_harness import api, contract, free_port, wait_for  # noqa: E402 (this folder)
+from prometheus_harness import Prometheus, api, contract, wait_for  # noqa: E402 (this folder)
 
 LAYERS = 4
 RANKS = [dict(rank="0", tp="0", pp="0", dp="0"), dict(rank="1", tp="0", pp="0", dp="1")]
@@ -123,7 +122,7 @@ def main():
     exporter_port = server.server_address[1]
 
     tmp = tempfile.mkdtemp(prefix="olmo2-deploy-smoke-")
-    proc = None
+    prom = None
     try:
         conf_dir = os.path.join(tmp, "prometheus")
         shutil.copytree(os.path.join(DEPLOY, "prometheus", "rules"), os.path.join(conf_dir, "rules"))
@@ -144,13 +143,9 @@ def main():
             print("FAIL prolog.sh wrote no targets file")
             return 1
 
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        log = open(os.path.join(tmp, "prometheus.log"), "w")
-        proc = subprocess.Popen([args.prometheus, f"--config.file={conf_dir}/prometheus.yml",
-                                 f"--storage.tsdb.path={tmp}/data", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
-        wait_for("Prometheus to be ready", lambda: urllib.request.urlopen(f"{base}/-/ready", timeout=2).status == 200)
+        prom = Prometheus(args.prometheus, os.path.join(conf_dir, "prometheus.yml"), tmp)
+        prom.wait_ready()
+        base = prom.base
 
         instance = f"127.0.0.1:{exporter_port}"
         def our_target():
@@ -215,16 +210,8 @@ def main():
         print("ok: epilog removed the target")
         return 0
     finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.returncode not in (0, -signal.SIGTERM):
-                with open(os.path.join(tmp, "prometheus.log"), encoding="utf-8") as f:
-                    print(f.read()[-3000:])
+        if prom is not None:
+            prom.stop()  # prints its log when it did not exit cleanly
         server.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -4,7 +4,8 @@ label integration). Python 3 standard library only.
 
 Makes a tiny random OLMo 2 model (bench/olmo2_random_model: 2 layers, hidden 64, the
 Dolma 2 tokenizer), serves it with `mpirun -np 2 olmo2 serve --tp 2` and a KV cache of
-64 blocks (256 KiB a rank), and starts a real Prometheus on loopback (a copy of
+64 blocks (256 KiB a rank) on a port the kernel picks (--port 0, read back from
+--port-file), and starts a real Prometheus on loopback, port 0 too (a copy of
 deploy/prometheus/prometheus.yml whose olmo2-serve local targets file names this server, 1 s
 scrape and evaluation intervals, the real rule files). It sends, with urllib:
 
@@ -57,9 +58,9 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prometheus_harness import (Prometheus, TestFailure as Failure, api, check_families,  # noqa: E402
-                                check_panels, contract, free_port, popen, query, stop_job, tail, wait_for,
-                                write_config)
+from prometheus_harness import (HeldPort, Prometheus, TestFailure as Failure, api,  # noqa: E402
+                                check_families, check_panels, contract, popen, port_from_file, query, stop_job,
+                                tail, wait_for, write_config)
 
 JOB = "olmo2-serve"
 CONTEXT = 128
@@ -298,25 +299,26 @@ def check_rules(base):
 
 def run(args, tmp):
     t0 = time.time()
-    server_port = free_port()
-    prom_port = free_port(avoid={server_port})
-    closed_port = free_port(avoid={server_port, prom_port})
-    instance = f"127.0.0.1:{server_port}"
-    client = Client(f"http://{instance}")
-    prom = server = None
+    prom = server = closed = None
     try:
-        # The olmo2-train local target goes to a port nothing listens on (a training run
-        # someone has on 9400 is not scraped); it is simply down. Prometheus starts first:
-        # it applies new targets only every 5 s, so its first scrape comes a while later.
-        config = write_config(os.path.join(tmp, "prometheus"),
-                              {"olmo2-serve": instance, "olmo2-train": f"127.0.0.1:{closed_port}"})
-        prom = Prometheus(args.prometheus, config, tmp, prom_port)
         model = make_model(args, tmp)
+        port_file = os.path.join(tmp, "serve.port")
         cmd = [args.mpiexec, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-               args.olmo2, "serve", "--model", model, "--port", str(server_port)] + SERVE_OPTIONS
+               args.olmo2, "serve", "--model", model, "--port", "0", "--port-file", port_file] + SERVE_OPTIONS
         env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
         with open(os.path.join(tmp, "serve.out"), "w") as out, open(os.path.join(tmp, "serve.err"), "w") as err:
             server = popen(cmd, stdout=out, stderr=err, env=env, cwd=tmp)
+        instance = f"127.0.0.1:{port_from_file(port_file, server, 'the server')}"
+        client = Client(f"http://{instance}")
+
+        # The olmo2-train local target goes to a port that is bound but not listened on
+        # (held until the end, so nothing else gets it; a training run someone has on 9400
+        # is not scraped); it is simply down. Prometheus starts as soon as the port is
+        # known: it applies new targets only every 5 s, so its first scrape comes a while later.
+        closed = HeldPort()
+        config = write_config(os.path.join(tmp, "prometheus"),
+                              {"olmo2-serve": instance, "olmo2-train": f"127.0.0.1:{closed.port}"})
+        prom = Prometheus(args.prometheus, config, tmp)
 
         def server_alive():
             if server.poll() is not None:
@@ -427,6 +429,8 @@ def run(args, tmp):
             stop_job(server)
         if prom is not None:
             prom.stop()
+        if closed is not None:
+            closed.close()
         print(f"test time {time.time() - t0:.1f} s")
 
 

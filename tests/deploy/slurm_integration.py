@@ -29,6 +29,13 @@ slurmctld hook), then, with a tiny OLMo 2 model at tp 2:
 Skips (status 77, one line) when Slurm or munge is missing or the cluster cannot start.
 Everything the test started is stopped by PID (slurm_cluster.sh stop) in a finally.
 
+Ports: the metrics port of a job's `olmo2-metrics=port:N` comment must be known before
+the job starts (the prolog registers it), so it cannot be a port-0 bind; it is picked
+below the kernel's ephemeral range (prometheus_harness.low_port), as slurm_cluster.sh
+picks the daemons' ports, where no other test's server (all bind port 0) or outgoing
+connection is given it. Only tests that take low ports themselves could collide: ctest
+runs them under RESOURCE_LOCK slurm_cluster.
+
 Usage: slurm_integration.py --olmo2 PATH --random-model PATH --tokenizer PATH
 """
 import argparse
@@ -44,7 +51,7 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prometheus_harness import REPO, TestFailure as Failure, free_port, tail, wait_for  # noqa: E402
+from prometheus_harness import REPO, TestFailure as Failure, low_port, tail, wait_for  # noqa: E402
 from train_integration import write_tokens  # noqa: E402
 
 SLURM = os.path.join(REPO, "deploy", "slurm")
@@ -141,6 +148,12 @@ def exit_statuses(path):
         return [int(m) for m in re.findall(r"olmo2 exit status (\d+)", f.read())]
 
 
+def auto_port(job_id):
+    """port:auto of deploy/slurm/ and the prolog: 20000 + job id mod 10000, below the
+    kernel's ephemeral range (32768 on)."""
+    return 20000 + int(job_id) % 10000
+
+
 def check_targets(cluster, kind, job_id, port, host):
     path = os.path.join(cluster.dir, "targets", f"olmo2-{kind}-{job_id}.json")
     if not os.path.exists(path):
@@ -179,7 +192,7 @@ def interrupted_run(cluster, script, name, stop, expect_requeue=False):
     script requeues itself) submits it again; returns (losses, output path, job ids)."""
     tmp = cluster.tmp
     out = os.path.join(tmp, f"{name}.out")
-    port = free_port()
+    port = low_port()
     t0 = time.time()
     job = cluster.sbatch(script, name, f"olmo2-metrics=port:{port}", train_args(tmp))
     cluster.wait_state(job, ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"])
@@ -234,7 +247,7 @@ def interrupted_run(cluster, script, name, stop, expect_requeue=False):
 
 def case_reference(cluster):
     out = os.path.join(cluster.tmp, "olmo2-ref.out")
-    port = free_port()
+    port = low_port()
     t0 = time.time()
     job = cluster.sbatch("train_srun.sbatch", "olmo2-ref", f"olmo2-metrics=port:{port}", train_args(cluster.tmp))
     state = cluster.wait_state(job, ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"])
@@ -266,7 +279,7 @@ def case_serve(cluster, args):
     job = cluster.sbatch("serve.sbatch", "olmo2-serve-test", "chat olmo2-metrics=kind:serve,port:auto",
                          ["--model", model, "--threads", "1", "--kv-cache-memory", "256KiB",
                           "--max-batch-tokens", "64"])
-    port = 20000 + int(job) % 20000
+    port = auto_port(job)
     out = os.path.join(tmp, "olmo2-serve-test.out")
     address_file = os.path.join(tmp, f"olmo2-serve-test-{job}.address")
 
@@ -308,7 +321,7 @@ def case_serve(cluster, args):
 def case_prolog(cluster):
     """Two jobs at once on this host's node: a per-node training job over both nodes of
     partition pair and a serving job with port:auto; each gets its own targets file."""
-    port = free_port()
+    port = low_port()
     t0 = time.time()
     pair = cluster.run("sbatch", "--parsable", "-p", "pair", "-N", "2", "-n", "2", "--job-name=olmo2-pernode",
                        f"--comment=olmo2-metrics=port:{port},per-node", f"--output={cluster.tmp}/pernode.out",
@@ -324,13 +337,13 @@ def case_prolog(cluster):
     if group["targets"] != want or group["labels"] != {"slurm_job_id": pair, "slurm_job_name": "olmo2-pernode",
                                                        "slurm_user": "root"}:
         raise Failure(f"per-node job {pair}: {path} holds {group}, expected targets {want}")
-    check_targets(cluster, "serve", serve, 20000 + int(serve) % 20000, cluster.host)
+    check_targets(cluster, "serve", serve, auto_port(serve), cluster.host)
     for job in (pair, serve):
         cluster.wait_state(job, ["COMPLETED"], timeout=30)
     check_removed(cluster, "train", pair)
     check_removed(cluster, "serve", serve)
     print(f"ok: prolog under slurmctld: per-node job {pair} → {want}, job {serve} on the same node → port:auto "
-          f"{20000 + int(serve) % 20000} as olmo2-serve; the epilog removed both ({time.time() - t0:.1f} s)")
+          f"{auto_port(serve)} as olmo2-serve; the epilog removed both ({time.time() - t0:.1f} s)")
 
 
 def case_multinode(cluster, ref):
@@ -349,7 +362,7 @@ def case_multinode(cluster, ref):
     text = open(os.path.join(tmp, "split.out"), encoding="utf-8").read()
     if final["JobState"] != "FAILED" or "not a multiple of TP 2" not in text:
         raise Failure(f"train_multinode.sbatch with 3 tasks per node at TP 2: {final['JobState']}, output {text!r}")
-    port = free_port()
+    port = low_port()
     r = subprocess.run(["sbatch", "--parsable", "-N", "1", "--ntasks-per-node=4", "--cpus-per-task=1",
                         "--job-name=olmo2-multinode", f"--comment=olmo2-metrics=port:{port},per-node",
                         f"--output={tmp}/multinode.out", "--chdir", tmp,
@@ -400,7 +413,7 @@ def run(args, tmp):
           f"losses equal ({took:.1f} s)")
     # Plain scancel cancels for good: the batch shell's trap notes the SIGTERM, the ranks
     # save and exit 75, and the job is not requeued (it used to requeue itself forever).
-    port = free_port()
+    port = low_port()
     job = cluster.sbatch("train_requeue.sbatch", "olmo2-cancel", f"olmo2-metrics=port:{port}", train_args(tmp))
     cancel_out = os.path.join(tmp, "olmo2-cancel.out")
     cluster.wait_state(job, ["RUNNING", "COMPLETED", "FAILED", "CANCELLED"])

@@ -2,11 +2,12 @@
 """Integration test of the training exporter with deploy/ (docs/architecture.md §9, §10; ctest
 deploy.train_integration, label integration). Python 3 standard library only.
 
-Starts a real Prometheus on loopback (a copy of deploy/prometheus/prometheus.yml whose
-olmo2-train local targets file names this run's metrics port, 1 s scrape and evaluation
-intervals, the real rule files), trains a tiny OLMo 2 model under `mpirun -np 4` with
-tp 2 x pp 2 and a loss spike injected at step SPIKE_STEP (--debug-scale-loss), and
-through Prometheus's HTTP API checks:
+Trains a tiny OLMo 2 model under `mpirun -np 4` with tp 2 x pp 2 and a loss spike
+injected at step SPIKE_STEP (--debug-scale-loss), its metrics endpoint on a port the
+kernel picks (--metrics-port 0, read back from --port-file), then starts a real
+Prometheus on loopback, port 0 too (a copy of deploy/prometheus/prometheus.yml whose
+olmo2-train local targets file names that endpoint, 1 s scrape and evaluation
+intervals, the real rule files), and through Prometheus's HTTP API checks:
 
   * every training metric of deploy/metrics.txt exists with exactly its labels (rank,
     tp, pp, dp for each of the 4 ranks; layer 0..3), and no olmo2_train_* series that
@@ -40,8 +41,9 @@ import urllib.request
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prometheus_harness import (Prometheus, TestFailure as Failure, api, check_families,  # noqa: E402
-                                check_panels, free_port, popen, query, stop_job, tail, wait_for, write_config)
+from prometheus_harness import (HeldPort, Prometheus, TestFailure as Failure, api,  # noqa: E402
+                                check_families, check_panels, popen, port_from_file, query, stop_job, tail,
+                                wait_for, write_config)
 
 RANKS = 4          # mpirun -np 4: tp 2 x pp 2 x dp 1
 LAYERS = 4
@@ -143,31 +145,34 @@ def run(args, tmp):
     write_tokens(os.path.join(tmp, "tokens.npy"))
     with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
         json.dump(MODEL_CONFIG, f)
-    metrics_port = free_port()
-    prom_port = free_port(avoid={metrics_port})
-    closed_port = free_port(avoid={metrics_port, prom_port})
-    instance = f"127.0.0.1:{metrics_port}"
-    prom = job = None
+    prom = job = closed = None
     t0 = time.time()
     try:
-        # The olmo2-serve local target goes to a port nothing listens on, so that a server
-        # someone runs on 8000 is not scraped; it is simply down (Olmo2TargetDown needs 3 min).
-        config = write_config(os.path.join(tmp, "prometheus"),
-                              {"olmo2-train": instance, "olmo2-serve": f"127.0.0.1:{closed_port}"})
-        prom = Prometheus(args.prometheus, config, tmp, prom_port)
         out_path, err_path = os.path.join(tmp, "train.out"), os.path.join(tmp, "train.err")
+        port_file = os.path.join(tmp, "metrics.port")
         cmd = [args.mpiexec, "-np", str(RANKS), "--allow-run-as-root", "--oversubscribe",
                args.olmo2, "train", "--threads", "1",
                "--model-config", os.path.join(tmp, "config.json"), "--data", os.path.join(tmp, "tokens.npy"),
                "--seq-len", "16", "--global-batch", "8", "--micro-batch", "2", "--steps", "1000000",
                "--lr", "1e-3", "--tp", "2", "--pp", "2",
                "--spike-window", "16", "--debug-scale-loss", f"{SPIKE_STEP}:30",
-               "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--diag-interval", "5",
+               "--metrics-port", "0", "--port-file", port_file, "--metrics-host", "127.0.0.1",
+               "--diag-interval", "5",
                "--save-dir", os.path.join(tmp, "ckpt"), "--save-interval", str(SAVE_INTERVAL), "--keep", "1",
                "--log-format", "json", "--log-interval", "1000000"]
         env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
         with open(out_path, "w") as out, open(err_path, "w") as err:
             job = popen(cmd, stdout=out, stderr=err, env=env, cwd=tmp)
+        instance = f"127.0.0.1:{port_from_file(port_file, job, 'the training job')}"
+        print(f"ok: metrics endpoint on {instance} ({time.time() - t0:.1f} s)")
+
+        # The olmo2-serve local target goes to a port that is bound but not listened on
+        # (held until the end, so nothing else gets it), so that a server someone runs on
+        # 8000 is not scraped; it is simply down (Olmo2TargetDown needs 3 min).
+        closed = HeldPort()
+        config = write_config(os.path.join(tmp, "prometheus"),
+                              {"olmo2-train": instance, "olmo2-serve": f"127.0.0.1:{closed.port}"})
+        prom = Prometheus(args.prometheus, config, tmp)
         prom.wait_ready()
         print(f"ok: Prometheus ready on {prom.base} ({time.time() - t0:.1f} s)")
 
@@ -267,6 +272,8 @@ def run(args, tmp):
             stop_job(job)
         if prom is not None:
             prom.stop()
+        if closed is not None:
+            closed.close()
         print(f"test time {time.time() - t0:.1f} s")
 
 

@@ -166,10 +166,27 @@ def error_of(body):
 
 # ---- the server -----------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def port_from_file(path, proc, log, timeout=120):
+    """The port `olmo2 serve --port 0 --port-file path` bound: the part after the last
+    ':' of the file's first line (HOST:PORT, written atomically once it listens). Servers
+    bind port 0 and say which port they got, so that no port picked in advance can be
+    taken by another test before the server binds it."""
+    end = time.time() + timeout
+    while True:
+        try:
+            with open(path, encoding="utf-8") as f:
+                line = f.readline().strip()
+        except FileNotFoundError:
+            line = ""
+        if line:
+            port = line.rpartition(":")[2]
+            check(port.isdigit() and 0 < int(port) < 65536, f"{path} starts with {line!r}, not HOST:PORT")
+            return int(port)
+        if proc.poll() is not None:
+            raise Failure(f"the server exited with status {proc.returncode} before writing {path}:\n{tail(log)}")
+        if time.time() > end:
+            raise Failure(f"the server wrote no port to {path} within {timeout} s:\n{tail(log)}")
+        time.sleep(0.1)
 
 
 def make_model(args, tmp, context=CONTEXT):
@@ -442,13 +459,14 @@ def slowloris(port, pid, slow=400, idle=2000, seconds=8):
 
 def hostile(args, tmp):
     model = make_model(args, tmp, context=1024)
-    port = free_port()
     log = os.path.join(tmp, "serve.err")
-    cmd = [args.olmo2, "serve", "--model", model, "--threads", "1", "--port", str(port), "--api-key", KEY,
-           "--max-body-bytes", str(MAX_BODY), "--kv-cache-memory", "16MiB"]
+    port_file = os.path.join(tmp, "serve.port")
+    cmd = [args.olmo2, "serve", "--model", model, "--threads", "1", "--port", "0", "--port-file", port_file,
+           "--api-key", KEY, "--max-body-bytes", str(MAX_BODY), "--kv-cache-memory", "16MiB"]
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
     try:
+        port = port_from_file(port_file, proc, log)
         wait_healthy(port, proc, log)
         desync(port)
         framing(port)
@@ -465,8 +483,9 @@ def hostile(args, tmp):
             proc.wait()
 
 
-def rank_pids(mpirun_pid, port):
-    """{world rank: pid} of the `olmo2 serve` ranks on `port` (OMPI_COMM_WORLD_RANK)."""
+def rank_pids(mpirun_pid, port_file):
+    """{world rank: pid} of the `olmo2 serve` ranks started with --port-file `port_file`
+    (OMPI_COMM_WORLD_RANK)."""
     ranks = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -474,7 +493,7 @@ def rank_pids(mpirun_pid, port):
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmdline = f.read().split(b"\0")
-            if b"serve" not in cmdline or str(port).encode() not in cmdline or b"mpirun" in cmdline[0]:
+            if b"serve" not in cmdline or port_file.encode() not in cmdline or b"mpirun" in cmdline[0]:
                 continue
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
@@ -487,17 +506,18 @@ def rank_pids(mpirun_pid, port):
 
 def engine_failure(args, tmp):
     model = make_model(args, tmp, context=1024)
-    port = free_port()
     log = os.path.join(tmp, "serve.err")
+    port_file = os.path.join(tmp, "serve.port")
     timeout_s = 3
     env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
     cmd = [args.mpiexec, "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
            "--mca", "orte_abort_on_non_zero_status", "0",
-           args.olmo2, "serve", "--model", model, "--threads", "1", "--port", str(port), "--tp", "2",
-           "--collective-timeout", str(timeout_s)]
+           args.olmo2, "serve", "--model", model, "--threads", "1", "--port", "0", "--port-file", port_file,
+           "--tp", "2", "--collective-timeout", str(timeout_s)]
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
     try:
+        port = port_from_file(port_file, proc, log)
         wait_healthy(port, proc, log)
         long = {"prompt": "Count:", "max_tokens": 900, "temperature": 0, "ignore_eos": True}
         streamed = Conn(port, timeout=60)
@@ -507,7 +527,7 @@ def engine_failure(args, tmp):
         # The stream's head and its first event: the requests run.
         while b"data: " not in streamed.buf:
             check(streamed._fill(), "the stream ended before its first event")
-        ranks = rank_pids(proc.pid, port)
+        ranks = rank_pids(proc.pid, port_file)
         check(sorted(ranks) == [0, 1], f"ranks found: {ranks}")
         os.kill(ranks[1], signal.SIGKILL)
         killed = time.time()

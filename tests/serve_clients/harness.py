@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(REPO, "tests", "deploy"))
-from prometheus_harness import free_port, popen, stop_job, tail  # noqa: E402
+from prometheus_harness import TestFailure, popen, port_from_file, stop_job, tail  # noqa: E402
 
 import olmo2_chat  # noqa: E402
 
@@ -84,14 +84,15 @@ def make_model(random_model, tokenizer, tmp):
 
 
 class Server:
-    """`olmo2 serve` on a free port in `layout` (single, tp2, pp2: mpirun -np 2), with
-    the API key only in the environment (OLMO2_API_KEY)."""
+    """`olmo2 serve` in `layout` (single, tp2, pp2: mpirun -np 2) on a port the kernel
+    picks (--port 0; the port read back from its --port-file), with the API key only in
+    the environment (OLMO2_API_KEY)."""
 
     def __init__(self, args, model, tmp):
-        self.port = free_port()
         self.key = secrets.token_hex(16)
-        self.base = f"http://127.0.0.1:{self.port}"
-        cmd = [args.olmo2, "serve", "--model", model, "--port", str(self.port), "--served-model-name", MODEL_NAME,
+        port_file = os.path.join(tmp, "serve.port")
+        cmd = [args.olmo2, "serve", "--model", model, "--port", "0", "--port-file", port_file,
+               "--served-model-name", MODEL_NAME,
                "--threads", "1", "--kv-cache-memory", "64MiB", "--shutdown-grace", "2"] + LAYOUTS[args.layout]
         if args.layout != "single":
             cmd = [args.mpiexec, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"] + cmd
@@ -99,6 +100,11 @@ class Server:
         self.log = os.path.join(tmp, "serve.err")
         with open(os.path.join(tmp, "serve.out"), "w") as out, open(self.log, "w") as err:
             self.proc = popen(cmd, stdout=out, stderr=err, env=env, cwd=tmp)
+        try:
+            self.port = port_from_file(port_file, self.proc, "the server", timeout=120)
+        except TestFailure as e:
+            raise AssertionError(f"{e}:\n{tail(self.log)}") from None
+        self.base = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:

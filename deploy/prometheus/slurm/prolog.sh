@@ -8,7 +8,7 @@
 #   olmo2-metrics=port:9411                 a training job, rank 0's --metrics-port
 #   olmo2-metrics=port:9411,per-node        --metrics-per-node: one target per node
 #   olmo2-metrics=kind:serve,port:8123      olmo2 serve (metrics on its HTTP port, rank 0)
-# Keys: port:N (1-65535) or port:auto (20000 + job id mod 20000; required), kind:train|serve
+# Keys: port:N (1-65535) or port:auto (20000 + job id mod 10000; required), kind:train|serve
 # (default train), per-node. A job
 # without such a word is left alone. The targets are node:port for the allocation's
 # first node (rank 0 under srun -m block and under mpirun), or for every node with
@@ -48,7 +48,7 @@ for item in $(printf '%s' "$spec" | tr ',' ' '); do
   esac
 done
 # port:auto: the port the deploy/slurm/ scripts compute from the job id as well.
-[ "$port" = auto ] && port=$((20000 + ${SLURM_JOB_ID%%_*} % 20000))
+[ "$port" = auto ] && port=$((20000 + ${SLURM_JOB_ID%%_*} % 10000))
 case "$port" in
   ''|*[!0-9]*) fail "job $SLURM_JOB_ID: comment 'olmo2-metrics=$spec': port '$port' is not a port number" ;;
 esac
