@@ -281,6 +281,7 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   // at the moment rank 0 set (0 of 15 lost one); the stop handlers stay installed, so a
   // SIGTERM changes nothing (docs/architecture.md §12 "Exit status").
   runtime.reset();
+  parallel::MpiRuntime::finalize_now();  // also when main's runtime initialised MPI
   std::cout.flush();
   std::cerr.flush();
   std::this_thread::sleep_until(std::chrono::system_clock::time_point(std::chrono::microseconds(exit_at_us)));

@@ -58,8 +58,11 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 /// small for one block, a port that cannot be bound.
 void run_serve(const CliConfig& cfg, bool under_mpi_launcher);
 
-/// Thrown after an error that has already been reported: exit 1 quietly.
-struct SilentExit {};
+/// Thrown after an error that has already been reported: exit with `status` (1, or 2 for
+/// a command line refused on every rank) quietly.
+struct SilentExit {
+  int status = 1;
+};
 
 /// `olmo2 tokenize`: documents → .npy token files (progress on a terminal, summary
 /// always, on `err`), or with --ids stdin text → a JSON array of ids on `out`.

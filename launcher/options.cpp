@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <utility>
 
@@ -133,6 +134,27 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& o
   return parse_list<int32_t>(text, option, 0, "token id (expected non-negative integers separated by commas)");
 }
 
+namespace {
+/// An INI file may not name another one: `config = other.ini` would be ignored (the
+/// command line's --config already holds the option), and the run would then fail for
+/// options the user believes given. UsageError naming the file and line.
+void refuse_nested_config(const std::string& text, const std::string& path) {
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line.compare(start, 6, "config") != 0) continue;
+    const size_t after = line.find_first_not_of(" \t", start + 6);
+    if (after != std::string::npos && line[after] == '=') {
+      OLMO2_THROW(UsageError, "--config ", path, ": line ", number, " names another config file (",
+                  line.substr(start), "); config files do not include others: give its options in this file, or "
+                  "that file as --config");
+    }
+  }
+}
+}  // namespace
+
 CliConfig parse_command_line(int argc, const char* const* argv) {
   CliConfig cfg;
   if (argc < 2) OLMO2_THROW(UsageError, "no subcommand given\n", kUsage);
@@ -157,12 +179,16 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
       if (!std::filesystem::is_regular_file(path) || !in) OLMO2_THROW(UsageError, "--config: cannot open ", path, " (not a readable file)");
-      po::store(po::parse_config_file(in, desc), vm);
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      refuse_nested_config(text, path);
+      std::istringstream ini(text);
+      po::store(po::parse_config_file(ini, desc), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
     OLMO2_THROW(UsageError, cfg.command, ": ", e.what());
   }
+  cfg.job_options = job_options(vm);
   if (vm.count("help")) {
     std::ostringstream s;
     s << describe(cfg.command, true);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "launcher/device_options.h"
+#include "launcher/job_options.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "runtime/generation/sampling.h"
@@ -51,6 +52,9 @@ struct CliConfig {
   double collective_timeout = 300;  ///< --collective-timeout seconds (0: wait forever)
   /// train, generate, serve: --device, --share-gpu (train: device also in train.device)
   DeviceOptions device_options;
+  /// What every rank of an MPI job must share (launcher/job_options.h), for the agreement
+  /// every rank makes before any work (launcher/job_agreement.h).
+  std::vector<JobOption> job_options;
 };
 
 /// Parses `olmo2 SUBCOMMAND [options]`; options may also come from an INI file given

@@ -82,6 +82,13 @@ void MpiRuntime::abort(int code) {
   std::_Exit(code);  // MPI_Abort does not return; this keeps the promise if it did
 }
 
+void MpiRuntime::finalize_now() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
 MpiRuntime::~MpiRuntime() {
   if (was_initialized_) return;
   int finalized = 0;

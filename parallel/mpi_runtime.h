@@ -39,6 +39,10 @@ class MpiRuntime {
   /// collective do not hang.
   [[noreturn]] static void abort(int code);
 
+  /// MPI_Finalize now, whoever initialised MPI, unless it is finalised already: for a
+  /// rank about to leave with std::_Exit at an agreed moment (no destructor runs then).
+  static void finalize_now();
+
   /// MPI_Barrier on MPI_COMM_WORLD (e.g. so that rank 0 has printed an error before
   /// the others exit and the launcher ends the job).
   void barrier() const;

@@ -27,6 +27,15 @@ std::unique_ptr<Communicator> split(MPI_Comm parent, int color, int key, const c
 
 }  // namespace
 
+std::unique_ptr<Communicator> make_world_communicator(double timeout_s) {
+  if (!(timeout_s >= 0)) {
+    OLMO2_THROW(InputError, "collective timeout ", timeout_s, " s must be ≥ 0 (0 = wait forever)");
+  }
+  MPI_Comm world = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup", "world");
+  return std::make_unique<MpiCommunicator>(world, "world", timeout_s);
+}
+
 ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
   int world_size = 0, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);

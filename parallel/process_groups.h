@@ -34,6 +34,11 @@ struct ProcessGroups {
 /// fails.
 ProcessGroups make_process_groups(const Topology& topology, double timeout_s);
 
+/// A communicator of every rank (MPI_Comm_dup of MPI_COMM_WORLD, named "world") for the
+/// checks a job makes before it knows its layout. Collective over MPI_COMM_WORLD; MPI
+/// must be initialised. Error when MPI fails, InputError for timeout_s < 0.
+std::unique_ptr<Communicator> make_world_communicator(double timeout_s);
+
 /// Makes a communicator of a process group from the one make_process_groups made.
 using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)>;
 
