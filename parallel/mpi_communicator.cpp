@@ -1,11 +1,14 @@
 #include "parallel/mpi_communicator.h"
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace olmo2::parallel {
 
@@ -190,7 +193,7 @@ MPI_Op MpiCommunicator::reduction(ReduceOp op, DType dtype, const Op& call) cons
 }
 
 MpiCommunicator::Op MpiCommunicator::begin(const char* name, const TensorView& data, bool p2p) {
-  if (pending_.request != MPI_REQUEST_NULL) {
+  if (pending_.active()) {
     OLMO2_THROW(Error, who(), ": ", name, " refused: ", describe(pending_.op),
                 " timed out and is still pending (wait_pending() completes it)");
   }
@@ -261,14 +264,15 @@ void MpiCommunicator::wait(MPI_Request* request, const Op& op, double waited_bef
 }
 
 std::string MpiCommunicator::pending() const {
-  if (pending_.request == MPI_REQUEST_NULL) return "";
+  if (!pending_.active()) return "";
   return describe(pending_.op);
 }
 
 void MpiCommunicator::wait_pending() {
-  if (pending_.request == MPI_REQUEST_NULL) return;
+  if (!pending_.active()) return;
   Pending p = pending_;
   pending_ = Pending{};
+  if (p.probe_into) return receive_checked(p.probe_into, p.op, p.waited_s);
   wait(&p.request, p.op, p.waited_s);
 }
 
@@ -316,14 +320,56 @@ void MpiCommunicator::do_send(const TensorView& data, int peer, int tag, Stream)
   });
 }
 
+void MpiCommunicator::receive_checked(void* data, const Op& op, double waited_before_s) {
+  using namespace std::chrono;
+  const auto start = Clock::now();
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  for (int polls = 0;; ++polls) {
+    int found = 0;
+    check(MPI_Improbe(op.peer, op.tag, comm_, &found, &message, &status), "MPI_Improbe", op);
+    if (found) break;
+    const double here = duration<double>(Clock::now() - start).count();
+    if (timeout_s_ > 0 && here >= timeout_s_) {
+      const double waited = waited_before_s + here;
+      // Nothing is posted yet: wait_pending() probes again and receives into `data`,
+      // which must stay valid until then.
+      pending_ = Pending{MPI_REQUEST_NULL, op, waited, data};
+      const std::string d = details(op);
+      throw CollectiveTimeout(detail::concat(who(), ": ", describe(op), " timed out after ", seconds(waited), " s",
+                                             d.empty() ? "" : " (" + d + ")"),
+                              op.name, name_, op.sequence, waited, __FILE__, __LINE__);
+    }
+    if (polls < 32) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(microseconds(here < 1.0 ? 20 : 500));
+    }
+  }
+  int got = 0, bytes = 0;
+  MPI_Get_count(&status, op.type, &got);
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  if (got != static_cast<int>(op.count)) {
+    // Drained into memory of its own size: the expected buffer is never written.
+    std::vector<char> scratch(static_cast<size_t>(std::max(bytes, 1)));
+    check(MPI_Mrecv(scratch.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv", op);
+    const std::string elements = got == MPI_UNDEFINED ? std::string("not a whole number of ") + dtype_name(op.dtype)
+                                                      : detail::concat(got, " ", dtype_name(op.dtype));
+    OLMO2_THROW(Error, who(), ": ", describe(op), " brought ", bytes, " bytes (", elements, "), expected ", op.count,
+                " ", dtype_name(op.dtype),
+                ": the ranks disagree on a shape (another --micro-batch, --seq-len or layout on one of them?)");
+  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Imrecv(data, static_cast<int>(op.count), op.type, &message, &request), "MPI_Imrecv", op);
+  wait(&request, op, waited_before_s + duration<double>(Clock::now() - start).count());
+}
+
 void MpiCommunicator::do_recv(const TensorView& data, int peer, int tag, Stream) {
   Op o = begin("recv", data, true);
   o.peer = peer;
   o.tag = tag;
   o.check_count = true;
-  run(o, "MPI_Irecv", [&](int n, MPI_Request* r) {
-    return MPI_Irecv(data.data(), n, o.type, peer, tag, comm_, r);
-  });
+  receive_checked(data.data(), o, 0.0);
 }
 
 void MpiCommunicator::do_send_recv(const TensorView& out, const TensorView& in, int peer,
@@ -332,20 +378,24 @@ void MpiCommunicator::do_send_recv(const TensorView& out, const TensorView& in, 
   rop.peer = peer, rop.tag = recv_tag, rop.check_count = true;
   Op sop = begin("send", out, true);
   sop.peer = peer, sop.tag = send_tag;
-  MPI_Request rreq = MPI_REQUEST_NULL, sreq = MPI_REQUEST_NULL;
-  check(MPI_Irecv(in.data(), static_cast<int>(rop.count), rop.type, peer, recv_tag, comm_, &rreq),
-        "MPI_Irecv", rop);
+  MPI_Request sreq = MPI_REQUEST_NULL;
   check(MPI_Isend(out.data(), static_cast<int>(sop.count), sop.type, peer, send_tag, comm_, &sreq),
         "MPI_Isend", sop);
-  // Both are posted: waiting for one, then the other, cannot deadlock.
+  // The send is posted, so the peer's receive can complete while this one waits for its
+  // message: no deadlock. The receive checks its size before any copy (receive_checked).
   const auto start = Clock::now();
   try {
-    wait(&sreq, sop, 0.0);
+    receive_checked(in.data(), rop, 0.0);
   } catch (const CollectiveTimeout&) {
-    MPI_Request_free(&rreq);  // the receive still completes into `in`, which must stay valid
+    // The receive is left pending (wait_pending() completes it); the send goes on by
+    // itself (MPI completes a freed request), reading `out`, which must stay valid.
+    MPI_Request_free(&sreq);
+    throw;
+  } catch (...) {
+    wait(&sreq, sop, 0.0);  // a refused receive: the peer takes this message (or times out)
     throw;
   }
-  wait(&rreq, rop, std::chrono::duration<double>(Clock::now() - start).count());
+  wait(&sreq, sop, std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 }  // namespace olmo2::parallel

@@ -102,12 +102,20 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request = MPI_REQUEST_NULL;
     Op op;
     double waited_s = 0;
+    void* probe_into = nullptr;  // a receive that timed out before its message came: wait_pending receives it here
+    bool active() const { return request != MPI_REQUEST_NULL || probe_into != nullptr; }
   };
 
   Op begin(const char* name, const TensorView& data, bool p2p);
   template <typename Post>
   void run(const Op& op, const char* call, Post&& post);
   void wait(MPI_Request* request, const Op& op, double waited_before_s);
+  /// The receive `op` into `data`, its size checked before a byte is copied: polls
+  /// MPI_Improbe (with the group's timeout) until the message is there, receives it with
+  /// MPI_Mrecv only when it holds exactly op.count elements; a message of another size is
+  /// received whole into scratch memory of its own size (the sender is not left waiting)
+  /// and is an Error naming both sizes. CollectiveTimeout when none comes in time.
+  void receive_checked(void* data, const Op& op, double waited_before_s);
   void check(int rc, const char* call, const Op& op) const;
   MPI_Op reduction(ReduceOp op, DType dtype, const Op& call) const;
   std::string who() const;

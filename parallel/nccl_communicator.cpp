@@ -293,8 +293,23 @@ void NcclCommunicator::do_broadcast(const TensorView& data, int root, Stream str
   });
 }
 
+// NCCL's send and receive carry no size: a receive posted for fewer elements than the
+// peer sends would be written past its end. So each device message is announced by its
+// element count, an int64 over the group's MPI side (same peer, same tag: MPI keeps them
+// in order), and the receiver checks it before posting the device receive; a message of
+// another size is received whole into scratch device memory of its own size, then
+// refused naming both sizes (docs/architecture.md §6).
+namespace {
+[[noreturn]] void refuse_size(const std::string& who, int64_t got, int64_t want, DType dtype) {
+  OLMO2_THROW(Error, who, " brought ", got, " ", dtype_name(dtype), ", expected ", want, " ", dtype_name(dtype),
+              ": the ranks disagree on a shape (another --micro-batch, --seq-len or layout on one of them?)");
+}
+}  // namespace
+
 void NcclCommunicator::do_send(const TensorView& data, int peer, int tag, Stream stream) {
   if (data.device() == Device::CPU) return mpi_->send(data, peer, tag, stream);
+  const int64_t announced = data.numel();
+  mpi_->send(std::span<const int64_t>(&announced, 1), peer, tag);
   Op o = begin("send", data, true);
   o.peer = peer, o.tag = tag;
   if (o.count == 0) return;
@@ -307,14 +322,23 @@ void NcclCommunicator::do_send(const TensorView& data, int peer, int tag, Stream
 
 void NcclCommunicator::do_recv(const TensorView& data, int peer, int tag, Stream stream) {
   if (data.device() == Device::CPU) return mpi_->recv(data, peer, tag, stream);
+  int64_t announced = 0;
+  mpi_->recv(std::span<int64_t>(&announced, 1), peer, tag);
   Op o = begin("recv", data, true);
   o.peer = peer, o.tag = tag, o.from = true;
-  if (o.count == 0) return;
-  run(o, stream, [&](cudaStream_t s) {
-    OLMO2_NCCL_CHECK_ASYNC(ncclRecv(data.data(), static_cast<size_t>(o.count),
-                                    nccl_datatype(o.dtype), peer, comm_, s),
-                           comm_, where(o));
-  });
+  Tensor scratch;  // a message of another size lands here, never in `data`
+  if (announced != o.count) {
+    o.count = announced;
+    scratch = Tensor::zeros({std::max<int64_t>(announced, 1)}, data.dtype(), data.device());
+  }
+  void* into = scratch.empty() ? data.data() : scratch.view().data();
+  if (o.count > 0) {
+    run(o, stream, [&](cudaStream_t s) {
+      OLMO2_NCCL_CHECK_ASYNC(ncclRecv(into, static_cast<size_t>(o.count), nccl_datatype(o.dtype), peer, comm_, s),
+                             comm_, where(o));
+    });
+  }
+  if (!scratch.empty()) refuse_size(where(o), announced, data.numel(), data.dtype());
 }
 
 void NcclCommunicator::do_send_recv(const TensorView& out, const TensorView& in, int peer,
@@ -322,8 +346,20 @@ void NcclCommunicator::do_send_recv(const TensorView& out, const TensorView& in,
   if (out.device() == Device::CPU) {
     return mpi_->send_recv(out, in, peer, send_tag, recv_tag, stream);
   }
+  // The sizes first (announce ours, learn the peer's), so the receive is posted for
+  // what really comes.
+  const int64_t mine = out.numel();
+  int64_t announced = 0;
+  mpi_->send_recv(host_view(std::span<const int64_t>(&mine, 1)), host_view(std::span<int64_t>(&announced, 1)), peer,
+                  send_tag, recv_tag);
   Op o = begin("send_recv", out, true);
   o.peer = peer, o.tag = send_tag, o.tag2 = recv_tag, o.count2 = in.numel();
+  Tensor scratch;  // a message of another size lands here, never in `in`
+  if (announced != o.count2) {
+    o.count2 = announced;
+    scratch = Tensor::zeros({std::max<int64_t>(announced, 1)}, in.dtype(), in.device());
+  }
+  void* into = scratch.empty() ? in.data() : scratch.view().data();
   if (o.count == 0 && o.count2 == 0) return;
   const ncclDataType_t type = nccl_datatype(o.dtype);
   run(o, stream, [&](cudaStream_t s) {
@@ -332,12 +368,13 @@ void NcclCommunicator::do_send_recv(const TensorView& out, const TensorView& in,
     OLMO2_NCCL_CHECK(ncclGroupStart(), comm_, where(o));
     ncclResult_t sent = ncclSuccess, received = ncclSuccess;
     if (o.count > 0) sent = ncclSend(out.data(), static_cast<size_t>(o.count), type, peer, comm_, s);
-    if (o.count2 > 0) received = ncclRecv(in.data(), static_cast<size_t>(o.count2), type, peer, comm_, s);
+    if (o.count2 > 0) received = ncclRecv(into, static_cast<size_t>(o.count2), type, peer, comm_, s);
     const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failure
     OLMO2_NCCL_CHECK_ASYNC(sent, comm_, where(o));
     OLMO2_NCCL_CHECK_ASYNC(received, comm_, where(o));
     OLMO2_NCCL_CHECK_ASYNC(ended, comm_, where(o));
   });
+  if (!scratch.empty()) refuse_size(where(o), announced, in.numel(), in.dtype());
 }
 
 }  // namespace olmo2::parallel

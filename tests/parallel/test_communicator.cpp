@@ -86,7 +86,7 @@ TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {
   if (c.rank() == 0) c.send(four, 1, 9);
   if (c.rank() == 1) {
     EXPECT_TRUE(contains(message_of<Error>([&] { c.recv(eight, 0, 9); }),
-                         "recv from world rank 0 (tag 9) on group world received 4 f32, "
+                         "recv from world rank 0 (tag 9) on group world brought 16 bytes (4 f32), "
                          "expected 8 f32"));
   }
   c.barrier();
