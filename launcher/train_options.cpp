@@ -56,6 +56,8 @@ void add_train_options(po::options_description& d) {
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
       ("metrics-port", po::value<int>(), "serve Prometheus metrics of every rank on this port, from rank 0; 0: any free "
        "port, named in the start line and --port-file (default: off)")
+      ("data-changed", po::value<std::string>(),
+       "ok: a resume may read other --data than the checkpoint's run did (else refused, naming the file)")
       ("port-file", po::value<std::string>(), "write the metrics endpoints' HOST:PORT there once they listen, one a line")
       ("metrics-host", po::value<std::string>(), "address the metrics endpoint listens on (default 127.0.0.1)")
       ("metrics-per-node", po::value<bool>()->implicit_value(true),
@@ -104,6 +106,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
     }
   }
   str("port-file", o.port_file);
+  str("data-changed", o.data_changed);
   str("metrics-host", o.metrics_host);
   if (vm.count("metrics-per-node")) o.metrics_per_node = vm["metrics-per-node"].as<bool>();
   i64("diag-interval", o.diag_interval);

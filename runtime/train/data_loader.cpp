@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/io/file_checksum.h"
 
 namespace olmo2 {
 
@@ -78,6 +79,20 @@ void to_json(nlohmann::json& j, const DataLoaderState& s) {
        {"seq_len", s.seq_len}, {"global_batch", s.global_batch},   {"num_windows", s.num_windows}};
 }
 
+void to_json(nlohmann::json& j, const DataFileIdentity& f) {
+  j = {{"path", f.path}, {"tokens", f.tokens}, {"xxh3", f.xxh3}};
+}
+
+void from_json(const nlohmann::json& j, DataFileIdentity& f) {
+  if (!j.is_object() || !j.contains("path") || !j["path"].is_string() || !j.contains("xxh3") ||
+      !j["xxh3"].is_string()) {
+    OLMO2_THROW(InputError, "a data_files entry needs a string path and xxh3, got ", j.dump());
+  }
+  f.path = j["path"].get<std::string>();
+  f.xxh3 = j["xxh3"].get<std::string>();
+  f.tokens = field<int64_t>(j, "tokens");
+}
+
 void from_json(const nlohmann::json& j, DataLoaderState& s) {
   s.epoch = field<int64_t>(j, "epoch");
   s.step_in_epoch = field<int64_t>(j, "step_in_epoch");
@@ -128,9 +143,11 @@ DataLoader::DataLoader(const std::vector<std::string>& files, DataLoaderOptions 
   order_ = window_permutation(window_start_.back(), options_.seed, epoch_);
 }
 
-void DataLoader::check_token_ids() const {
+std::vector<DataFileIdentity> DataLoader::check_token_ids() const {
   std::vector<uint32_t> block(1 << 16);
+  std::vector<DataFileIdentity> out;
   for (const NpyFile& f : files_) {
+    Xxh3Stream hash;
     for (uint64_t begin = 0; begin < f.size(); begin += block.size()) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), f.size() - begin));
       f.read(begin, std::span<uint32_t>(block.data(), n));
@@ -140,8 +157,11 @@ void DataLoader::check_token_ids() const {
                       ", not below vocab_size ", options_.vocab_size);
         }
       }
+      hash.update(block.data(), n * sizeof(uint32_t));  // x86-64 and aarch64: little-endian
     }
+    out.push_back({f.path(), static_cast<int64_t>(f.size()), hash.hex()});
   }
+  return out;
 }
 
 Sample DataLoader::window(int64_t index) const {

@@ -53,6 +53,20 @@ struct DataLoaderState {
   int64_t num_windows = 0;  ///< total windows of the files (guards against changed data)
 };
 
+/// What one token file held when the loader read it: recorded in checkpoints, so that a
+/// resume runs on the data it was trained on, and compared across ranks
+/// (docs/architecture.md §7 "Data").
+struct DataFileIdentity {
+  std::string path;   ///< as given to --data (another path may hold the same file)
+  int64_t tokens = 0; ///< token count
+  std::string xxh3;   ///< XXH3-128 of its token ids as uint32 little-endian, 32 hex digits
+  bool operator==(const DataFileIdentity&) const = default;
+};
+
+/// {"path", "tokens", "xxh3"}, and back (InputError naming a missing or mistyped field).
+void to_json(nlohmann::json& j, const DataFileIdentity& f);
+void from_json(const nlohmann::json& j, DataFileIdentity& f);
+
 /// {"epoch", "step_in_epoch", "seed", "seq_len", "global_batch", "num_windows"}.
 void to_json(nlohmann::json& j, const DataLoaderState& s);
 /// Inverse of to_json. Throws InputError naming a missing field or one that is not
@@ -102,8 +116,10 @@ class DataLoader {
 
   /// Reads every token of every file once and throws InputError naming the file,
   /// offset and id of the first id ≥ vocab_size — so a bad token is refused before
-  /// training starts rather than when its batch comes up. Reads in blocks; O(tokens).
-  void check_token_ids() const;
+  /// training starts rather than when its batch comes up — and returns each file's
+  /// identity (its tokens' XXH3-128, computed in the same pass), in file order. Reads in
+  /// blocks; O(tokens).
+  std::vector<DataFileIdentity> check_token_ids() const;
 
   /// Moves to the next step; after the last step of an epoch, to step 0 of the next
   /// epoch (whose order is computed then).

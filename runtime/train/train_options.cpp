@@ -58,6 +58,9 @@ void validate(const TrainOptions& o) {
                 ", dp ", o.dp);
   }
   monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
+  if (!o.data_changed.empty() && o.data_changed != "ok") {
+    OLMO2_THROW(InputError, "--data-changed must be ok (a resume may read other data), got \"", o.data_changed, "\"");
+  }
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     OLMO2_THROW(InputError, "--metrics-port must be a TCP port (1-65535, or 0: any free one), got ", o.metrics_port);
   }

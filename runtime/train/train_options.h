@@ -38,6 +38,9 @@ struct TrainOptions {
   int64_t save_interval = 0; ///< --save-interval steps (0: only at the end)
   int keep = 3;              ///< --keep: newest checkpoints kept (0: all)
   std::string resume;        ///< --resume DIR, or "auto": the newest in save_dir if any
+  /// --data-changed ok: a resume may read other data than the checkpoint's run (its
+  /// data_files); said at start. "": such a resume is refused, naming the file.
+  std::string data_changed;
   /// --resume-fallback: a checkpoint that fails verification is skipped (logged) for the
   /// newest older one that passes, instead of stopping the run (docs/architecture.md §7
   /// "Checkpoint integrity").

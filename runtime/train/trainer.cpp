@@ -10,7 +10,6 @@
 #include <span>
 #include <tuple>
 
-#include "core/hash.h"
 #include "ops/tensor_ops.h"
 #include "parallel/agreement.h"
 #include "runtime/model/init.h"
@@ -18,6 +17,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/checkpoint_verify.h"
 #include "runtime/train/checkpoint_writer.h"
+#include "runtime/train/data_identity.h"
 #include "runtime/train/global_batch.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/sharded_state.h"
@@ -38,16 +38,6 @@ std::vector<std::string> split_lines(const std::string& text) {
   return out;
 }
 
-/// FNV-1a over the window count and the tokens of the first and last windows: cheap,
-/// and different for token files that differ in size or at either end.
-uint64_t fingerprint(const DataLoader& loader) {
-  std::string bytes = std::to_string(loader.num_windows());
-  for (const int64_t w : {int64_t{0}, loader.num_windows() - 1}) {
-    const std::vector<int32_t> ids = loader.window(w).input_ids;
-    bytes.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
-  }
-  return fnv1a64(bytes);
-}
 }  // namespace
 
 // Every check that can fail comes before any work, inside parallel::agree, so that a
@@ -97,7 +87,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
     build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
-    data_fingerprint = fingerprint(*loader_);
+    data_fingerprint = olmo2::data_fingerprint(data_files_);
     run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
   // Phase 3: the metrics families and MFU peak; then every rank's data against rank 0's.
@@ -195,7 +185,7 @@ void Trainer::open_data(const ModelConfig& config) {
   const TrainOptions& opt = options_;
   DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
   loader_ = std::make_unique<DataLoader>(opt.data, dl);
-  loader_->check_token_ids();
+  data_files_ = loader_->check_token_ids();
   if (!opt.tokenizer.empty()) {
     const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
     if (tok.vocab_size() > config.vocab_size) {
@@ -243,7 +233,7 @@ void Trainer::agree_on_data(uint64_t data_fingerprint) {
       if (data_fingerprint != root_fp) {
         OLMO2_THROW(InputError, "--data: this rank reads other token data than rank 0 (", loader_->num_windows(),
                     " windows, fingerprint ", data_fingerprint, " vs ", root_fp,
-                    "); every rank must see the same files");
+                    "); every rank must see the same files, in the same order");
       }
     });
   }
@@ -265,16 +255,20 @@ void Trainer::resume_from(const std::string& dir) {
       loss_spikes_.restore(j.at("spike_detector").at("loss"));
       grad_spikes_.restore(j.at("spike_detector").at("grad_norm"));
     }
-    loader_->restore(j.at("data_loader").get<DataLoaderState>());
+    if (check_resumed_data(j, dir)) loader_->restore(j.at("data_loader").get<DataLoaderState>());
     const int64_t micro = j.at("micro_batch").get<int64_t>();
     const std::string layout = j.value("layout", std::string("tp 1, pp 1, dp 1"));
-    if (layout != layout_ || micro != micro_batch()) {
-      if (is_root()) {
-        std::cerr << "note: resuming a run of " << layout << ", micro-batch " << micro << " in " << layout_
-                  << ", micro-batch " << micro_batch()
-                  << ": the weights and optimizer state are resharded; the sums run in another order, so the "
-                     "run continues within rounding of, not bit-identical to, an uninterrupted one\n";
-      }
+    if (layout != layout_ && is_root()) {
+      std::cerr << "note: resuming a run of " << layout << ", micro-batch " << micro << " in " << layout_
+                << ", micro-batch " << micro_batch()
+                << ": the weights and optimizer state are resharded; the sums run in another order, so the "
+                   "run continues within rounding of, not bit-identical to, an uninterrupted one\n";
+    } else if (micro != micro_batch() && is_root()) {
+      // Same layout: nothing is resharded; only the gradients' sums over micro-batches
+      // (and the products' row counts) change, which may move the last bits of later steps.
+      std::cerr << "note: resuming a run of micro-batch " << micro << " with micro-batch " << micro_batch() << " ("
+                << layout_ << " as before: the weights and optimizer state load as saved); the gradients are summed "
+                << "over other micro-batches, so later steps may differ from an uninterrupted run in the last bits\n";
     }
   } catch (const nlohmann::json::exception& e) {
     OLMO2_THROW(InputError, "--resume ", dir, ": training_state.json: ", e.what());
@@ -304,6 +298,34 @@ void Trainer::resume_from(const std::string& dir) {
   }
 }
 
+bool Trainer::check_resumed_data(const nlohmann::json& j, const std::string& dir) const {
+  if (!j.contains("data_files")) {  // written before checkpoints recorded their data
+    if (is_root()) {
+      std::cerr << "note: " << dir << " records no data files (an older checkpoint): whether this run reads the "
+                << "same data cannot be checked\n";
+    }
+    return true;
+  }
+  const std::string difference = data_difference(j.at("data_files").get<std::vector<DataFileIdentity>>(), data_files_);
+  if (difference.empty()) return true;
+  if (options_.data_changed != "ok") {
+    OLMO2_THROW(InputError, "--resume ", dir, ": ", difference,
+                "; a resume must read the data it was trained on, in the same order (give --data-changed ok to go "
+                "on with other data)");
+  }
+  const DataLoaderState was = j.at("data_loader").get<DataLoaderState>();
+  const bool fits = was.num_windows == loader_->num_windows() && was.seq_len == options_.seq_len &&
+                    was.global_batch == options_.global_batch && was.seed == options_.seed;
+  if (is_root()) {
+    std::cerr << "note: --data-changed ok: " << difference << "; "
+              << (fits ? "the data order goes on from the checkpoint's position (epoch " + std::to_string(was.epoch) +
+                             ", step " + std::to_string(was.step_in_epoch) + ")"
+                       : std::string("the new data is read from its start (its windows differ from the checkpoint's)"))
+              << "\n";
+  }
+  return fits;
+}
+
 nlohmann::json Trainer::state_json() const {
   return {{"step", step_},
           {"optimizer_steps", optimizer_->steps()},
@@ -316,6 +338,7 @@ nlohmann::json Trainer::state_json() const {
           {"layout", layout_},
           {"zero_stage", options_.zero_stage},
           {"data_loader", loader_->state()},
+          {"data_files", data_files_},
           {"schedule", {{"kind", options_.schedule}, {"peak_lr", options_.lr}, {"warmup_steps", options_.warmup_steps},
                         {"total_steps", options_.steps}, {"min_lr_ratio", options_.min_lr_ratio}}},
           {"z_loss", options_.z_loss},

@@ -132,6 +132,10 @@ class Trainer {
   void open_data(const ModelConfig& config);
   void build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from);
   void resume_from(const std::string& dir);
+  /// Whether the checkpoint's data (its training_state.json's data_files) is this run's:
+  /// InputError naming the file when not, unless --data-changed ok (then a note, and
+  /// false when the loader's position no longer fits the new data).
+  bool check_resumed_data(const nlohmann::json& state, const std::string& dir) const;
   void agree_on_data(uint64_t data_fingerprint);
 
   TrainOptions options_;
@@ -146,6 +150,7 @@ class Trainer {
   ModelWeights grads_;                  ///< f32, the shapes of the parameters
   std::vector<Parameter> params_;
   std::unique_ptr<DataLoader> loader_;
+  std::vector<DataFileIdentity> data_files_;  ///< what --data holds, in order (checkpoints record it)
   std::unique_ptr<DataParallelAdamW> optimizer_;
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;

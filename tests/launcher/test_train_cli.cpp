@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -199,6 +200,100 @@ TEST(TrainCli, ResumeRefusesAnotherModelOrDataOrder) {
   EXPECT_EQ(seq.status, 1);
   EXPECT_THAT(seq.err, HasSubstr("seq_len"));
   EXPECT_TRUE(fs::exists(d + "/step-00000002/model.safetensors"));
+}
+
+// A checkpoint records its data (each file's path, token count and XXH3-128, in order):
+// a resume on the same files in another order, on another file of the same length, or
+// on a file whose tokens changed is refused naming the file; --data-changed ok goes on,
+// saying so. The same files at another path resume as before.
+TEST(TrainCli, ResumeRunsOnTheDataItWasTrainedOn) {
+  TinySetup s;
+  // Two halves of the token file as two files, and a third of the same length as the second.
+  std::vector<uint32_t> all(4096);
+  NpyFile(s.dir.file("tokens.npy")).read(0, std::span<uint32_t>(all));
+  auto write = [&](const std::string& name, std::vector<uint32_t> ids) {
+    NpyWriter w(s.dir.file(name));
+    w.append(ids);
+    w.close();
+  };
+  write("a.npy", std::vector<uint32_t>(all.begin(), all.begin() + 2048));
+  write("b.npy", std::vector<uint32_t>(all.begin() + 2048, all.end()));
+  std::vector<uint32_t> other(all.begin() + 2048, all.end());
+  other[100] = (other[100] + 1) % 90;
+  write("c.npy", other);
+  const std::string cfg = "train --model-config " + s.dir.file("config.json") +
+                          " --seq-len 16 --global-batch 4 --micro-batch 2 --lr 1e-2 --warmup-steps 2 --threads 2";
+  const std::string d = s.dir.file("ckpt");
+  auto data = [&](const std::string& a, const std::string& b) { return " --data " + s.dir.file(a) + " " + s.dir.file(b); };
+  ASSERT_EQ(test::run_olmo2(cfg + data("a.npy", "b.npy") + " --steps 2 --save-dir " + d).status, 0);
+  const json state = json::parse(slurp(d + "/step-00000002/training_state.json")).at("state");
+  ASSERT_TRUE(state.contains("data_files")) << state.dump();
+  ASSERT_EQ(state["data_files"].size(), 2u) << state.dump();
+  EXPECT_EQ(state["data_files"][1]["path"], s.dir.file("b.npy"));
+  EXPECT_EQ(state["data_files"][1]["tokens"], 2048);
+  EXPECT_EQ(state["data_files"][1]["xxh3"].get<std::string>().size(), 32u);
+  const std::string resume = " --steps 4 --save-dir " + d + " --resume auto";
+  const test::RunResult swapped = test::run_olmo2(cfg + data("b.npy", "a.npy") + resume);
+  EXPECT_EQ(swapped.status, 1) << swapped.err;
+  EXPECT_THAT(swapped.err, HasSubstr("file 1 of --data, " + s.dir.file("b.npy") +
+                                     ", was file 2 of the checkpoint's run (its order: " + s.dir.file("a.npy") + ", " +
+                                     s.dir.file("b.npy") + ")"));
+  const test::RunResult changed = test::run_olmo2(cfg + data("a.npy", "c.npy") + resume);
+  EXPECT_EQ(changed.status, 1) << changed.err;
+  EXPECT_THAT(changed.err, HasSubstr("file 2 of --data, " + s.dir.file("c.npy") + " (2048 tokens, xxh3 "));
+  EXPECT_THAT(changed.err, HasSubstr("is not the checkpoint's file 2, " + s.dir.file("b.npy") + " (2048 tokens"));
+  EXPECT_THAT(changed.err, HasSubstr("give --data-changed ok"));
+  const test::RunResult fewer = test::run_olmo2(cfg + " --data " + s.dir.file("tokens.npy") + resume);
+  EXPECT_EQ(fewer.status, 1);
+  EXPECT_THAT(fewer.err, HasSubstr("the checkpoint's run read 2 files"));
+  EXPECT_FALSE(fs::exists(d + "/step-00000003")) << "a refused resume trained";
+  // Allowed on request, and said.
+  const test::RunResult ok = test::run_olmo2(cfg + data("a.npy", "c.npy") + resume + " --data-changed ok");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_THAT(ok.err, HasSubstr("note: --data-changed ok: file 2 of --data"));
+  EXPECT_THAT(ok.err, HasSubstr("the data order goes on from the checkpoint's position"));
+  // The same files under other paths: the same data.
+  fs::create_directories(s.dir.file("moved"));
+  fs::copy_file(s.dir.file("a.npy"), s.dir.file("moved/a.npy"));
+  fs::copy_file(s.dir.file("b.npy"), s.dir.file("moved/b.npy"));
+  const std::string d2 = s.dir.file("ckpt2");
+  ASSERT_EQ(test::run_olmo2(cfg + data("a.npy", "b.npy") + " --steps 2 --save-dir " + d2).status, 0);
+  const test::RunResult moved = test::run_olmo2(cfg + data("moved/a.npy", "moved/b.npy") + " --steps 4 --save-dir " +
+                                                d2 + " --resume auto");
+  EXPECT_EQ(moved.status, 0) << moved.err;
+  EXPECT_THAT(moved.err, ::testing::Not(HasSubstr("data")));
+  const test::RunResult bad = test::run_olmo2(cfg + data("a.npy", "b.npy") + resume + " --data-changed yes");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_THAT(bad.err, HasSubstr("--data-changed must be ok"));
+}
+
+// A resume that changes only the micro-batch reshards nothing, and says so.
+TEST(TrainCli, AResumeWithAnotherMicroBatchSaysWhatChanged) {
+  TinySetup s;
+  const std::string d = s.dir.file("ckpt");
+  ASSERT_EQ(test::run_olmo2(s.base(d) + " --steps 2").status, 0);
+  std::string args = s.base(d);
+  args.replace(args.find("--micro-batch 2"), 15, "--micro-batch 1");
+  const test::RunResult one = test::run_olmo2(args + " --steps 4 --resume auto");
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_THAT(one.err, HasSubstr("note: resuming a run of micro-batch 2 with micro-batch 1"));
+  EXPECT_THAT(one.err, HasSubstr("the weights and optimizer state load as saved"));
+  EXPECT_THAT(one.err, ::testing::Not(HasSubstr("resharded")));
+}
+
+// An INI file cannot include another: `config = other.ini` is refused naming the line
+// (it used to be ignored, and the run then failed for the options it held).
+TEST(TrainCli, AConfigFileNamingAnotherIsRefused) {
+  TinySetup s;
+  std::ofstream(s.dir.file("other.ini")) << "seq-len = 16\n";
+  std::ofstream(s.dir.file("main.ini")) << "# options\nsteps = 2\n  config = " << s.dir.file("other.ini") << "\n";
+  const test::RunResult r = test::run_olmo2("train --config " + s.dir.file("main.ini") + " --model-config " +
+                                            s.dir.file("config.json") + " --data " + s.dir.file("tokens.npy") +
+                                            " --global-batch 4");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "olmo2: error: --config " + s.dir.file("main.ini") + ": line 3 names another config file (config = " +
+                       s.dir.file("other.ini") + "); config files do not include others: give its options in this "
+                       "file, or that file as --config\n");
 }
 
 TEST(TrainCli, NonFiniteLossSkipsTheUpdate) {
