@@ -1,5 +1,6 @@
 #include "launcher/serve_options.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -37,6 +38,9 @@ void add_serve_options(po::options_description& d) {
       "max-activation-bytes", po::value<std::string>(),
       "most bytes of activations one request may ask for (its reads' worst case, f32), e.g. 16MiB, 1GiB; "
       "more gets 400 (default 64MiB)")(
+      "max-activation-memory", po::value<std::string>(),
+      "bytes of activations all requests in the server together may return at worst; beyond it requests with reads "
+      "wait for earlier ones (default: the larger of --kv-cache-memory and --max-activation-bytes)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 25, under Slurm's default KillWait of 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
       "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
@@ -105,6 +109,12 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
   };
   memory("kv-cache-memory", o.kv_cache_bytes);
   memory("max-activation-bytes", o.max_activation_bytes);
+  memory("max-activation-memory", o.max_activation_memory);
+  if (!vm.count("max-activation-memory")) o.max_activation_memory = std::max(o.kv_cache_bytes, o.max_activation_bytes);
+  if (o.max_activation_memory < o.max_activation_bytes) {
+    OLMO2_THROW(UsageError, "--max-activation-memory ", o.max_activation_memory, " is below --max-activation-bytes ",
+                o.max_activation_bytes, ": a request allowed its reads could never run");
+  }
   auto positive = [&](const char* name, int64_t& field) {
     if (!vm.count(name)) return;
     field = vm[name].as<int64_t>();

@@ -32,6 +32,10 @@ struct ServeOptions {
   /// --max-activation-bytes: the most bytes one request's activation reads may return at
   /// worst (docs/architecture.md §13)
   int64_t max_activation_bytes = int64_t{64} << 20;
+  /// --max-activation-memory: the bytes of reads all requests together may return at
+  /// worst (rank 0 holds them until written); 0 (not given): the larger of
+  /// --kv-cache-memory and --max-activation-bytes.
+  int64_t max_activation_memory = 0;
   double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
   double collective_timeout = 300;  ///< --collective-timeout seconds
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)

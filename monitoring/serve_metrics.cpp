@@ -20,6 +20,7 @@ struct ServeMetrics::Families {
   prometheus::Counter* preemptions = nullptr;
   prometheus::Counter *cache_queries = nullptr, *cache_hits = nullptr;
   prometheus::Gauge *running = nullptr, *waiting = nullptr, *kv_usage = nullptr;
+  prometheus::Gauge *activation_bytes = nullptr, *activation_waiting = nullptr;
 };
 
 namespace {
@@ -67,6 +68,13 @@ ServeMetrics::ServeMetrics() : f_(std::make_unique<Families>()) {
                      .Help("Requests waiting to be scheduled (new or pre-empted)").Register(reg).Add({});
   f_->kv_usage = &prometheus::BuildGauge().Name("olmo2_serve_kv_cache_usage_ratio")
                       .Help("Share of KV-cache blocks in use, 0 to 1").Register(reg).Add({});
+  f_->activation_bytes = &prometheus::BuildGauge().Name("olmo2_serve_activation_memory_bytes")
+                              .Help("Bytes of activation reads the requests in the server may return at worst "
+                                    "(reserved against --max-activation-memory)")
+                              .Register(reg).Add({});
+  f_->activation_waiting = &prometheus::BuildGauge().Name("olmo2_serve_activation_waiting_requests")
+                                .Help("Requests with activation reads waiting for --max-activation-memory")
+                                .Register(reg).Add({});
 }
 
 ServeMetrics::~ServeMetrics() = default;
@@ -98,6 +106,12 @@ void ServeMetrics::engine_state(int64_t running, int64_t waiting, double kv_cach
   f_->running->Set(static_cast<double>(running));
   f_->waiting->Set(static_cast<double>(waiting));
   f_->kv_usage->Set(kv_cache_usage_ratio);
+}
+
+void ServeMetrics::activation_memory(int64_t reserved_bytes, int64_t waiting) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  f_->activation_bytes->Set(static_cast<double>(reserved_bytes));
+  f_->activation_waiting->Set(static_cast<double>(waiting));
 }
 
 void ServeMetrics::preempted(int64_t count) {

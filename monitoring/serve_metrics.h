@@ -30,6 +30,9 @@ class ServeMetrics {
   void inter_token(double seconds);
   /// Scheduler state after a step: running and waiting requests, used/total KV blocks.
   void engine_state(int64_t running, int64_t waiting, double kv_cache_usage_ratio);
+  /// The activation budget's state: bytes reserved by requests with reads, requests
+  /// waiting for room (runtime/serve/activation_budget.h).
+  void activation_memory(int64_t reserved_bytes, int64_t waiting);
   /// Sequences pre-empted (blocks freed, recomputed later) since the last call.
   void preempted(int64_t count);
   /// Prefix caching since the last call, in tokens (as vLLM counts them): tokens of the

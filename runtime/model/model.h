@@ -41,6 +41,11 @@ struct ForwardOptions {
   /// sites, final_norm_output and lm_head_output (the rows that get logits, this rank's
   /// vocab rows before any gather) on the last stage. Null: none.
   ForwardTap* tap = nullptr;
+  /// On the last stage, whether each sequence's rows that get logits came out of the
+  /// final norm finite (ForwardResult::nonfinite): a NaN or infinity anywhere upstream
+  /// (an intervention that overflows the residual, a broken checkpoint) reaches them.
+  /// One per-row sum of squares and a copy of R floats to the host.
+  bool check_finite = false;
 };
 
 /// The logits (and optionally hidden states) of a forward.
@@ -49,6 +54,9 @@ struct ForwardResult {
   std::vector<Tensor> logits;
   /// hidden[l][i]: output of layer l for sequence i, [T_i, h] (before the final norm).
   std::vector<std::vector<Tensor>> hidden;
+  /// With check_finite, on the last stage: per sequence, 1 when one of its rows that got
+  /// logits is not finite after the final norm (the logits are then garbage).
+  std::vector<uint8_t> nonfinite;
 };
 
 /// OLMo 2 forward: embedding, per layer QK-normed attention with RoPE and GQA and a

@@ -1,5 +1,7 @@
 // Olmo2Model's forward: the stage input (embedding or the previous stage's rows), the
 // decoder layers, and on the last stage the final norm and lm_head.
+#include <cmath>
+
 #include "ops/batch_invariant_gemm.h"
 #include "ops/gemm.h"
 #include "ops/rmsnorm.h"
@@ -126,6 +128,20 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
     last = Tensor::zeros({first[nseq], h}, DType::F32, device_);
     ops::gather_rows(x.view(), index.view(), last.view());
     rows_in = last.view();
+  }
+  if (options.check_finite) {
+    // Σx² of each row is finite exactly when the row is (an overflow of the square needs
+    // |x| > 1.8e19: no normalized row gets there).
+    Tensor sumsq = Tensor::zeros({rows_in.size(0)}, DType::F32, device_);
+    ops::rmsnorm_partials(rows_in, sumsq.view());
+    std::vector<float> host(static_cast<size_t>(rows_in.size(0)));
+    ops::copy(sumsq.view(), host_view(host));
+    result.nonfinite.assign(nseq, 0);
+    for (size_t i = 0; i < nseq; ++i) {
+      for (int64_t r = first[i]; r < first[i + 1]; ++r) {  // its rows of rows_in
+        if (!std::isfinite(host[static_cast<size_t>(r)])) result.nonfinite[i] = 1;
+      }
+    }
   }
   const int64_t vl = sh.vocab_rows.size();
   Tensor local = Tensor::zeros({rows_in.size(0), vl}, DType::F32, device_);

@@ -36,6 +36,8 @@ struct ApiRequest {
   int32_t top_logprobs = 0;    ///< alternatives per token (completions: logprobs; chat: top_logprobs)
   bool return_tokens_as_token_ids = false;  ///< tokens shown as "token_id:ID" (vLLM)
   bool skip_special_tokens = true;          ///< as every prompt's params (text offsets follow it)
+  /// The worst-case bytes of every prompt's activation reads together (0: no reads).
+  int64_t activation_bytes = 0;
 };
 
 }  // namespace olmo2

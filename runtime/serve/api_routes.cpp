@@ -122,6 +122,20 @@ void generate(const ApiContext& c, const http::Request& req, http::ResponseWrite
   } catch (const std::exception& e) {  // a tokenizer or template error: still the request's fault
     return refuse(c, w, 400, e.what(), "", extra);
   }
+  // The server-wide bound on reads (--max-activation-memory): this request's worst case
+  // is reserved before it runs, waiting for earlier ones to finish (docs/architecture.md §13).
+  ActivationBudget::Lease reads;
+  if (api.activation_bytes > 0 && c.activation_budget) {
+    try {
+      reads = c.activation_budget->acquire(api.activation_bytes, [&] { return w.client_gone(); });
+    } catch (const InputError& e) {
+      return refuse(c, w, 400, e.what(), "activations", extra);
+    }
+    if (reads.bytes() == 0) {  // the client hung up while it waited
+      c.metrics->request_finished("cancelled");
+      return w.abort();
+    }
+  }
   std::vector<std::shared_ptr<ServeRequest>> requests;
   try {
     for (const CompletionParams& p : api.prompts) requests.push_back(c.engine->submit(p));
@@ -156,7 +170,7 @@ void generate(const ApiContext& c, const http::Request& req, http::ResponseWrite
   drive(requests, *a, w, false);
   if (w.finished()) return;
   if (a->error_status() != 0) {
-    return send_json(w, a->error_status(), error_json(a->error_status(), a->error_message(), ""), extra);
+    return send_json(w, a->error_status(), error_json(a->error_status(), a->error_message(), a->error_param()), extra);
   }
   send_json(w, 200, a->body(), extra);
 }

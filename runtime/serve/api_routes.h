@@ -5,6 +5,7 @@
 #include <string>
 
 #include "monitoring/serve_metrics.h"
+#include "runtime/serve/activation_budget.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/completion_api.h"
 #include "runtime/serve/http/http_listener.h"
@@ -26,6 +27,9 @@ struct ApiContext {
   const ChatTemplate* chat_template = nullptr;
   nlohmann::json chat_extra = nlohmann::json::object();
   int64_t created = 0;  ///< the server's start, Unix seconds (the model object's "created")
+  /// The server-wide bound on activation reads (null: none): a request with reads
+  /// reserves their worst case before it is submitted, and waits for room.
+  ActivationBudget* activation_budget = nullptr;
 };
 
 /// Installs on `server` (before it starts): POST /v1/completions and

@@ -113,6 +113,7 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   int64_t trace_bytes = 0;
   p.trace = trace_for_prompt(trace, p, served, "the rendered prompt", trace_bytes);
   r.prompts.push_back(std::move(p));
+  r.activation_bytes = trace_bytes;
   return r;
 }
 

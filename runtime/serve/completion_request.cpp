@@ -131,6 +131,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
     r.prompts.push_back(std::move(p));
     r.prompt_texts.push_back(prompts[i].text);
   }
+  r.activation_bytes = trace_bytes;
   return r;
 }
 

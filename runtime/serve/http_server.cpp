@@ -21,6 +21,10 @@ HttpServer::HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const 
   so.workers = std::max(options.threads, 4);
   server_ = std::make_unique<http::Server>(so);
   ApiContext context{&engine, &tokenizer, model, &metrics, options.api_key};
+  if (options.max_activation_memory > 0) {
+    activation_budget_ = std::make_unique<ActivationBudget>(options.max_activation_memory, &metrics);
+    context.activation_budget = activation_budget_.get();
+  }
   context.chat_template = chat_template;
   context.chat_extra = std::move(chat_extra);
   context.created = std::chrono::duration_cast<std::chrono::seconds>(

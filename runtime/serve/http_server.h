@@ -7,6 +7,7 @@
 #include <string>
 
 #include "monitoring/serve_metrics.h"
+#include "runtime/serve/activation_budget.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/completion_api.h"
 #include "runtime/serve/serving_engine.h"
@@ -23,6 +24,9 @@ struct HttpOptions {
   std::string api_key;             ///< "" = no authentication
   int64_t max_body_bytes = 1 << 20;  ///< larger bodies are refused unread (413, param "body")
   int threads = 64;                ///< HTTP worker threads (each holds one request while it runs)
+  /// --max-activation-memory: the bytes of activation reads all requests in the server
+  /// may return at worst together (activation_budget.h); 0: no bound.
+  int64_t max_activation_memory = 0;
 };
 
 /// Routes requests to the engine (the routes: api_routes.h). POST /v1/completions and
@@ -54,6 +58,7 @@ class HttpServer {
   int port() const;                     ///< the bound port (the kernel's choice for port 0)
 
  private:
+  std::unique_ptr<ActivationBudget> activation_budget_;  // with max_activation_memory
   std::unique_ptr<http::Server> server_;
 };
 

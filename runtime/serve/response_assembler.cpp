@@ -49,7 +49,8 @@ std::vector<std::string> ResponseAssembler::feed(size_t p, const CompletionChunk
   if (!chunk.error.empty()) {
     error_status_ = engine_error_status(chunk);
     error_message_ = chunk.error;
-    if (request_.stream) out.push_back(sse_event(dump_json(error_json(error_status_, error_message_, ""))));
+    error_param_ = chunk.error_param;
+    if (request_.stream) out.push_back(sse_event(dump_json(error_json(error_status_, error_message_, error_param_))));
     return out;
   }
   if (p >= prompts_.size() || chunk.choice < 0 || static_cast<size_t>(chunk.choice) >= prompts_[p].choices.size()) {

@@ -59,6 +59,7 @@ class ResponseAssembler {
   /// The HTTP status of the error that ended the response (0: none) and its message.
   int error_status() const { return error_status_; }
   const std::string& error_message() const { return error_message_; }
+  const std::string& error_param() const { return error_param_; }  ///< the field the error names, or ""
   /// The non-streamed body (once done() without error): id, object, created, model,
   /// choices, usage. Throws Error before that.
   nlohmann::json body() const;
@@ -113,7 +114,7 @@ class ResponseAssembler {
   int64_t created_;
   std::vector<Prompt> prompts_;
   int error_status_ = 0;
-  std::string error_message_;
+  std::string error_message_, error_param_;
 };
 
 }  // namespace olmo2

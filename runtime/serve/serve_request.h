@@ -66,7 +66,8 @@ struct CompletionChunk {
   double cumulative_logprob = 0;      ///< Σ logprob of the choice's tokens so far (best_of)
   std::string finish_reason;          ///< set on the choice's last chunk: "stop" or "length"
   std::string error;                  ///< set on the last chunk when the server gave up on it
-  int error_status = 0;               ///< with error: the HTTP status it maps to (500, 503)
+  int error_status = 0;               ///< with error: the HTTP status it maps to (400, 500, 503)
+  std::string error_param;            ///< with error: the request field it names ("" : none)
   /// With trace reads, on the choice's last chunk (the one with finish_reason): the
   /// response's "activations" object (trace::ActivationStore::result). Null otherwise.
   nlohmann::json activations;

@@ -1,8 +1,11 @@
 #include "runtime/serve/serving_engine.h"
 
+#include "runtime/serve/nonfinite_answer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 
 #include "runtime/serve/stop_strings.h"
 #include "runtime/trace/activation_recorder.h"
@@ -182,6 +185,7 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
   fo.last_logits_only = true;
   fo.batch_invariant = true;
   fo.vocab_parallel_logits = true;
+  fo.check_finite = true;  // a NaN or infinity ends its request with an error, never garbage tokens
   // Chosen tokens and scored prompt positions by plan position: micro-batches run in
   // their order, results go back in plan order.
   std::vector<SelectedToken> chosen(plan.sequences.size());
@@ -251,6 +255,12 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
       } else {
         chosen[i] = std::move(got[j]);
       }
+    }
+    for (size_t j = 0; j < seqs.size(); ++j) {  // the results say which sequences went non-finite
+      if (j >= out.nonfinite.size() || !out.nonfinite[j]) continue;
+      const size_t i = seqs[j];
+      if (plan.sequences[i].sample) chosen[i].id = kNonFiniteToken;
+      for (SelectedToken& s : scored[i]) s.id = kNonFiniteToken;
     }
   }
   if (traced) collect_activations(plan, pieces);
@@ -449,6 +459,18 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
     const int32_t c = owner->second.second;
     Choice& ch = a.choices[static_cast<size_t>(c)];
     const CompletionParams& params = a.request->params();
+    const bool nonfinite = (t && t->id == kNonFiniteToken) ||
+                           (i < prompt.size() && std::any_of(prompt[i].begin(), prompt[i].end(), [](const SelectedToken& s) {
+                              return s.id == kNonFiniteToken;
+                            }));
+    if (nonfinite) {
+      CompletionChunk error = nonfinite_answer(params, p.start + static_cast<int64_t>(p.tokens.size()) - 1,
+                                               model_.config().num_hidden_layers);
+      std::cerr << "request " << a.request->id() << ": " << error.error << std::endl;
+      const std::string outcome = error.error_status == 400 ? "invalid" : "error";
+      finish(owner->second.first, std::move(error), outcome);
+      continue;
+    }
     const int64_t plen = static_cast<int64_t>(params.prompt.size());
     if (i < prompt.size() && !prompt[i].empty()) {
       a.scored += static_cast<int64_t>(prompt[i].size());

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -238,6 +239,45 @@ class StreamedRequest {
   nlohmann::json usage_, error_;
   std::thread thread_;
 };
+
+/// Base64 (RFC 4648) of the little-endian bytes of `values`: an intervention's vector.
+inline std::string f32_base64(const std::vector<float>& values) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes(values.size() * 4, '\0');
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b0 = static_cast<unsigned char>(bytes[i]);
+    const uint32_t b1 = i + 1 < bytes.size() ? static_cast<unsigned char>(bytes[i + 1]) : 0;
+    const uint32_t b2 = i + 2 < bytes.size() ? static_cast<unsigned char>(bytes[i + 2]) : 0;
+    const uint32_t v = b0 << 16 | b1 << 8 | b2;
+    out += alphabet[v >> 18 & 63];
+    out += alphabet[v >> 12 & 63];
+    out += i + 1 < bytes.size() ? alphabet[v >> 6 & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+/// The careless steering of the hostile-client probe: 64 floats of 3e38 added to every
+/// layer's output (coefficient × vector is finite, the residual overflows f32). The
+/// answer is a 400 naming the intervention — streamed or not — never a 200 of garbage
+/// tokens; the server says so in its log and serves the next request as before.
+inline void expect_overflowing_steering_is_refused(const Server& server, int64_t hidden, const std::string& what) {
+  const std::string steer = R"(,"interventions":[{"type":"add","name":"layers.*.layer_output","vector":")" +
+                            f32_base64(std::vector<float>(static_cast<size_t>(hidden), 3e38f)) + R"("}])";
+  const std::string body = R"({"prompt":"The capital of France is","max_tokens":4,"temperature":0,"logprobs":1)";
+  const auto [status, j] = server.complete(body + steer + "}");
+  EXPECT_EQ(status, 400) << what << ": " << j;
+  EXPECT_EQ(j["error"]["param"], "interventions") << what << ": " << j;
+  const std::string message = j["error"].value("message", "");
+  EXPECT_THAT(message, ::testing::HasSubstr("non-finite (NaN or infinity) at position")) << what;
+  EXPECT_THAT(message, ::testing::HasSubstr("interventions[0] add at layers 0,1 layer_output, coefficient 1 × a "
+                                            "vector of norm 2.4e+39")) << what << ": " << message;
+  EXPECT_THAT(server.log(), ::testing::HasSubstr("the model's activations became non-finite")) << what;
+  const auto [ok, answer] = server.complete(body + "}");
+  EXPECT_EQ(ok, 200) << what << ": the next request is served: " << answer;
+}
 
 /// 12 requests sharing a 60-token system prompt (ids), each with 3 … 10 of its own;
 /// greedy and seeded, 10 tokens with 2 alternatives each.

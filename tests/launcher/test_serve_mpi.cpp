@@ -104,6 +104,14 @@ TEST(ServeUnderMpirun, TensorParallelAnswersEqualOneProcess) {
   });
 }
 
+// The overflowing steering of the hostile-client probe at tp 2 and pp 2: the same 400.
+TEST(ServeUnderMpirun, SteeringThatOverflowsIsA400InEveryLayout) {
+  for (const char* layout : {"--tp 2", "--pp 2"}) {
+    Server server(model().path, layout, kMpirun);
+    test::expect_overflowing_steering_is_refused(server, 64, layout);
+  }
+}
+
 TEST(ServeUnderMpirun, PipelineAnswersEqualOneProcess) {
   Server server(model().path, "--pp 2 --max-batch-tokens 32 --max-running-requests 8", kMpirun);
   expect_same(concurrently(server, bodies()), "pp 2");
