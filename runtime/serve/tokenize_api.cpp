@@ -57,14 +57,17 @@ json detokenize_response(const std::string& text, const ServedModel& served, con
   std::vector<int32_t> ids;
   for (size_t i = 0; i < tokens->size(); ++i) {
     const json& e = (*tokens)[i];
+    // One rule for every id the server takes or gives (docs/architecture.md §8): an id
+    // of the model's vocabulary, the rows of its logits. Ids past the tokenizer's (a
+    // padded embedding's rows) have no text, in completions as here.
     if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
-        e.get<int64_t>() < 0 || e.get<int64_t>() >= tokenizer.vocab_size()) {
-      f.fail("tokens", "tokens[" + std::to_string(i) + "] is not a token id in [0, " +
-                           std::to_string(tokenizer.vocab_size()) + "): " + brief(e));
+        e.get<int64_t>() < 0 || e.get<int64_t>() >= served.vocab_size) {
+      f.fail("tokens", "tokens[" + std::to_string(i) + "] is not a token id of the model's vocabulary [0, " +
+                           std::to_string(served.vocab_size) + "): " + brief(e));
     }
     ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
   }
-  return {{"prompt", tokenizer.decode(ids)}};
+  return {{"prompt", decode_known(tokenizer, ids, false)}};
 }
 
 json model_json(const ServedModel& served, int64_t created) {

@@ -6,6 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <random>
 #include <thread>
@@ -396,6 +401,82 @@ TEST(Serve, ASecondSignalCancelsTheRequestsInFlight) {
   EXPECT_TRUE(req.done());
   EXPECT_EQ(server.process.wait_for(30), 0) << server.log();
   EXPECT_THAT(server.log(), HasSubstr("second signal: cancelling the requests in flight"));
+}
+
+// A client that sends its whole request and then shuts down its sending side
+// (shutdown(SHUT_WR), as `nc -N` and some HTTP/1.0 clients do) still gets its answer:
+// HTTP/1.1 lets a server answer after the client's FIN. Streamed and not. (A client that
+// closes for good is still cancelled: serve_http.hostile_clients' hang-up case.)
+TEST(Serve, AHalfClosedRequestIsAnswered) {
+  Server server(model().path, "");
+  for (const auto& [stream, version] : {std::pair{false, "1.1"}, {true, "1.1"}, {false, "1.0"}}) {
+    const std::string body = greedy("\"The capital of France is\"", 6, stream ? R"(,"stream":true)" : "");
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET, a.sin_addr.s_addr = htonl(INADDR_LOOPBACK), a.sin_port = htons(static_cast<uint16_t>(server.port));
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const std::string request = "POST /v1/completions HTTP/" + std::string(version) +
+                                "\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    std::string reply;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    ::close(fd);
+    // The server may send an interim 100 Continue first (its probe for a client that
+    // closed for good; clients must accept one, RFC 9110's "Informational 1xx"), then the answer.
+    const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (reply.rfind(interim, 0) == 0) {
+      EXPECT_EQ(std::string(version), "1.1") << "no interim response to an HTTP/1.0 client";
+      reply.erase(0, interim.size());
+    }
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << (stream ? "streamed: " : "") << version << ": " << reply;
+    EXPECT_THAT(reply, HasSubstr(stream ? "data: [DONE]" : "\"finish_reason\":\"length\"")) << reply;
+  }
+  EXPECT_TRUE(server.accepting());
+}
+
+// An intervention that passes validation but overflows the residual stream: a 400
+// naming it (it used to be a 200 with "$$$$" and -9999 logprobs, nothing logged).
+TEST(Serve, SteeringThatOverflowsIsA400NamingTheIntervention) {
+  Server server(model().path, "");
+  test::expect_overflowing_steering_is_refused(server, 64, "one process");
+}
+
+// --max-activation-memory bounds the reads of every request in the server together: a
+// second request whose reads would not fit beside the first's waits (and the metrics say
+// so) until the first is done, then runs; each is answered whole.
+TEST(Serve, ActivationReadsBeyondTheServersBudgetWait) {
+  static const test::ServeModel long_context(2048);
+  // Each request may read layers.0.layer_output (64 f32 = 256 B a position) at up to
+  // 5 + 1800 positions: ~460 KB; the budget holds one, not two.
+  Server server(long_context.path, "--max-activation-bytes 512KiB --max-activation-memory 512KiB");
+  const std::string body = R"({"prompt":"The capital of France is","max_tokens":1800,"ignore_eos":true,)"
+                           R"("temperature":0,"stream":true,"activations":["layers.0.layer_output"]})";
+  test::StreamedRequest first(server, body);
+  ASSERT_TRUE(test::wait_until([&] { return server.metrics()["olmo2_serve_activation_memory_bytes"] > 0; }, 60,
+                               "the first request's reservation"));
+  test::StreamedRequest second(server, body);
+  ASSERT_TRUE(test::wait_until([&] { return server.metrics()["olmo2_serve_activation_waiting_requests"] == 1; }, 60,
+                               "the second request to wait"));
+  const double reserved = server.metrics()["olmo2_serve_activation_memory_bytes"];
+  EXPECT_GT(reserved, 400000) << "one request's worst case";
+  EXPECT_LE(reserved, 512 * 1024);
+  ASSERT_TRUE(first.finish(300));
+  ASSERT_TRUE(second.finish(300));
+  EXPECT_EQ(first.status(), 200);
+  EXPECT_EQ(second.status(), 200);
+  EXPECT_EQ(first.finish_reason(), "length");
+  EXPECT_EQ(second.finish_reason(), "length") << second.error_message();
+  const auto m = server.metrics();
+  EXPECT_EQ(m.at("olmo2_serve_activation_memory_bytes"), 0);
+  EXPECT_EQ(m.at("olmo2_serve_activation_waiting_requests"), 0);
+  // A budget below what one request may read is refused at start.
+  const test::RunResult bad = test::run_olmo2("serve --model " + model().path +
+                                              " --port 0 --max-activation-bytes 1MiB --max-activation-memory 512KiB");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--max-activation-memory 524288 is below --max-activation-bytes 1048576"));
 }
 
 // --port 0: the kernel picks a free port, which the start line and the --port-file name

@@ -63,14 +63,18 @@ TEST(TokenizeApi, Detokenize) {
   const json& c = offset_case("special_inside");  // special tokens are kept
   EXPECT_EQ(detokenize_response(R"({"tokens": )" + c["ids"].dump() + "}", kModel, tokenizer())["prompt"],
             "x<|endoftext|>y");
-  for (const std::string body : {R"({})", R"({"tokens": "a"})", R"({"tokens": [1, -1]})", R"({"tokens": [100278]})",
+  for (const std::string body : {R"({})", R"({"tokens": "a"})", R"({"tokens": [1, -1]})", R"({"tokens": [100352]})",
                                  R"({"tokens": [1.5]})"}) {
     const Refusal r = refusal(body, [&] { detokenize_response(body, kModel, tokenizer()); });
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(r.param, "tokens") << body;
   }
-  const Refusal r = refusal("range", [&] { detokenize_response(R"({"tokens": [100278]})", kModel, tokenizer()); });
-  EXPECT_THAT(r.message, HasSubstr("tokens[0] is not a token id in [0, 100278)"));
+  const Refusal r = refusal("range", [&] { detokenize_response(R"({"tokens": [100352]})", kModel, tokenizer()); });
+  EXPECT_THAT(r.message, HasSubstr("tokens[0] is not a token id of the model's vocabulary [0, 100352)"));
+  // The one rule of completions: ids of the model's vocabulary past the tokenizer's (the
+  // padded rows 100278 … 100351 of dolma2's 100352) are taken and have no text.
+  EXPECT_EQ(detokenize_response(R"({"tokens": [9906, 100278, 100351, 0]})", kModel, tokenizer()),
+            json::parse(R"({"prompt": "Hello!"})"));
 }
 
 TEST(TokenizeApi, Models) {

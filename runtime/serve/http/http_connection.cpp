@@ -1,5 +1,7 @@
 #include "runtime/serve/http/http_connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -42,7 +44,8 @@ Connection::Connection(tcp::socket socket, ServerCore& core)
       socket_(std::move(socket)),
       strand_(socket_.get_executor()),
       read_timer_(strand_),
-      write_timer_(strand_) {}
+      write_timer_(strand_),
+      probe_timer_(strand_) {}
 
 Connection::~Connection() {
   {
@@ -220,6 +223,11 @@ bool Connection::on_header() {
   if (q != std::string::npos) request_.query = target.substr(q + 1);
   for (const auto& f : msg) request_.headers.add(std::string(f.name_string()), std::string(f.value()));
   request_keep_alive_ = parser_->keep_alive();
+  http11_ = msg.version() >= 11;
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    response_base_ = queued_;
+  }
   // A body the parser cannot delimit (Transfer-Encoding not ending in chunked) would be
   // read as the next request: refused. (Content-Length with chunked the parser refuses.)
   if (request_.headers.has("Transfer-Encoding") && !parser_->chunked()) {
@@ -314,8 +322,51 @@ void Connection::watch_client(uint64_t gen) {
     const ssize_t r = ::recv(self->socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (r > 0) return;  // a pipelined request: the client is there
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch_client(gen);
-    self->gone_ = true;  // end of stream or a reset: nobody will read the answer
+    if (r == 0) {
+      // End of stream: the client shut down its sending side (FIN). It may still read
+      // the answer (`nc -N` and some HTTP/1.0 clients half-close after the request), so
+      // the request goes on and the connection closes after it; probe_half_close tells
+      // a client that closed for good (and should have its request cancelled) from one
+      // that waits.
+      self->close_after_ = true;
+      self->probe_half_close(gen);
+      return;
+    }
+    self->gone_ = true;  // a reset: nobody will read the answer
     self->written_cv_.notify_all();
+  });
+}
+
+void Connection::probe_half_close(uint64_t gen) {
+  // HTTP/1.1 clients must accept an interim 1xx response before the final one (RFC 9110,
+  // "Informational 1xx"); HTTP/1.0 ones must not be sent one, and simply get the answer.
+  if (!http11_) return;
+  {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    if (dead_ || queued_ != response_base_) return;  // the answer has begun: its own writes tell
+    ++queued_;
+    net::post(strand_, [self = shared_from_this()] {
+      self->pending_.push_back("HTTP/1.1 100 Continue\r\n\r\n");
+      if (!self->writing_) self->write_next();
+    });
+  }
+  // A socket closed for good answers new data with a reset; a half-closed one takes it.
+  probe_timer_.expires_after(std::chrono::milliseconds(300));
+  probe_timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
+    if (ec || self->phase_ != Phase::handler || self->generation_ != gen) return;
+    // (recv would still say end of stream: Linux reports the FIN before the reset's
+    // error, so the socket's state is what tells.)
+    tcp_info info{};
+    socklen_t n = sizeof info;
+    int err = 0;
+    socklen_t en = sizeof err;
+    const int fd = self->socket_.native_handle();
+    const bool reset = (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &n) == 0 && info.tcpi_state == TCP_CLOSE) ||
+                       (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &en) == 0 && err != 0);
+    if (reset) {
+      self->gone_ = true;  // nobody will read the answer
+      self->written_cv_.notify_all();
+    }
   });
 }
 

@@ -84,6 +84,11 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   void on_timeout();
   void arm_read_deadline(double seconds);
   void watch_client(uint64_t generation);
+  /// After the client's FIN during a handler: an interim "100 Continue" (HTTP/1.1, before
+  /// any of the answer) and, 300 ms later, a look for the reset a closed socket answers it
+  /// with — then the client is gone (its request is cancelled); else it half-closed and
+  /// gets its answer.
+  void probe_half_close(uint64_t generation);
   void write_next();
   void on_finished(bool reusable);
   void after_response();
@@ -95,7 +100,7 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   ServerCore& core_;
   tcp::socket socket_;
   boost::asio::any_io_executor strand_;  // socket_'s; copied so that workers never touch socket_
-  boost::asio::steady_timer read_timer_, write_timer_;
+  boost::asio::steady_timer read_timer_, write_timer_, probe_timer_;
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
   Request request_;
@@ -110,6 +115,7 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   bool header_end_seen_ = false;
   size_t header_consumed_ = 0;  // header bytes the parser has taken so far (it may take them field by field)
   bool writing_ = false, response_done_ = false, reusable_ = true;
+  bool http11_ = true;          // the current request's version is HTTP/1.1 (interim responses allowed)
   std::deque<std::string> pending_;
   std::string current_;
   std::vector<char> drain_buffer_;
@@ -120,6 +126,7 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   std::mutex write_mutex_;
   std::condition_variable written_cv_;
   uint64_t queued_ = 0, written_ = 0;  // under write_mutex_
+  uint64_t response_base_ = 0;         // under write_mutex_: queued_ when the current request began
 };
 
 }  // namespace olmo2::http
