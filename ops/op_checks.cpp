@@ -1,6 +1,10 @@
 // The shared argument checks of the ops (ops/op_checks.h).
 #include "ops/op_checks.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 #include "ops/backward.h"
 
@@ -138,6 +142,18 @@ void check_row_pair(const char* op, const TensorView& a, const TensorView& b) {
 void check_index_view(const char* op, const TensorView& index, int64_t n) {
   OLMO2_CHECK(index.dim() == 1 && index.dtype() == DType::I32 && index.size(0) == n && index.stride(0) == 1, op,
               ": index ", index.shape_str(), " ", dtype_name(index.dtype()), " for ", n, " rows");
+}
+
+void check_index_distinct(const char* op, const int32_t* ix, int64_t n) {
+  std::vector<std::pair<int32_t, int64_t>> sorted(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) sorted[static_cast<size_t>(i)] = {ix[i], i};
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k].first == sorted[k - 1].first) {
+      OLMO2_THROW(ShapeError, op, ": index ", sorted[k].first, " at ", sorted[k].second, " repeats the one at ",
+                  sorted[k - 1].second, " (two rows would be written to one destination row)");
+    }
+  }
 }
 
 void check_index_values(const char* op, const int32_t* ix, int64_t n, int64_t bound) {

@@ -91,4 +91,9 @@ void check_index_view(const char* op, const TensorView& index, int64_t n);
 /// outside [0, bound)" for the first that is not.
 void check_index_values(const char* op, const int32_t* ix, int64_t n, int64_t bound);
 
+/// No value occurs twice among ix[0 … n) (host memory): ShapeError "op: index X at i
+/// repeats the one at j" otherwise. scatter_rows needs it: two rows written to one
+/// destination are last-writer-wins on the CPU and a race on a GPU.
+void check_index_distinct(const char* op, const int32_t* ix, int64_t n);
+
 }  // namespace olmo2::ops

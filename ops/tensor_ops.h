@@ -25,7 +25,9 @@ void fill(const TensorView& dst, double value);
 void gather_rows(const TensorView& src, const TensorView& index, const TensorView& dst);
 
 /// dst[index[i], :] ← src[i, :] (the inverse of gather_rows: writing new keys and values
-/// into KV-cache rows). src [n, W], index [n] i32 in [0, R) and distinct, dst [R, W].
+/// into KV-cache rows). src [n, W], index [n] i32 in [0, R) and distinct (a repeated
+/// index is a ShapeError naming both places, on every backend: on a GPU it would be a
+/// race), dst [R, W].
 void scatter_rows(const TensorView& src, const TensorView& index, const TensorView& dst);
 
 /// Rounds every element of an f32 view in place to the nearest value of `dtype` (bf16:

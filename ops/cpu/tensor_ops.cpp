@@ -144,6 +144,7 @@ void cpu::gather_rows(const TensorView& src, const TensorView& index, const Tens
 void cpu::scatter_rows(const TensorView& src, const TensorView& index, const TensorView& dst) {
   check_row_pair("scatter_rows", src, dst);
   check_index("scatter_rows", index, src.size(0), dst.size(0));
+  check_index_distinct("scatter_rows", index.i32(), src.size(0));
   const size_t es = dtype_size(src.dtype()), bytes = static_cast<size_t>(src.size(1)) * es;
   const int32_t* ix = index.i32();
   const auto* in = static_cast<const char*>(src.data());

@@ -29,11 +29,12 @@ bool rows_contiguous(const TensorView& v) { return v.dim() == 2 && v.stride(1) =
 /// The shared index check (ops/op_checks.h), on a host copy of the index (one small
 /// device → host copy, which waits for the stream: the contract names a bad index before
 /// any write).
-void check_index(const char* op, const TensorView& index, int64_t n, int64_t bound) {
+void check_index(const char* op, const TensorView& index, int64_t n, int64_t bound, bool distinct = false) {
   check_index_view(op, index, n);
   std::vector<int32_t> host(static_cast<size_t>(n));
   if (n > 0) copy(index, TensorView(host.data(), DType::I32, {n}, Device::CPU));
   check_index_values(op, host.data(), n, bound);
+  if (distinct) check_index_distinct(op, host.data(), n);  // a repeated row would be a race
 }
 
 /// One block per listed row: gather dst[i] ← src[ix[i]], or scatter dst[ix[i]] ← src[i].
@@ -148,7 +149,7 @@ void gather_rows(const TensorView& src, const TensorView& index, const TensorVie
 
 void scatter_rows(const TensorView& src, const TensorView& index, const TensorView& dst) {
   check_row_pair("scatter_rows", src, dst);
-  check_index("scatter_rows", index, src.size(0), dst.size(0));
+  check_index("scatter_rows", index, src.size(0), dst.size(0), /*distinct=*/true);
   move_rows(src, index, dst, src.size(0), true);
 }
 

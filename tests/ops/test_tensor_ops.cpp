@@ -76,6 +76,14 @@ TEST(TensorOps, FillGatherScatterRoundScale) {
   int32_t bad[2] = {6, 8};
   EXPECT_THAT(shape_error([&] { scatter_rows(src.view().rows(0, 2), host_view(bad), pool.view()); }),
               HasSubstr("index 8 at 1 is outside [0, 8)"));
+  // Two rows to one destination: last-writer-wins here, a race on a GPU; refused on both.
+  int32_t twice[3] = {2, 5, 2};
+  Tensor before = Tensor::zeros({8, 4});
+  copy(pool.view(), before.view());
+  EXPECT_THAT(shape_error([&] { scatter_rows(src.view().rows(0, 3), host_view(twice), pool.view()); }),
+              HasSubstr("scatter_rows: index 2 at 2 repeats the one at 0"));
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(pool.f32()[i], before.f32()[i]) << "a refused scatter wrote";
+  EXPECT_NO_THROW(gather_rows(src.view(), host_view(twice), Tensor::zeros({3, 4}).view())) << "gathers may repeat";
 
   Tensor x = random_tensor({3, 5}, 3);
   Tensor y = Tensor::zeros({3, 5});

@@ -91,6 +91,12 @@ TEST(CudaTensorOps, BadRowIndexGivesTheCpuError) {
   const Tensor drows = test::upload(rows.view()), dfour = test::upload(four.view());
   EXPECT_EQ(test::error_text<ShapeError>([&] { scatter_rows(drows.view(), dix.view(), dfour.view()); }),
             test::error_text<ShapeError>([&] { cpu::scatter_rows(rows.view(), ix.view(), four.view()); }));
+  // A repeated destination row would be a race between two blocks: refused, as on the CPU.
+  ix.i32()[0] = 3, ix.i32()[1] = 3;
+  const Tensor dtwice = test::upload(ix.view());
+  const std::string repeated = test::error_text<ShapeError>([&] { cpu::scatter_rows(rows.view(), ix.view(), four.view()); });
+  EXPECT_THAT(repeated, ::testing::HasSubstr("index 3 at 1 repeats the one at 0"));
+  EXPECT_EQ(test::error_text<ShapeError>([&] { scatter_rows(drows.view(), dtwice.view(), dfour.view()); }), repeated);
 #endif
 }
 
