@@ -25,7 +25,8 @@ inline constexpr int64_t kMaxDeviceTopCandidates = 256;
 ///     columns: max is the most likely column's value; the sum is taken in fp64 (std::exp
 ///     of the double difference) in column order and rounded once to f32. (−∞, 0) for a
 ///     row without real columns.
-/// NaN logits have no defined place in the order. R = 0 or k = 0 without stats does
+/// NaN logits rank below every number, −∞ included (on every backend alike): one is
+/// chosen only when no number is left. R = 0 or k = 0 without stats does
 /// nothing. Shapes, dtypes or strides otherwise: ShapeError naming them. On CUDA, k at
 /// most kMaxDeviceTopCandidates (ShapeError above); the candidates are bit-identical to
 /// the CPU's, the sum is a fixed-order fp64 tree (equal to the CPU's after the f32

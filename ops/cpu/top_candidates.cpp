@@ -16,8 +16,16 @@ struct Pair {
   float value;
   int32_t column;
 };
-/// Most likely first: the higher value, then the lower column.
-bool more_likely(const Pair& a, const Pair& b) { return a.value > b.value || (a.value == b.value && a.column < b.column); }
+/// Most likely first: the higher value, then the lower column; NaN below every number,
+/// −∞ included (as the CUDA kernel's keys order it), so a NaN is chosen only when no
+/// number is left.
+bool more_likely_at(float av, int64_t ac, float bv, int64_t bc) {
+  const bool an = std::isnan(av), bn = std::isnan(bv);
+  if (an != bn) return bn;
+  if (!an && av != bv) return av > bv;
+  return ac < bc;
+}
+bool more_likely(const Pair& a, const Pair& b) { return more_likely_at(a.value, a.column, b.value, b.column); }
 }  // namespace
 
 TopCandidatesShape top_candidates_check(const TensorView& logits, int64_t real_cols, const TensorView& values,
@@ -69,7 +77,7 @@ void cpu::top_candidates(const TensorView& logits, int64_t real_cols, const Tens
     // The most likely column: one scan (argmax, the first among equal maxima).
     int64_t best = 0;
     for (int64_t j = 1; j < real; ++j) {
-      if (x[j] > x[best]) best = j;
+      if (more_likely_at(x[j], j, x[best], best)) best = j;
     }
     if (k == 1) {
       v[0] = x[best], c[0] = static_cast<int32_t>(best);

@@ -27,9 +27,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMax = static_cast<int>(kMaxDeviceTopCandidates);
 
 /// Order-preserving map of an f32 onto uint32 (a larger value has a larger key); −0 has
-/// +0's key, as the two compare equal.
+/// +0's key, as the two compare equal; every NaN has key 0, below −∞'s (0x007fffff), as the
+/// CPU's order puts NaN below every number (a NaN's bits would otherwise rank it above +∞).
 __device__ __forceinline__ uint32_t order_key(float v) {
   uint32_t b = __float_as_uint(v);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return 0u;  // NaN
   if ((b & 0x7fffffffu) == 0) b = 0;
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }

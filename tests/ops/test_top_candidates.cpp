@@ -33,7 +33,11 @@ Result reference(const std::vector<float>& x, int64_t rows, int64_t stride, int6
     const float* row = x.data() + i * stride;
     std::vector<int32_t> order(static_cast<size_t>(real));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    // NaN below every number (the contract), else the higher value; stable: the lower column.
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      if (std::isnan(row[a]) != std::isnan(row[b])) return std::isnan(row[b]);
+      return row[a] > row[b];
+    });
     for (int64_t j = 0; j < k; ++j) {
       r.values.push_back(j < real ? row[order[static_cast<size_t>(j)]] : kNinf);
       r.columns.push_back(j < real ? order[static_cast<size_t>(j)] : -1);
@@ -116,6 +120,19 @@ TEST(TopCandidates, GreedyIsTheFirstOfEqualMaxima) {
   EXPECT_EQ(z.columns, (std::vector<int32_t>{0, 1}));
   EXPECT_TRUE(std::signbit(z.values[0]));  // the logit's own bits
   EXPECT_TRUE(std::signbit(z.stats[0]));
+}
+
+// NaN ranks below every number, −∞ included (the CUDA kernel orders it so too): never
+// chosen while a number is left, whatever its column; a row of NaN only gives column 0.
+TEST(TopCandidates, NaNRanksBelowEveryNumber) {
+  const float nan = std::nanf("");
+  std::vector<float> x = {nan, -INFINITY, 2.0f, nan, 2.0f};
+  const Result one = run(x, 1, 5, 5, 5, 1);
+  EXPECT_EQ(one.columns, std::vector<int32_t>{2});
+  const Result all = run(x, 1, 5, 5, 5, 5);
+  EXPECT_EQ(all.columns, (std::vector<int32_t>{2, 4, 1, 0, 3}));
+  std::vector<float> nans = {nan, nan};
+  EXPECT_EQ(run(nans, 1, 2, 2, 2, 1).columns, std::vector<int32_t>{0});
 }
 
 TEST(TopCandidates, NothingToDoAndShapeErrors) {

@@ -30,7 +30,8 @@ struct Out {
 
 /// rows × stride host logits over `real` real columns; the rest 1e30 (would win if read).
 /// kind 0: N(0, 3); 1: integers in [−2, 2] with −0 and +0 (ties everywhere); 2: all
-/// equal; 3: N(0, 3) rounded to bf16 (realistic ties) with some −∞.
+/// equal; 3: N(0, 3) rounded to bf16 (realistic ties) with some −∞; 4: N(0, 3) with some
+/// NaN and +∞ (a NaN ranks below every number on both backends).
 Tensor make_logits(int64_t rows, int64_t stride, int64_t real, int kind, uint64_t seed) {
   Tensor t = Tensor::zeros({rows, stride});
   std::mt19937_64 rng(seed);
@@ -51,6 +52,11 @@ Tensor make_logits(int64_t rows, int64_t stride, int64_t real, int kind, uint64_
           b &= 0xffff0000u;
           std::memcpy(&v, &b, 4);
           if (rng() % 97 == 0) v = -INFINITY;
+        }
+        if (kind == 4) {
+          v = normal(rng);
+          if (rng() % 13 == 0) v = std::nanf("");
+          if (rng() % 211 == 0) v = INFINITY;
         }
       }
       x[i * stride + j] = v;
@@ -97,7 +103,7 @@ TEST(CudaTopCandidates, EqualsTheCpuOpBitForBit) {
                         {2, 37, 40, 40},              {2, 0, 8, 8}};
   uint64_t seed = 1;
   for (const Case& c : cases) {
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < 5; ++kind) {
       for (const int64_t k : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{20}, int64_t{64}, int64_t{256}}) {
         const std::string what = "real " + std::to_string(c.real) + " kind " + std::to_string(kind) + " k " +
                                  std::to_string(k);
@@ -116,7 +122,11 @@ TEST(CudaTopCandidates, EqualsTheCpuOpBitForBit) {
           const float* w = want.stats.f32() + 2 * r;
           const float* g = stats.f32() + 2 * r;
           EXPECT_EQ(std::memcmp(w, g, 4), 0) << what << " row " << r << " max: cpu " << w[0] << " gpu " << g[0];
-          EXPECT_NEAR(g[1], w[1], std::ldexp(static_cast<double>(w[1]), -23)) << what << " row " << r << " Σexp";
+          if (std::isnan(w[1])) {
+            EXPECT_TRUE(std::isnan(g[1])) << what << " row " << r << " Σexp over a NaN";
+          } else {
+            EXPECT_NEAR(g[1], w[1], std::ldexp(static_cast<double>(w[1]), -23)) << what << " row " << r << " Σexp";
+          }
         }
       }
     }
