@@ -5,6 +5,8 @@
 #include "ops/device_runtime.h"
 #include "parallel/agreement.h"
 #include "parallel/device_communicator.h"
+#include "parallel/node_ranks.h"
+#include "parallel/string_gather.h"
 
 namespace olmo2 {
 
@@ -61,14 +63,10 @@ void check_device_available(Device device) {
   if (!refusal.empty()) OLMO2_THROW(UsageError, refusal);
 }
 
-int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu) {
+int gpu_for_local_rank(int local_rank, int local_size, int gpus) {
   if (gpus < 1) OLMO2_THROW(InputError, "no GPU to choose from");
   if (local_rank < 0 || local_rank >= local_size) {
     OLMO2_THROW(InputError, "node-local rank ", local_rank, " is not in [0, ", local_size, ")");
-  }
-  if (local_size > gpus && !share_gpu) {
-    OLMO2_THROW(InputError, local_size, " ranks run on this node but it has ", gpus,
-                " GPU(s): start at most one rank per GPU (or give --share-gpu, for testing)");
   }
   return local_rank % gpus;
 }
@@ -83,15 +81,11 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int loca
   }
   check_device_available(o.device);
   c.gpus = ops::gpu_count();
-  c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus, o.share_gpu);
+  c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus);
   ops::use_gpu(c.gpu, label + " on GPU " + std::to_string(c.gpu));  // before any other CUDA work
-  c.shared = local_size > c.gpus;
-  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) +
-                  " (" + ops::gpu_description(c.gpu) + ")";
-  if (c.shared) {
-    c.description += "; " + std::to_string(local_size) + " ranks share " + std::to_string(c.gpus) +
-                     " GPU(s), collectives host-staged through MPI (--share-gpu)";
-  }
+  c.identity = ops::gpu_identity(c.gpu);
+  c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) + " (" +
+                  ops::gpu_description(c.gpu) + ", " + c.identity + ")";
   return c;
 }
 
@@ -108,12 +102,26 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, parallel::ProcessGroups*
   parallel::agree(groups->world.get(), [&] {
     choice = use_device_of_rank(o, groups->local_rank, groups->local_size, label);
   });
+  // Which physical GPU every rank took (by PCI bus id: ordinals differ under per-rank
+  // CUDA_VISIBLE_DEVICES, and two ordinals may name one GPU): two ranks of one host on one
+  // GPU only with --share-gpu, refused on every rank alike otherwise.
+  const std::vector<std::string> hosts = parallel::all_gather_strings(*groups->world, parallel::host_name());
+  const std::vector<std::string> ids = parallel::all_gather_strings(*groups->world, choice.identity);
+  const std::string refusal = parallel::shared_gpu_refusal(hosts, ids, o.share_gpu);
+  if (!refusal.empty()) OLMO2_THROW(parallel::AgreedError, refusal);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (static_cast<int>(r) != groups->world->rank() && hosts[r] == hosts[static_cast<size_t>(groups->world->rank())] &&
+        ids[r] == choice.identity) {
+      choice.shared = true;
+    }
+  }
+  if (choice.shared) choice.description += "; its GPU serves other ranks too, collectives host-staged through MPI (--share-gpu)";
   // Each group's collectives on device views: NCCL where its ranks have distinct GPUs,
   // host-staged MPI where some share one (docs/architecture.md §6). Collective over each
   // group, in ProcessGroups' order (world, tp, dp, pp) on every rank.
   std::string paths;
   parallel::wrap_communicators(*groups, [&](std::unique_ptr<parallel::Communicator> c) {
-    const parallel::GpuPlacement p = parallel::gpu_placement(*c, choice.gpu);
+    const parallel::GpuPlacement p = parallel::gpu_placement(*c, choice.identity);
     paths += (paths.empty() ? "" : ", ") + c->name() + " " +
              (ops::device_emulated() ? std::string("MPI (emulated device)") : p.description);
     return parallel::make_device_communicator(std::move(c), p.distinct);

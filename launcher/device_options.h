@@ -39,28 +39,29 @@ std::string device_refusal(Device device, bool built_with_cuda, int gpus, const 
 /// for Device::CPU.
 void check_device_available(Device device);
 
-/// The GPU of the rank with node-local index `local_rank` of `local_size` ranks on a node
-/// with `gpus` GPUs: local_rank itself; with `share_gpu`, local_rank % gpus. Throws
-/// InputError naming both numbers when local_size > gpus without share_gpu, or when
-/// gpus < 1, or local_rank is not in [0, local_size).
-int gpu_for_local_rank(int local_rank, int local_size, int gpus, bool share_gpu);
+/// The GPU ordinal of the rank with node-local index `local_rank` of `local_size` ranks,
+/// when the process sees `gpus` GPUs: local_rank % gpus (a rank shown one GPU by its own
+/// CUDA_VISIBLE_DEVICES takes that one). Whether two ranks then share a physical GPU is
+/// decided from the GPUs' identities (parallel::shared_gpu_refusal), not from counts.
+/// Throws InputError when gpus < 1 or local_rank is not in [0, local_size).
+int gpu_for_local_rank(int local_rank, int local_size, int gpus);
 
 /// The device a process computes on, once chosen.
 struct DeviceChoice {
   Device device = Device::CPU;
-  int gpu = -1;             ///< CUDA: this process's GPU (its ordinal on the node)
+  int gpu = -1;             ///< CUDA: this process's GPU (its ordinal as this process sees them)
+  std::string identity;     ///< CUDA: the GPU's PCI bus id (ops::gpu_identity): which physical GPU
   int gpus = 0;             ///< CUDA: GPUs the process sees
-  bool shared = false;      ///< CUDA: some GPU serves more than one rank (--share-gpu)
+  bool shared = false;      ///< CUDA: some physical GPU serves more than one rank (--share-gpu)
   std::string description;  ///< e.g. "device cuda: GPU 0 of 1 (NVIDIA H200, 139 GiB)"
 };
 
 /// Makes this process compute on `o.device`. CPU: nothing to do ("device cpu"). CUDA:
-/// picks gpu_for_local_rank(local_rank, local_size, device count, o.share_gpu), makes it
-/// current (ops::cuda::use_device) before any other CUDA work, labels every later CUDA
-/// error with "`label` on GPU g" (ops::cuda::set_error_label; label e.g. "rank 3 (tp 1,
-/// pp 0, dp 1)") and describes it from cudaGetDeviceProperties — with "; k ranks share n
-/// GPUs, collectives host-staged through MPI (--share-gpu)" when local_size > n. Throws
-/// InputError as gpu_for_local_rank, UsageError where check_device_available would.
+/// picks gpu_for_local_rank(local_rank, local_size, device count), makes it current
+/// (ops::cuda::use_device) before any other CUDA work, labels every later CUDA error with
+/// "`label` on GPU g" (ops::cuda::set_error_label; label e.g. "rank 3 (tp 1, pp 0, dp 1)")
+/// and describes it from cudaGetDeviceProperties and its PCI bus id. Throws InputError as
+/// gpu_for_local_rank, UsageError where check_device_available would.
 DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int local_size,
                                 const std::string& label);
 

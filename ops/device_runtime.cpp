@@ -64,6 +64,16 @@ void use_gpu(int gpu, const std::string& error_label) {
   cuda::set_error_label(error_label);
 }
 
+std::string gpu_identity(int gpu) {
+  if (device_emulated()) {
+    check_emulated_gpu(gpu);
+    return "emulated";
+  }
+  char bus[32] = {};
+  OLMO2_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), gpu));
+  return bus;
+}
+
 std::string gpu_description(int gpu) {
   if (device_emulated()) {
     check_emulated_gpu(gpu);
@@ -81,6 +91,14 @@ std::string gpu_description(int gpu) {
 
 void use_gpu(int gpu, const std::string& /*error_label*/) {
   if (device_emulated()) return check_emulated_gpu(gpu);
+  OLMO2_THROW(Error, "GPU ", gpu, ": this build has no CUDA backend");
+}
+
+std::string gpu_identity(int gpu) {
+  if (device_emulated()) {
+    check_emulated_gpu(gpu);
+    return "emulated";
+  }
   OLMO2_THROW(Error, "GPU ", gpu, ": this build has no CUDA backend");
 }
 

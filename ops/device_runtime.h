@@ -31,6 +31,12 @@ int current_gpu();
 /// gpu_count()), Error in a build without CUDA.
 void use_gpu(int gpu, const std::string& error_label);
 
+/// What identifies GPU `gpu` on its host whatever CUDA_VISIBLE_DEVICES does to its
+/// ordinal: its PCI bus id ("0000:3B:00.0", cudaDeviceGetPCIBusId); "emulated" on the
+/// emulated device. Two processes of one host use the same GPU exactly when these are
+/// equal. Throws Error on a CUDA failure or without CUDA.
+std::string gpu_identity(int gpu);
+
 /// "NVIDIA H200, 139 GiB": GPU `gpu`'s name and memory (cudaGetDeviceProperties; GiB
 /// rounded, one decimal below 10). Throws Error on a CUDA failure or without CUDA.
 std::string gpu_description(int gpu);

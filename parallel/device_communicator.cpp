@@ -9,6 +9,7 @@
 #include "ops/device_emulation.h"
 #include "parallel/emulated_device_communicator.h"
 #include "parallel/node_ranks.h"
+#include "parallel/string_gather.h"
 
 #ifdef OLMO2_HAVE_CUDA
 #include "parallel/host_staged_communicator.h"
@@ -17,8 +18,9 @@
 
 namespace olmo2::parallel {
 
-GpuPlacement gpu_placement(Communicator& group, int gpu) {
-  const uint64_t mine[2] = {fnv1a64(host_name()), static_cast<uint64_t>(gpu)};
+GpuPlacement gpu_placement(Communicator& group, const std::string& gpu_id) {
+  const uint64_t mine[2] = {fnv1a64(host_name()), fnv1a64(gpu_id)};
+  const std::vector<std::string> ids = all_gather_strings(group, gpu_id);
   std::vector<uint64_t> all(2 * static_cast<size_t>(group.size()));
   group.all_gather(std::span<const uint64_t>(mine, 2), all);
   GpuPlacement p;
@@ -29,11 +31,26 @@ GpuPlacement gpu_placement(Communicator& group, int gpu) {
     }
     if (sharing > 1) {
       p.distinct = false;
-      p.description = detail::concat("host-staged MPI (", sharing, " ranks share GPU ", all[2 * r + 1], ")");
+      p.description = detail::concat("host-staged MPI (", sharing, " ranks share GPU ", ids[static_cast<size_t>(r)], ")");
     }
   }
   if (p.distinct) p.description = "NCCL";
   return p;
+}
+
+std::string shared_gpu_refusal(const std::vector<std::string>& hosts, const std::vector<std::string>& gpu_ids,
+                               bool share_gpu) {
+  if (share_gpu) return "";
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    for (size_t q = r + 1; q < hosts.size(); ++q) {
+      if (hosts[q] == hosts[r] && gpu_ids[q] == gpu_ids[r]) {
+        return detail::concat("ranks ", r, " and ", q, " on ", hosts[r], " would share GPU ", gpu_ids[r],
+                              ": start at most one rank per GPU (check CUDA_VISIBLE_DEVICES; --share-gpu allows it, "
+                              "for testing)");
+      }
+    }
+  }
+  return "";
 }
 
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> group, bool distinct_gpus) {

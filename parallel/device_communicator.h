@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/communicator.h"
 #include "parallel/mpi_communicator.h"
@@ -20,10 +21,19 @@ struct GpuPlacement {
 };
 
 /// Whether the ranks of `group` have distinct GPUs: one all-gather over `group` of each
-/// rank's (FNV-1a hash of its host name, `gpu`), as u64 words, compared exactly (two
-/// host names collide with probability 2^-64). Collective over `group`; the result is
-/// the same on every rank. `gpu` is this rank's CUDA device ordinal (ops::current_gpu()).
-GpuPlacement gpu_placement(Communicator& group, int gpu);
+/// rank's (FNV-1a hash of its host name, FNV-1a hash of `gpu_id`), as u64 words,
+/// compared exactly (collisions have probability 2^-64). `gpu_id` says which physical
+/// GPU this rank uses (ops::gpu_identity: its PCI bus id), so that ranks each shown one GPU
+/// by their own CUDA_VISIBLE_DEVICES — every one "GPU 0" — count as distinct, and two
+/// ordinals that name one GPU as shared. Collective over `group`; the result is the same
+/// on every rank; the description names the shared GPU by `gpu_id`.
+GpuPlacement gpu_placement(Communicator& group, const std::string& gpu_id);
+
+/// The refusal when ranks of one host would use one GPU without --share-gpu ("ranks 0
+/// and 1 on node17 would share GPU 0000:3B:00.0: …"), or "" when none do or `share_gpu`.
+/// `hosts[r]`, `gpu_ids[r]`: world rank r's host name and ops::gpu_identity.
+std::string shared_gpu_refusal(const std::vector<std::string>& hosts, const std::vector<std::string>& gpu_ids,
+                               bool share_gpu);
 
 /// The communicator for `group`'s device views: NcclCommunicator when `distinct_gpus`
 /// (gpu_placement(...).distinct), else HostStagedCommunicator; under device emulation

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launcher/device_options.h"
+#include "parallel/device_communicator.h"
 #include "launcher/options.h"
 #include "ops/device_runtime.h"
 #include "tests/test_util.h"
@@ -93,16 +94,28 @@ TEST(DeviceRefusal, NamesTheMissingBackendOrTheReasonThereIsNoGpu) {
             "--device cuda: no GPU is available to this process (" + why + ")");
 }
 
-TEST(GpuForLocalRank, OneRankPerGpuOrSharedOnlyWhenAsked) {
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(gpu_for_local_rank(r, 4, 4, false), r);
-  EXPECT_EQ(gpu_for_local_rank(1, 2, 8, false), 1);  // fewer ranks than GPUs: the first ones
-  const std::string refused = test::input_error([] { gpu_for_local_rank(0, 3, 2, false); });
-  EXPECT_THAT(refused, HasSubstr("3 ranks run on this node but it has 2 GPU(s)"));
+TEST(GpuForLocalRank, TheLocalRanksOrdinalAmongThoseThisProcessSees) {
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(gpu_for_local_rank(r, 4, 4), r);
+  EXPECT_EQ(gpu_for_local_rank(1, 2, 8), 1);  // fewer ranks than GPUs: the first ones
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu_for_local_rank(r, 5, 2), r % 2);
+  // A rank shown one GPU by its own CUDA_VISIBLE_DEVICES takes it, whatever its local rank.
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(gpu_for_local_rank(r, 4, 1), 0);
+  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(0, 1, 0); }), HasSubstr("no GPU"));
+  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(2, 2, 4); }), HasSubstr("not in [0, 2)"));
+}
+
+// Sharing is decided by which physical GPU (PCI bus id) each rank uses, not by ordinals:
+// per-rank CUDA_VISIBLE_DEVICES makes every rank "GPU 0" on GPUs of their own, and two
+// ordinals may name one GPU under a reordered visibility.
+TEST(GpuForLocalRank, SharingIsDecidedByTheGpusIdentity) {
+  const std::vector<std::string> hosts = {"a", "a", "a", "b"};
+  EXPECT_EQ(parallel::shared_gpu_refusal(hosts, {"0000:3B:00.0", "0000:5E:00.0", "0000:86:00.0", "0000:3B:00.0"}, false),
+            "") << "distinct GPUs of one host, and the same bus id on another host";
+  const std::string refused =
+      parallel::shared_gpu_refusal(hosts, {"0000:3B:00.0", "0000:5E:00.0", "0000:3B:00.0", "0000:AF:00.0"}, false);
+  EXPECT_THAT(refused, HasSubstr("ranks 0 and 2 on a would share GPU 0000:3B:00.0"));
   EXPECT_THAT(refused, HasSubstr("--share-gpu"));
-  for (int r = 0; r < 5; ++r) EXPECT_EQ(gpu_for_local_rank(r, 5, 2, true), r % 2);
-  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(0, 1, 0, true); }), HasSubstr("no GPU"));
-  EXPECT_THAT(test::input_error([] { gpu_for_local_rank(2, 2, 4, false); }),
-              HasSubstr("not in [0, 2)"));
+  EXPECT_EQ(parallel::shared_gpu_refusal(hosts, {"x", "x", "x", "x"}, true), "") << "allowed with --share-gpu";
 }
 
 TEST(DeviceCli, CpuIsTheDefaultAndChangesNothing) {

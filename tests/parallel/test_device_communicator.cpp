@@ -154,7 +154,7 @@ TEST_F(DeviceComm, NcclOnOneRankGroupsMatchesMpi) {
 TEST_F(DeviceComm, NcclAcrossRanksMatchesMpi) {
   OLMO2_REQUIRE_WORLD_AT_LEAST(2);
   auto ref = group(0, "world");
-  const GpuPlacement where = gpu_placement(*ref, ops::current_gpu());
+  const GpuPlacement where = gpu_placement(*ref, ops::gpu_identity(ops::current_gpu()));
   if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs: " << where.description;
   EXPECT_EQ(where.description, "NCCL");
   auto dev = make_device_communicator(group(0, "world"), where.distinct);
@@ -164,7 +164,7 @@ TEST_F(DeviceComm, NcclAcrossRanksMatchesMpi) {
 
 TEST_F(DeviceComm, HostStagedMatchesMpi) {
   auto ref = group(0, "world");
-  const GpuPlacement where = gpu_placement(*ref, ops::current_gpu());
+  const GpuPlacement where = gpu_placement(*ref, ops::gpu_identity(ops::current_gpu()));
   int gpus = 0;
   cudaGetDeviceCount(&gpus);
   if (world_size() == 2 && gpus == 1) {
@@ -206,7 +206,7 @@ TEST_F(DeviceComm, HostStagedTimeoutNamesTheCollectiveAndGroup) {
 TEST_F(DeviceComm, NcclTimeoutAbortsAndNamesTheCollective) {
   OLMO2_REQUIRE_WORLD_AT_LEAST(2);
   auto sync = group(0, "sync");
-  const GpuPlacement where = gpu_placement(*sync, ops::current_gpu());
+  const GpuPlacement where = gpu_placement(*sync, ops::gpu_identity(ops::current_gpu()));
   if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs: " << where.description;
   {
     NcclCommunicator dp(group(0, "dp"));  // initialisation may take seconds
