@@ -1,6 +1,7 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,19 @@
 #include "core/error.h"
 
 namespace olmo2::test {
+
+/// |a − b| for comparisons that must not lose a NaN or an infinity the reference does not
+/// have at the same place (std::max(worst, NaN) keeps `worst`, and NaN ≤ bound is false
+/// only at the check): 0 when both are the same non-finite value (NaN and NaN, or
+/// infinities of one sign), +∞ when only one is non-finite or they are different
+/// non-finite values, else |a − b|. Never NaN.
+inline double abs_diff(double a, double b) {
+  const bool fa = std::isfinite(a), fb = std::isfinite(b);
+  if (fa && fb) return std::fabs(a - b);
+  if (std::isnan(a) && std::isnan(b)) return 0.0;
+  if (!fa && !fb && a == b) return 0.0;  // infinities of one sign
+  return INFINITY;
+}
 
 /// Path of a file under the source tree, e.g. source_path("tests/golden/fixtures").
 inline std::string source_path(const std::string& rel) { return std::string(OLMO2_SOURCE_DIR) + "/" + rel; }

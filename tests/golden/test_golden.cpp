@@ -48,7 +48,7 @@ double max_abs_diff(const Tensor& a, const SafetensorsFile& ref, const std::stri
   for (int64_t i = 0; i < a.numel(); ++i) {
     float rv;
     std::memcpy(&rv, r + i, 4);
-    worst = std::max(worst, static_cast<double>(std::fabs(a.f32()[i] - rv)));
+    worst = std::max(worst, static_cast<double>(::olmo2::test::abs_diff(a.f32()[i], rv)));
   }
   return worst;
 }

@@ -82,7 +82,7 @@ TEST_P(TrainGoldenTest, LossAndEveryGradientMatchTransformers) {
       float rv;
       std::memcpy(&rv, r + i, 4);
       scale = std::max(scale, static_cast<double>(std::fabs(rv)));
-      diff = std::max(diff, static_cast<double>(std::fabs(p.grad->f32()[i] - rv)));
+      diff = std::max(diff, static_cast<double>(::olmo2::test::abs_diff(p.grad->f32()[i], rv)));
     }
     ASSERT_GT(scale, 0) << p.name << ": a zero reference gradient checks nothing";
     EXPECT_LE(diff, 2e-5 * scale) << p.name << " max |diff| " << diff << " scale " << scale;

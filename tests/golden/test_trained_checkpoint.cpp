@@ -117,7 +117,7 @@ TEST_P(TrainedCheckpoint, ProgramLogitsMatchTransformersOnTheSavedCheckpoint) {
     for (int64_t i = 0; i < out.logits[b].numel(); ++i) {
       float e;
       std::memcpy(&e, expected + i, 4);
-      worst = std::max(worst, static_cast<double>(std::fabs(out.logits[b].f32()[i] - e)));
+      worst = std::max(worst, static_cast<double>(::olmo2::test::abs_diff(out.logits[b].f32()[i], e)));
       scale = std::max(scale, static_cast<double>(std::fabs(e)));
     }
     EXPECT_LE(worst, kTolerance) << key << " (max |logit| " << scale << ")";

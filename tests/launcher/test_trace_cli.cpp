@@ -95,7 +95,7 @@ double max_diff(const json& entry, const Fixture& fx, const std::string& key, st
       rest /= shape[d];
       stride *= t.shape[d];
     }
-    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[at]));
+    worst = std::max(worst, ::olmo2::test::abs_diff(static_cast<double>(got[i]), want[at]));
     scale = std::max(scale, std::fabs(static_cast<double>(want[at])));
   }
   return worst / test::tolerance_scale(scale);
@@ -116,7 +116,7 @@ double max_norm_diff(const json& entry, const Fixture& fx, const std::string& re
     double sq = 0;
     const float* row = want + p * t.shape[1];
     for (int64_t j = 0; j < t.shape[1]; ++j) sq += static_cast<double>(row[j]) * row[j];
-    worst = std::max(worst, std::fabs(got[p] - std::sqrt(sq)) / std::max(1.0, std::sqrt(sq)));
+    worst = std::max(worst, ::olmo2::test::abs_diff(got[p], std::sqrt(sq)) / std::max(1.0, std::sqrt(sq)));
   }
   return worst;
 }

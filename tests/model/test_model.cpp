@@ -83,7 +83,7 @@ TEST(ModelLoad, MissingWeightsFileIsNamed) {
 double max_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   double d = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, double(std::fabs(a.f32()[i] - b.f32()[i])));
+  for (int64_t i = 0; i < a.numel(); ++i) d = std::max(d, double(::olmo2::test::abs_diff(a.f32()[i], b.f32()[i])));
   return d;
 }
 

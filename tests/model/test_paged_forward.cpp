@@ -11,6 +11,7 @@
 
 #include "runtime/model/model.h"
 #include "runtime/model/kv_cache.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -70,7 +71,7 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
   ASSERT_EQ(got.numel(), want.numel()) << what;
   double worst = 0, scale = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(got.f32()[i]) - want.f32()[i]));
+    worst = std::max(worst, ::olmo2::test::abs_diff(static_cast<double>(got.f32()[i]), want.f32()[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(want.f32()[i])));
   }
   ASSERT_GT(scale, 0.1) << what;

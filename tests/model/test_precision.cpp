@@ -70,7 +70,7 @@ TEST(Precision, Fp32WidensABf16CheckpointExactly) {
   const ForwardResult rw = wide.forward(batch), rn = narrow.forward(batch);
   const Tensor &lw = rw.logits[0], &ln = rn.logits[0];
   double worst = 0;
-  for (int64_t j = 0; j < lw.numel(); ++j) worst = std::max(worst, double(std::fabs(lw.f32()[j] - ln.f32()[j])));
+  for (int64_t j = 0; j < lw.numel(); ++j) worst = std::max(worst, double(::olmo2::test::abs_diff(lw.f32()[j], ln.f32()[j])));
   EXPECT_GT(worst, 0.0);
   EXPECT_LT(worst, 0.1);
 }

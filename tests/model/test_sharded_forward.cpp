@@ -57,7 +57,7 @@ double max_diff_to_reference(const Tensor& got, const SafetensorsFile& ref, cons
   for (int64_t j = 0; j < got.numel(); ++j) {
     float r;
     std::memcpy(&r, ref.data(info) + 4 * j, 4);
-    worst = std::max(worst, double(std::fabs(got.f32()[j] - r)));
+    worst = std::max(worst, double(::olmo2::test::abs_diff(got.f32()[j], r)));
   }
   return worst;
 }
@@ -109,7 +109,7 @@ TEST(ShardedForward, EveryLayoutMatchesOneProcessOnEveryFixture) {
         const Tensor& want = expected.logits[i];
         ASSERT_EQ(got.shape(), want.shape());
         double worst = 0;
-        for (int64_t j = 0; j < got.numel(); ++j) worst = std::max(worst, double(std::fabs(got.f32()[j] - want.f32()[j])));
+        for (int64_t j = 0; j < got.numel(); ++j) worst = std::max(worst, double(::olmo2::test::abs_diff(got.f32()[j], want.f32()[j])));
         EXPECT_LE(worst, fx.tolerance) << fx.name << " tp " << lay.tp << " pp " << lay.pp << " dp " << lay.dp
                                        << " rank " << rank << " sequence " << i;
         EXPECT_LE(max_diff_to_reference(got, ref, "logits." + std::to_string(i)), fx.golden)

@@ -155,11 +155,11 @@ inline void expect_prompt_logprobs(const std::vector<SelectedToken>& got, const 
   double worst = 0;
   for (size_t i = 1; i < got.size(); ++i) {
     EXPECT_EQ(got[i].id, ref.prompt[i]) << "position " << i;
-    worst = std::max(worst, std::fabs(got[i].logprob - ref.target_logprobs[i - 1]));
+    worst = std::max(worst, ::olmo2::test::abs_diff(got[i].logprob, ref.target_logprobs[i - 1]));
     ASSERT_EQ(got[i].top.size(), top) << "position " << i;
     for (size_t k = 0; k < top; ++k) {
       EXPECT_EQ(got[i].top[k].id, ref.top[i - 1][k].first) << "position " << i << " alternative " << k;
-      worst = std::max(worst, std::fabs(got[i].top[k].logit - ref.top[i - 1][k].second));
+      worst = std::max(worst, ::olmo2::test::abs_diff(got[i].top[k].logit, ref.top[i - 1][k].second));
     }
   }
   EXPECT_LE(worst, tolerance) << "largest |log-probability − transformers'|";

@@ -16,6 +16,7 @@
 
 #include "runtime/io/safetensors.h"
 #include "tests/serve/engine_fixture.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -102,12 +103,12 @@ TEST_P(EngineOlmo3, PromptLogprobsAndGreedyContinuationMatchTransformers) {
   for (size_t i = 1; i < prompt.size(); ++i) {
     const std::vector<double> lp = log_softmax_row(logits, "logits.0", static_cast<int64_t>(i) - 1);
     EXPECT_EQ(scored[i].id, prompt[i]);
-    worst = std::max(worst, std::fabs(scored[i].logprob - lp[static_cast<size_t>(prompt[i])]));
+    worst = std::max(worst, ::olmo2::test::abs_diff(scored[i].logprob, lp[static_cast<size_t>(prompt[i])]));
   }
   // The first generated token's, from the last prompt position's logits.
   const std::vector<double> last = log_softmax_row(logits, "logits.0", static_cast<int64_t>(prompt.size()) - 1);
   ASSERT_FALSE(together[0].tokens.empty());
-  worst = std::max(worst, std::fabs(together[0].tokens[0].logprob - last[static_cast<size_t>(greedy[0])]));
+  worst = std::max(worst, ::olmo2::test::abs_diff(together[0].tokens[0].logprob, last[static_cast<size_t>(greedy[0])]));
   EXPECT_LE(worst, fx.tolerance) << fx.name << ": largest |log-probability − transformers'|";
   std::printf("[olmo3 engine] %s: largest |log-probability - transformers'| %.3g\n", fx.name.c_str(), worst);
 }

@@ -30,7 +30,7 @@ inline double scaled_max_diff(const std::vector<float>& a, const std::vector<flo
   EXPECT_EQ(a.size(), b.size());
   double worst = 0, scale = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    worst = std::max(worst, double(::olmo2::test::abs_diff(a[i], b[i])));
     scale = std::max(scale, double(std::fabs(b[i])));
   }
   return worst / tolerance_scale(scale);

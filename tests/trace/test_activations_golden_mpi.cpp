@@ -232,7 +232,7 @@ TEST(ActivationsGolden, EveryNameMatchesTransformersHooksInEveryLayout) {
           const Decoded m = decode(t.reads.at(p + "mlp_output")), y = decode(t.reads.at(p + "layer_output"));
           double worst = 0;
           for (size_t i = 0; i < y.values.size(); ++i) {
-            worst = std::max(worst, double(std::fabs(x.values[i] + a.values[i] + m.values[i] - y.values[i])));
+            worst = std::max(worst, double(::olmo2::test::abs_diff(x.values[i] + a.values[i] + m.values[i], y.values[i])));
           }
           EXPECT_LE(worst, 1e-5) << p << " " << where;
         }

@@ -128,7 +128,7 @@ double max_logit_diff(const Olmo2Model& model) {
     for (int64_t i = 0; i < out.logits[0].numel(); ++i) {
       float rv;
       std::memcpy(&rv, r + i, 4);
-      worst = std::max(worst, static_cast<double>(std::fabs(out.logits[0].f32()[i] - rv)));
+      worst = std::max(worst, static_cast<double>(::olmo2::test::abs_diff(out.logits[0].f32()[i], rv)));
     }
   }
   return worst;

@@ -28,6 +28,7 @@
 #include "tests/golden/bf16_train_fixture.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/train/trajectory_bounds.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -386,7 +387,7 @@ void expect_bf16_layouts_follow_the_reference(const std::string& model) {
         const std::vector<float>& o1 = one.weights.at(p.name);
         double scale = 0, diff = 0;
         for (size_t i = 0; i < w.size(); ++i) {
-          scale = std::max(scale, double(std::fabs(o1[i]))), diff = std::max(diff, double(std::fabs(w[i] - o1[i])));
+          scale = std::max(scale, double(std::fabs(o1[i]))), diff = std::max(diff, double(::olmo2::test::abs_diff(w[i], o1[i])));
         }
         worst = std::max(worst, diff / scale);
       }
@@ -638,7 +639,7 @@ TEST(DistributedTraining, CaseC4TokenCountIsReducedAcrossDataParallelRanks) {
     double scale = 0, diff = 0;
     for (int64_t j = 0; j < pw[i].numel(); ++j) {
       scale = std::max(scale, double(std::fabs(pw[i].grad->f32()[j])));
-      diff = std::max(diff, double(std::fabs(pm[i].grad->f32()[j] - pw[i].grad->f32()[j])));
+      diff = std::max(diff, double(::olmo2::test::abs_diff(pm[i].grad->f32()[j], pw[i].grad->f32()[j])));
     }
     EXPECT_LE(diff, 1e-5 * scale + 1e-9) << pw[i].name;
   }
@@ -690,7 +691,7 @@ TEST(DistributedTraining, OneFOneBBoundsLiveActivationsAndMatchesOneProcess) {
       double scale = 0, diff = 0;
       for (int64_t j = 0; j < q.numel(); ++j) {
         scale = std::max(scale, double(std::fabs(q.grad->f32()[j])));
-        diff = std::max(diff, double(std::fabs(p.grad->f32()[j] - q.grad->f32()[j])));
+        diff = std::max(diff, double(::olmo2::test::abs_diff(p.grad->f32()[j], q.grad->f32()[j])));
       }
       EXPECT_LE(diff, 1e-5 * scale + 1e-9) << p.name << " stage " << stage << " M " << M;
     }

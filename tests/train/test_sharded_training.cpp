@@ -64,7 +64,7 @@ void expect_same_gradients(const std::string& dir, const std::string& what) {
     for (int64_t j = 0; j < ps[i].numel(); ++j) {
       const int64_t g = ps[i].global_index(j);
       const float want_j = g < 0 ? 0.0f : pw[i].grad->f32()[g];
-      diff = std::max(diff, double(std::fabs(ps[i].grad->f32()[j] - want_j)));
+      diff = std::max(diff, double(::olmo2::test::abs_diff(ps[i].grad->f32()[j], want_j)));
     }
     EXPECT_LE(diff, 1e-5 * scale + 1e-9) << what << " " << ps[i].name << " rank " << rank << " tp " << world;
   }

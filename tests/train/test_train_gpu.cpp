@@ -13,6 +13,7 @@
 #include "runtime/train/trainer.h"
 #include "tests/golden/bf16_train_fixture.h"
 #include "tests/ops/cuda/cuda_test_util.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -86,7 +87,7 @@ TEST_P(GpuTrainTest, Fp32FollowsTheCpuRun) {
   expect_same_run(gpu.steps, cpu.steps, kGpuFp32Tol, GetParam() + " fp32 on cuda");
   double worst = 0;
   for (size_t k = 0; k < gpu.steps.size(); ++k) {
-    worst = std::max(worst, std::fabs(gpu.steps[k].loss - cpu.steps[k].loss) / cpu.steps[k].loss);
+    worst = std::max(worst, ::olmo2::test::abs_diff(gpu.steps[k].loss, cpu.steps[k].loss) / cpu.steps[k].loss);
   }
   // Both runs are held to the PyTorch fp32 run's final weights as a fraction of its update.
   const double u = ref.update_difference(gpu.weights, "fp32");

@@ -16,6 +16,7 @@
 #include "tests/golden/bf16_train_fixture.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 #include "tests/parallel/mpi_test_util.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -81,7 +82,7 @@ void expect_layouts_follow_the_cpu(const std::string& model) {
       EXPECT_NEAR(gpu[k].loss, cpu[k].loss, kGpuFp32Tol * cpu[k].loss) << at << ": loss";
       EXPECT_NEAR(gpu[k].z_loss, cpu[k].z_loss, kGpuFp32Tol * cpu[k].z_loss) << at << ": Z-loss";
       EXPECT_NEAR(gpu[k].grad_norm, cpu[k].grad_norm, kGpuFp32Tol * cpu[k].grad_norm) << at << ": grad norm";
-      worst = std::max(worst, std::fabs(gpu[k].loss - cpu[k].loss) / cpu[k].loss);
+      worst = std::max(worst, ::olmo2::test::abs_diff(gpu[k].loss, cpu[k].loss) / cpu[k].loss);
     }
     const std::vector<StepRecord> half = on_the_gpu(bf16, l);
     const test::StepDifferences d = test::expect_steps_near(half, ref.run("bf16"), test::kBf16FirstLossTol,

@@ -8,6 +8,7 @@
 
 #include "runtime/model/parameters.h"
 #include "runtime/train/train_step.h"
+#include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
@@ -119,7 +120,7 @@ TEST(LossOverMicroBatches, TokenWeightedMeanNotMeanOfMeans) {
     double scale = 0, diff = 0;
     for (int64_t j = 0; j < pa[i].numel(); ++j) {
       scale = std::max(scale, static_cast<double>(std::fabs(po[i].grad->f32()[j])));
-      diff = std::max(diff, static_cast<double>(std::fabs(pa[i].grad->f32()[j] - po[i].grad->f32()[j])));
+      diff = std::max(diff, static_cast<double>(::olmo2::test::abs_diff(pa[i].grad->f32()[j], po[i].grad->f32()[j])));
     }
     EXPECT_LE(diff, 1e-6 * scale + 1e-9) << pa[i].name;
   }

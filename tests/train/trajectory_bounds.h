@@ -60,7 +60,7 @@ inline double relative_max(const std::vector<float>& want, const std::vector<flo
   double scale = 0, diff = 0;
   for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
     scale = std::max(scale, double(std::fabs(want[i])));
-    diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
+    diff = std::max(diff, ::olmo2::test::abs_diff(double(got[i]), want[i]));
   }
   return diff / std::max(scale, 1e-300);
 }
