@@ -9,9 +9,14 @@
 # Each figure is printed on a line "figure: ..." that gpu_check.sh puts in its summary.
 #
 #   scripts/gpu_bench.sh BUILD_DIR PEAK_TFLOPS COPY_GBPS
+#
+# BUILD_DIR is a build tree (olmo2, bench/…) or the GPU check bundle (bin/…,
+# scripts/gpu_bundle.sh); the repository's tree is the script's parent folder, or
+# GPU_BENCH_SOURCE.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
-BUILD=$1 PEAK=${2:-0} BW=${3:-0}
+BUILD=$(cd "$1" && pwd) PEAK=${2:-0} BW=${3:-0}
+cd "${GPU_BENCH_SOURCE:-$(dirname "$0")/..}"
+if [[ -x $BUILD/bin/olmo2 ]]; then OLMO2=$BUILD/bin/olmo2 BENCH=$BUILD/bin; else OLMO2=$BUILD/olmo2 BENCH=$BUILD/bench; fi
 WORK=${GPU_BENCH_DIR:-/tmp/olmo2-gpu-bench}
 CONFIG=tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json
 TOKENIZER=data/dolma2-tokenizer.json
@@ -19,12 +24,12 @@ mkdir -p "$WORK"
 MODEL=$WORK/1b-bf16/step-00000000
 if [[ ! -f $MODEL/config.json ]]; then
   tok=; [[ -f $TOKENIZER ]] && tok=$TOKENIZER
-  "$BUILD/bench/olmo2_random_model" "$CONFIG" "$tok" "$WORK/1b-bf16" 0.02 bf16 >/dev/null || {
+  "$BENCH/olmo2_random_model" "$CONFIG" "$tok" "$WORK/1b-bf16" 0.02 bf16 >/dev/null || {
     echo "figure: could not write the random 1B model"; exit 1; }
 fi
 
 # ---- decode and prefill -------------------------------------------------------------------
-if "$BUILD/bench/olmo2_inference_bench" --model "$MODEL" --device cuda --precision bf16 --prefill 512,4096 \
+if "$BENCH/olmo2_inference_bench" --model "$MODEL" --device cuda --precision bf16 --prefill 512,4096 \
     --reps 3 --decode-prompt 128 --decode-steps 128 --bandwidth-mib 64 >"$WORK/inference.json" 2>"$WORK/inference.err"; then
   python3 - "$WORK/inference.json" "$BW" <<'PY'
 import json, sys
@@ -55,7 +60,7 @@ hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
 with open(sys.argv[1], "wb") as f:
     f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + ids.tobytes())
 PY
-if "$BUILD/olmo2" train --device cuda --precision bf16 --model-config "$CONFIG" --data "$WORK/tokens.npy" \
+if "$OLMO2" train --device cuda --precision bf16 --model-config "$CONFIG" --data "$WORK/tokens.npy" \
     --seq-len 4096 --global-batch 8 --micro-batch 1 --steps 6 --warmup-steps 1 --log-interval 1 \
     --log-format json --peak-tflops "$PEAK" >"$WORK/train.json" 2>"$WORK/train.err"; then
   python3 - "$WORK/train.json" "$PEAK" "$CONFIG" <<'PY'
@@ -79,17 +84,19 @@ else
 fi
 
 # ---- serving at concurrency 64 ---------------------------------------------------------------
-PORT=$((18500 + RANDOM % 500))
-"$BUILD/olmo2" serve --device cuda --model "$MODEL" --port "$PORT" --kv-cache-memory 16GiB \
+rm -f "$WORK/serve.port"
+"$OLMO2" serve --device cuda --model "$MODEL" --port 0 --port-file "$WORK/serve.port" --kv-cache-memory 16GiB \
   >"$WORK/serve.out" 2>"$WORK/serve.err" &
 SERVER=$!
+PORT=0
 for _ in $(seq 1 120); do
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  [[ -s $WORK/serve.port ]] && PORT=$(sed -n '1s/.*://p' "$WORK/serve.port")
+  (( PORT > 0 )) && curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
   kill -0 $SERVER 2>/dev/null || break
   sleep 1
 done
 if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
-  if "$BUILD/bench/olmo2_load_gen" --port "$PORT" --requests 256 --concurrency 64 --prompt-tokens 512 \
+  if "$BENCH/olmo2_load_gen" --port "$PORT" --requests 256 --concurrency 64 --prompt-tokens 512 \
       --max-tokens 128 --warmup 16 --json >"$WORK/serve.json" 2>"$WORK/load_gen.err"; then
     python3 - "$WORK/serve.json" <<'PY'
 import json, sys
