@@ -15,6 +15,7 @@
 #include "ops/device_runtime.h"
 #include "ops/dtype.h"
 #include "ops/tensor.h"
+#include "tests/ops/error_bounds.h"
 
 #ifdef OLMO2_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -88,26 +89,24 @@ inline std::vector<float> as_f32(const TensorView& h) {
   return v;
 }
 
-/// Expects `got` (the backend's result, on the host) to equal `want` (the CPU op's)
-/// within `rel_tol` of the largest |want| element: max |got − want| ≤ rel_tol · max|want|
-/// (the harness's rule: 1e-5 for f32, the documented bf16 bound for bf16). NaN or a shape
-/// difference fails. `what` names the case in the failure.
-inline void expect_close(const TensorView& want, const TensorView& got, double rel_tol, const std::string& what) {
+/// Expects every element of `got` (the backend's result, on the host) within `bound[i]`
+/// of `want` (the CPU op's), with the rules of within_bounds() (tests/ops/error_bounds.h):
+/// a NaN or infinity anywhere fails unless `want` has the same one at the same place.
+/// `what` names the case in the failure.
+inline void expect_close(const TensorView& want, const TensorView& got, const std::vector<double>& bound,
+                         const std::string& what) {
   ASSERT_EQ(want.shape(), got.shape()) << what;
   const std::vector<float> a = as_f32(want), b = as_f32(got);
-  double scale = 0.0, worst = 0.0;
-  size_t worst_i = 0;
-  for (float x : a) scale = std::max(scale, static_cast<double>(std::fabs(x)));
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-    if (!(d <= worst) || std::isnan(b[i])) {
-      worst = std::isnan(b[i]) ? INFINITY : d;
-      worst_i = i;
-    }
-  }
-  EXPECT_LE(worst, rel_tol * std::max(scale, 1e-30))
-      << what << ": worst element " << worst_i << " cpu " << a[worst_i] << " gpu " << b[worst_i] << " (max |cpu| "
-      << scale << ")";
+  EXPECT_TRUE(within_bounds(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()), bound))
+      << what;
+}
+
+/// expect_close with the per-element bound rel·|want_i|: for ops whose every element is
+/// a few correctly rounded operations on its own inputs, without cancellation (rel 0:
+/// bit-exact).
+inline void expect_close(const TensorView& want, const TensorView& got, double rel, const std::string& what) {
+  const std::vector<float> a = as_f32(want);
+  expect_close(want, got, relative_bounds(std::vector<double>(a.begin(), a.end()), rel), what);
 }
 
 }  // namespace olmo2::ops::test

@@ -1,15 +1,13 @@
 // CUDA causal attention, its max logit and its backward against ops::cpu:: (skipped,
 // saying why, without a GPU). docs/architecture.md §2, §10.
 //
-// Tolerances. f32: 1e-5 of the largest |cpu| element (the harness's rule). bf16 act:
-// the inputs are multiples of 1/16 in [−2, 2], so every q·k (≤ 256 products, each a
-// multiple of 2⁻⁸, |sum| < 2¹¹) is exact in fp32 in any order and the CPU and GPU round
-// the same scores. What can still differ: exp (CUDA's expf is within 2 ulp) and the
-// order of the softmax sum move a probability by ~1e-6 relative, which can put it on
-// the other side of a bf16 rounding boundary: one bf16 ulp (2⁻⁸ relative) of p·|v| ≤
-// 2⁻⁸·max|v|; the output, rounded to bf16, can then differ by one more ulp (2⁻⁸·|out|).
-// Row 0's output is v_0 itself, so max|out| ≈ max|v| and the bound is 2⁻⁷·max|out|;
-// we allow 2⁻⁶ for the rare row where two such flips add.
+// Tolerances: per element, from attention's error analysis (tests/ops/attention_bounds.h),
+// each backend within its bound of the exact result and the two within twice that. bf16
+// act: the inputs are multiples of 1/16 in [−2, 2], so every q·k (≤ 256 products, each a
+// multiple of 2⁻⁸, |sum| < 2¹¹) is exact in fp32 in any order and both backends round the
+// same bf16 scores; what differs is each probability and output's bf16 rounding (one
+// u_bf16 of Σ p·|v| and of |out| per backend). The max logit: one score, within the
+// score's bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,13 +18,12 @@
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/cpu/kernels.h"
+#include "tests/ops/attention_bounds.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 
 namespace olmo2::ops {
 namespace {
 
-constexpr double kF32Tol = 1e-5;
-constexpr double kBf16Tol = 1.0 / 64;
 
 // Seeded values: N(0, 1), or (quantized) multiples of 1/16 in [−2, 2].
 Tensor values(std::vector<int64_t> shape, uint64_t seed, bool quantized) {
@@ -70,6 +67,29 @@ struct Qkv {
   TensorView k(bool gpu, const Case& c) const { return cols(gpu, c.h * c.hd, (c.h + c.kv) * c.hd); }
   TensorView v(bool gpu, const Case& c) const { return cols(gpu, (c.h + c.kv) * c.hd, (c.h + 2 * c.kv) * c.hd); }
   TensorView cols(bool gpu, int64_t a, int64_t b) const { return (gpu ? dev : host).view().cols(a, b); }
+  // The bound on the max logit between two backends: the largest bound of one score
+  // scale·(q·k) over the pairs (2·(sum_error(hd + 1)·scale·Σ|q||k| + u·|s|)).
+  double max_logit_tol(const Case& c, int64_t window) const {
+    const std::vector<double> qd = test::dense(q(false, c)), kd = test::dense(k(false, c));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.hd));
+    double worst = 0;
+    for (int h = 0; h < c.h; ++h)
+      for (int64_t t = 0; t < c.t; ++t)
+        for (int64_t j = window > 0 ? std::max<int64_t>(0, c.past + t - window + 1) : 0; j <= c.past + t; ++j) {
+          double mag = 0;
+          for (int64_t d = 0; d < c.hd; ++d)
+            mag += std::fabs(qd[static_cast<size_t>(t * c.h * c.hd + h * c.hd + d)] *
+                             kd[static_cast<size_t>(j * c.kv * c.hd + h / (c.h / c.kv) * c.hd + d)]);
+          worst = std::max(worst, 2 * (test::sum_error(c.hd + 1) + test::kU) * scale * mag);
+        }
+    return worst;
+  }
+  // The exact results and bounds for this case (with the backward when dout is given).
+  test::AttentionExpected expected(const Case& c, int64_t window, bool bf16, const Tensor* dout = nullptr) const {
+    const std::vector<double> g = dout ? test::dense(dout->view()) : std::vector<double>();
+    return test::attention(test::dense(q(false, c)), test::dense(k(false, c)), test::dense(v(false, c)), c.t,
+                           c.t + c.past, c.h, c.kv, c.hd, window, bf16, dout ? &g : nullptr);
+  }
 };
 
 Qkv make_qkv(const Case& c, uint64_t seed, bool quantized) {
@@ -90,7 +110,8 @@ TEST(CudaAttention, ForwardMatchesCpu) {
       Tensor got = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA);
       test::poison(got.view());
       causal_attention(x.q(true, c), x.k(true, c), x.v(true, c), c.h, c.kv, got.view(), act);
-      test::expect_close(want.view(), test::to_host(got.view()).view(), act == DType::F32 ? kF32Tol : kBf16Tol, what);
+      test::expect_close(want.view(), test::to_host(got.view()).view(),
+                         x.expected(c, 0, act == DType::BF16).out.between_two(), what);
     }
   }
 }
@@ -101,7 +122,7 @@ TEST(CudaAttention, MaxLogitMatchesCpu) {
     const Qkv x = make_qkv(c, 11 + c.t, false);
     const float want = cpu::causal_attention_max_logit(x.q(false, c), x.k(false, c), c.h, c.kv, 0);
     const float got = causal_attention_max_logit(x.q(true, c), x.k(true, c), c.h, c.kv);
-    EXPECT_NEAR(got, want, kF32Tol * std::fabs(want)) << c.name();
+    EXPECT_NEAR(got, want, x.max_logit_tol(c, 0)) << c.name();
   }
   const Qkv x = make_qkv({4, 0, 2, 2, 8}, 3, false);
   const Case none{0, 4, 2, 2, 8};  // T = 0: no pairs
@@ -127,9 +148,10 @@ TEST(CudaAttention, BackwardMatchesCpu) {
     for (const Tensor* g : {&gdq, &gdk, &gdv}) test::poison(g->view());  // overwritten, never accumulated
     causal_attention_backward(x.q(true, c), x.k(true, c), x.v(true, c), gdout.view(), c.h, c.kv, gdq.view(),
                               gdk.view(), gdv.view());
-    test::expect_close(dq.view(), test::to_host(gdq.view()).view(), kF32Tol, c.name() + " dq");
-    test::expect_close(dk.view(), test::to_host(gdk.view()).view(), kF32Tol, c.name() + " dk");
-    test::expect_close(dv.view(), test::to_host(gdv.view()).view(), kF32Tol, c.name() + " dv");
+    const test::AttentionExpected e = x.expected(c, 0, false, &dout);
+    test::expect_close(dq.view(), test::to_host(gdq.view()).view(), e.dq.between_two(), c.name() + " dq");
+    test::expect_close(dk.view(), test::to_host(gdk.view()).view(), e.dk.between_two(), c.name() + " dk");
+    test::expect_close(dv.view(), test::to_host(gdv.view()).view(), e.dv.between_two(), c.name() + " dv");
   }
 }
 
@@ -171,13 +193,13 @@ TEST(CudaAttention, WindowMatchesCpu) {
         Tensor got = Tensor::zeros({c.t, c.h * c.hd}, DType::F32, Device::CUDA);
         test::poison(got.view());
         causal_attention(x.q(true, c), x.k(true, c), x.v(true, c), c.h, c.kv, got.view(), act, window);
-        test::expect_close(want.view(), test::to_host(got.view()).view(), act == DType::F32 ? kF32Tol : kBf16Tol,
-                           what + " act " + dtype_name(act));
+        test::expect_close(want.view(), test::to_host(got.view()).view(),
+                           x.expected(c, window, act == DType::BF16).out.between_two(), what + " act " + dtype_name(act));
       }
       const Qkv x = make_qkv(c, 41 + c.t + window, false);
       const float want = cpu::causal_attention_max_logit(x.q(false, c), x.k(false, c), c.h, c.kv, window);
       EXPECT_NEAR(causal_attention_max_logit(x.q(true, c), x.k(true, c), c.h, c.kv, window), want,
-                  kF32Tol * std::fabs(want))
+                  x.max_logit_tol(c, window))
           << what;
       Tensor dout = values({c.t, c.h * c.hd}, 6 + window, false);
       Tensor gdout = test::to_device(dout.view());
@@ -191,9 +213,10 @@ TEST(CudaAttention, WindowMatchesCpu) {
       for (const Tensor* g : {&gdq, &gdk, &gdv}) test::poison(g->view());
       causal_attention_backward(x.q(true, c), x.k(true, c), x.v(true, c), gdout.view(), c.h, c.kv, gdq.view(),
                                 gdk.view(), gdv.view(), window);
-      test::expect_close(dq.view(), test::to_host(gdq.view()).view(), kF32Tol, what + " dq");
-      test::expect_close(dk.view(), test::to_host(gdk.view()).view(), kF32Tol, what + " dk");
-      test::expect_close(dv.view(), test::to_host(gdv.view()).view(), kF32Tol, what + " dv");
+      const test::AttentionExpected e = x.expected(c, window, false, &dout);
+      test::expect_close(dq.view(), test::to_host(gdq.view()).view(), e.dq.between_two(), what + " dq");
+      test::expect_close(dk.view(), test::to_host(gdk.view()).view(), e.dk.between_two(), what + " dk");
+      test::expect_close(dv.view(), test::to_host(gdv.view()).view(), e.dv.between_two(), what + " dv");
     }
   }
 }

@@ -2,14 +2,18 @@
 // without a GPU): the split RMSNorm and its backward, RoPE, SwiGLU, add_inplace, AdamW
 // and the embedding. docs/architecture.md §2, §10.
 //
-// Tolerances. Exact (0) where both backends do the same rounded operations in the same
-// order: add_inplace, AdamW (explicitly rounded intrinsics on the GPU, no fma the CPU
-// does not do), the embedding gather and its backward (same additions, same order).
-// 1e-5 of the largest |cpu| element where only a row sum's order (RMSNorm) or a libm
-// function (sin/cos, exp: CUDA within 2 ulp) differs. SwiGLU with bf16 activations: an
-// exp a few ulp apart can put silu(g) on the other side of a bf16 rounding boundary (one
-// bf16 ulp, ≤ 2⁻⁷ relative), and the product, rounded again, one more: ≤ 2⁻⁶ of the
-// largest |out|; and such flips must be rare (< 1% of the elements).
+// Tolerances, per element from each op's error analysis (tests/ops/error_bounds.h), for
+// the two backends together. Exact (0) where both do the same rounded operations in the
+// same order: add_inplace, AdamW (explicitly rounded intrinsics on the GPU, no fma the
+// CPU does not do), the embedding gather and its backward (same additions, same order).
+// Sums of squares: 2·sum_error(d + 1) of each sum. RMSNorm apply: a few roundings and a
+// reciprocal square root (CUDA within 2 ulp): 24u of each |y|. RMSNorm backward: dx =
+// r·w·dy − x·r³·dot/d cancels, so its bound is relative to r·|w·dy| + |x|·r³·Σ|dy·w·x|/d,
+// with the sums' errors; dw to Σ|dy·x·r|. RoPE: sin/cos within 2 ulp, so 16u of
+// s·(|x₁| + |x₂|), the size of the rotated pair. SwiGLU: 16u of |out| (f32); with bf16
+// activations silu(g) and the product are each rounded to bf16, u_bf16 each per backend,
+// so 4·u_bf16 of |out|, and such flips must be rare (< 1% of the elements). Its backward:
+// dgate = dy·u·σ·(1 + g·(1 − σ)) cancels near g ≈ −1.28: 24u of |dy·u|·σ·(1 + |g|·(1 − σ)).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,7 +34,7 @@
 namespace olmo2::ops {
 namespace {
 
-constexpr double kTol = 1e-5;
+using test::kU;
 
 #ifdef OLMO2_HAVE_CUDA
 
@@ -87,6 +91,48 @@ std::string name(const char* op, int64_t rows, int64_t d, DType w = DType::F32) 
   return std::string(op) + " rows " + std::to_string(rows) + " d " + std::to_string(d) + " w " + dtype_name(w);
 }
 
+// Bounds over a whole [rows, width] allocation from per-element bounds of its first `cols`
+// columns (`f(r, c)`); the padding must come back untouched (bound 0).
+template <class F>
+std::vector<double> bounds(const Pair& p, F f) {
+  const int64_t rows = p.host.view().dim() == 2 ? p.host.view().size(0) : 1;
+  const int64_t width = p.host.view().dim() == 2 ? p.host.view().size(1) : p.host.view().size(0);
+  std::vector<double> b(static_cast<size_t>(rows * width), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < p.cols; ++c) b[static_cast<size_t>(r * width + c)] = f(r, c);
+  return b;
+}
+
+// Bounds rel·|want| over a pair's first `cols` columns (want: the host side), the padding
+// untouched.
+std::vector<double> relative(const Pair& p, double rel) {
+  const std::vector<double> v = test::dense(p.h());
+  return bounds(p, [&](int64_t r, int64_t c) { return rel * std::fabs(v[static_cast<size_t>(r * p.cols + c)]); });
+}
+
+// Per-row sums of a dense [rows, d] product of the given arrays, and of its magnitude.
+struct RowSums {
+  std::vector<double> ss, dot, dot_mag, r;
+};
+RowSums row_sums(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& dy,
+                 int64_t rows, int64_t d, double d_total, float eps) {
+  RowSums s;
+  for (int64_t t = 0; t < rows; ++t) {
+    double ss = 0, dot = 0, mag = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double xi = x[static_cast<size_t>(t * d + i)];
+      ss += xi * xi;
+      if (!dy.empty()) {
+        const double g = dy[static_cast<size_t>(t * d + i)] * w[static_cast<size_t>(i)] * xi;
+        dot += g, mag += std::fabs(g);
+      }
+    }
+    s.ss.push_back(ss), s.dot.push_back(dot), s.dot_mag.push_back(mag);
+    s.r.push_back(1.0 / std::sqrt(ss / d_total + eps));
+  }
+  return s;
+}
+
 TEST(CudaElementwise, RmsnormPartialsAndApply) {
   OLMO2_REQUIRE_GPU();
   for (int64_t rows : kRows)
@@ -98,7 +144,11 @@ TEST(CudaElementwise, RmsnormPartialsAndApply) {
         const Pair stats = pair(rows, 2, 3);
         cpu::rmsnorm_partials(x.h(), stats.host.view().col(0));
         rmsnorm_partials(x.d(), stats.dev.view().col(0));
-        test::expect_close(stats.host.view(), stats.back().view(), kTol, what + ": sumsq");
+        test::expect_close(stats.host.view(), stats.back().view(),
+                           bounds(stats, [&, sv = test::dense(stats.h())](int64_t r, int64_t c) {
+                             return c == 0 ? 2 * test::sum_error(d + 1) * std::fabs(sv[size_t(r * 2)]) : 0.0;
+                           }),
+                           what + ": sumsq");
         // apply gets the CPU's sums on both sides.
         const Tensor ss = test::to_device(stats.host.view());
         for (int64_t d_total : {d, 3 * d}) {
@@ -106,13 +156,17 @@ TEST(CudaElementwise, RmsnormPartialsAndApply) {
           cpu::rmsnorm_apply(x.h(), w.h(), stats.host.view().col(0), d_total, 1e-6f, y.h());
           test::poison(y.dev.view());
           rmsnorm_apply(x.d(), w.d(), ss.view().col(0), d_total, 1e-6f, y.d());
-          test::expect_close(y.host.view(), y.back().view(), kTol, what + ": apply, d_total " + std::to_string(d_total));
+          test::expect_close(y.host.view(), y.back().view(),
+                             relative(y, 24 * kU),
+                             what + ": apply, d_total " + std::to_string(d_total));
         }
         // In place (y = x), the QK-norm's use.
         const Pair xi = pair(rows, d, 5);
         cpu::rmsnorm_apply(xi.h(), w.h(), stats.host.view().col(0), d, 1e-6f, xi.h());
         rmsnorm_apply(xi.d(), w.d(), ss.view().col(0), d, 1e-6f, xi.d());
-        test::expect_close(xi.host.view(), xi.back().view(), kTol, what + ": apply in place");
+        test::expect_close(xi.host.view(), xi.back().view(),
+                           relative(xi, 24 * kU),
+                           what + ": apply in place");
       }
 }
 
@@ -126,10 +180,24 @@ TEST(CudaElementwise, RmsnormBackward) {
           const Pair x = pair(rows, d, 1, DType::F32, 2), w = vec(d, 2, wt), dy = pair(rows, d, 3);
           const Pair dx = pair(rows, d, 4), dw = vec(d, 5);
           const Pair& out = alias == 1 ? dy : alias == 2 ? x : dx;
+          const std::vector<double> xd = test::dense(x.h()), wd = test::dense(w.h()), gd = test::dense(dy.h()),
+                                    dw0 = test::dense(dw.h());
+          const RowSums rs = row_sums(xd, wd, gd, rows, d, double(d), 1e-6f);
+          const double e_dx = 2 * (2.5 * test::sum_error(d + 1) + 10 * kU);
+          const std::vector<double> bdx = bounds(out, [&](int64_t t, int64_t i) {
+            const size_t ti = static_cast<size_t>(t * d + i);
+            const double r = rs.r[size_t(t)];
+            return e_dx * (r * std::fabs(wd[size_t(i)] * gd[ti]) + std::fabs(xd[ti]) * r * r * r * rs.dot_mag[size_t(t)] / d);
+          });
+          const std::vector<double> bdw = bounds(dw, [&](int64_t, int64_t i) {
+            double mag = std::fabs(dw0[size_t(i)]);
+            for (int64_t t = 0; t < rows; ++t) mag += std::fabs(gd[size_t(t * d + i)] * xd[size_t(t * d + i)]) * rs.r[size_t(t)];
+            return 2 * (test::sum_error(rows + 2) + 0.5 * test::sum_error(d + 1) + 4 * kU) * mag;
+          });
           cpu::rmsnorm_backward(x.h(), w.h(), 1e-6f, dy.h(), out.h(), dw.h());
           rmsnorm_backward(x.d(), w.d(), 1e-6f, dy.d(), out.d(), dw.d());
-          test::expect_close(out.host.view(), out.back().view(), kTol, what + ": dx");
-          test::expect_close(dw.host.view(), dw.back().view(), kTol, what + ": dw");
+          test::expect_close(out.host.view(), out.back().view(), bdx, what + ": dx");
+          test::expect_close(dw.host.view(), dw.back().view(), bdw, what + ": dw");
         }
 }
 
@@ -143,21 +211,54 @@ TEST(CudaElementwise, RmsnormBackwardHalves) {
       const std::string what = name("rmsnorm_backward halves", rows, d, wt);
       const Pair x = pair(rows, d, 1), w = vec(d, 2, wt), dy = pair(rows, d, 3), st = pair(4, rows, 4);
       auto row = [&](bool gpu, int64_t r) { return (gpu ? st.dev : st.host).view().rows(r, r + 1).reshape({rows}); };
+      const std::vector<double> xd = test::dense(x.h()), wd = test::dense(w.h()), gd = test::dense(dy.h());
+      const RowSums rs = row_sums(xd, wd, gd, rows, d, double(d), 1e-6f);
+      const std::vector<double> bst = bounds(st, [&](int64_t r, int64_t t) {
+        const double e = 2 * test::sum_error(d + 1);
+        return r == 0 ? e * rs.ss[size_t(t)] : r == 1 ? e * rs.dot_mag[size_t(t)] : 0.0;
+      });
       cpu::rmsnorm_backward_partials(x.h(), w.h(), dy.h(), row(false, 0), row(false, 1));
       rmsnorm_backward_partials(x.d(), w.d(), dy.d(), row(true, 0), row(true, 1));
-      test::expect_close(st.host.view(), st.back().view(), kTol, what + ": partials");
+      test::expect_close(st.host.view(), st.back().view(), bst, what + ": partials");
       // Stand-in for the all-reduce: the other ranks' share, the same on both sides.
       for (int64_t t = 0; t < rows; ++t) st.host.f32()[t] *= 4.0f, st.host.f32()[rows + t] *= 4.0f;
       const Tensor stats_dev = test::to_device(st.host.view());
       auto drow = [&](int64_t r) { return stats_dev.view().rows(r, r + 1).reshape({rows}); };
       const Pair dx = pair(rows, d, 5), dw = vec(d, 6);
+      // From identical statistics: only the row's own roundings (10u of each term) and dw's sum.
+      const std::vector<double> dw0 = test::dense(dw.h());
+      std::vector<double> r_of(static_cast<size_t>(rows)), c_mag(static_cast<size_t>(rows));
+      for (int64_t t = 0; t < rows; ++t) {
+        r_of[size_t(t)] = 1.0 / std::sqrt(double(st.host.f32()[t]) / d_total + 1e-6f);
+        c_mag[size_t(t)] = std::pow(r_of[size_t(t)], 3) * std::fabs(double(st.host.f32()[rows + t])) / d_total;
+      }
+      const std::vector<double> bdx = bounds(dx, [&](int64_t t, int64_t i) {
+        const size_t ti = static_cast<size_t>(t * d + i);
+        return 2 * 10 * kU * (r_of[size_t(t)] * std::fabs(wd[size_t(i)] * gd[ti]) + std::fabs(xd[ti]) * c_mag[size_t(t)]);
+      });
+      const std::vector<double> bdw = bounds(dw, [&](int64_t, int64_t i) {
+        double mag = std::fabs(dw0[size_t(i)]);
+        for (int64_t t = 0; t < rows; ++t) mag += std::fabs(gd[size_t(t * d + i)] * xd[size_t(t * d + i)]) * r_of[size_t(t)];
+        return 2 * (test::sum_error(rows + 2) + 4 * kU) * mag;
+      });
       cpu::rmsnorm_backward_finish(x.h(), w.h(), 1e-6f, d_total, dy.h(), row(false, 0), row(false, 1), dx.h(), dw.h());
       rmsnorm_backward_finish(x.d(), w.d(), 1e-6f, d_total, dy.d(), drow(0), drow(1), dx.d(), dw.d());
-      test::expect_close(dx.host.view(), dx.back().view(), kTol, what + ": dx");
-      test::expect_close(dw.host.view(), dw.back().view(), kTol, what + ": dw");
+      test::expect_close(dx.host.view(), dx.back().view(), bdx, what + ": dx");
+      test::expect_close(dw.host.view(), dw.back().view(), bdw, what + ": dw");
       rmsnorm_backward_finish(x.d(), w.d(), 1e-6f, d_total, dy.d(), drow(0), drow(1), dx.d(), TensorView{});
-      test::expect_close(dx.host.view(), dx.back().view(), kTol, what + ": dx without dw");
+      test::expect_close(dx.host.view(), dx.back().view(), bdx, what + ": dx without dw");
     }
+}
+
+// RoPE's bounds: 16u of scaling·(|x₁| + |x₂|) for each element of a rotated pair (x the
+// op's input), the padding untouched.
+std::vector<double> rope_bounds(const Pair& x, int64_t hd, double scaling) {
+  const std::vector<double> v = test::dense(x.h());
+  return bounds(x, [&](int64_t r, int64_t c) {
+    const int64_t h = c / hd, i = c % hd, half = hd / 2, base = r * x.cols + h * hd;
+    const double pair_size = std::fabs(v[size_t(base + i % half)]) + std::fabs(v[size_t(base + i % half + half)]);
+    return 16 * kU * scaling * pair_size;
+  });
 }
 
 TEST(CudaElementwise, RopeForwardAndBackward) {
@@ -170,12 +271,14 @@ TEST(CudaElementwise, RopeForwardAndBackward) {
         const Pair pos = ids(random_ids(rows, 0, 4096, 7));
         const Pair x = pair(rows, heads * hd, 1, DType::F32, 5);
         const RopeFrequencies f = RopeFrequencies::standard(theta, hd);
+        const std::vector<double> b = rope_bounds(x, hd, 1.0);
         cpu::rope(x.h(), pos.h(), heads, hd, f);
         rope(x.d(), pos.d(), heads, hd, theta);
-        test::expect_close(x.host.view(), x.back().view(), kTol, what);
+        test::expect_close(x.host.view(), x.back().view(), b, what);
+        const std::vector<double> bb = rope_bounds(x, hd, 1.0);
         cpu::rope_backward(x.h(), pos.h(), heads, hd, f);
         rope_backward(x.d(), pos.d(), heads, hd, theta);
-        test::expect_close(x.host.view(), x.back().view(), kTol, what + " backward");
+        test::expect_close(x.host.view(), x.back().view(), bb, what + " backward");
       }
 }
 
@@ -191,19 +294,21 @@ TEST(CudaElementwise, RopeWithScaledFrequencies) {
       const std::string what = "scaled rope rows " + std::to_string(rows) + " hd " + std::to_string(hd);
       const Pair pos = ids(random_ids(rows, 0, 4096, 8));
       const Pair x = pair(rows, heads * hd, 1, DType::F32, 6);
+      const std::vector<double> b = rope_bounds(x, hd, f.attention_scaling);
       cpu::rope(x.h(), pos.h(), heads, hd, f);
       rope(x.d(), pos.d(), heads, hd, f);
-      test::expect_close(x.host.view(), x.back().view(), kTol, what);
+      test::expect_close(x.host.view(), x.back().view(), b, what);
+      const std::vector<double> bb = rope_bounds(x, hd, f.attention_scaling);
       cpu::rope_backward(x.h(), pos.h(), heads, hd, f);
       rope_backward(x.d(), pos.d(), heads, hd, f);
-      test::expect_close(x.host.view(), x.back().view(), kTol, what + " backward");
+      test::expect_close(x.host.view(), x.back().view(), bb, what + " backward");
     }
 }
 
-// Largest |cpu − gpu| within tol of max|cpu|, and fewer than `max_frac` elements differing.
-void expect_rarely_different(const Tensor& want, const Tensor& got, double tol, double max_frac,
+// Every |cpu − gpu| within rel of its |cpu|, and fewer than `max_frac` elements differing.
+void expect_rarely_different(const Tensor& want, const Tensor& got, double rel, double max_frac,
                              const std::string& what) {
-  test::expect_close(want.view(), got.view(), tol, what);
+  test::expect_close(want.view(), got.view(), rel, what);
   int64_t differ = 0;
   for (int64_t i = 0; i < want.numel(); ++i) differ += want.f32()[i] != got.f32()[i];
   EXPECT_LT(static_cast<double>(differ), max_frac * static_cast<double>(want.numel())) << what;
@@ -219,7 +324,7 @@ TEST(CudaElementwise, SwigluAndAdd) {
         const Pair g = pair(rows, d, 1, DType::F32, 1, 3.0f), u = pair(rows, d, 2), out = pair(rows, d, 3, DType::F32, 1);
         cpu::swiglu(g.h(), u.h(), out.h(), act);
         swiglu(g.d(), u.d(), out.d(), act);
-        expect_rarely_different(out.host, out.back(), bf ? 1.0 / 64 : kTol, bf ? 0.01 : 1.0, what);
+        expect_rarely_different(out.host, out.back(), bf ? 4 * test::kUBf16 + 32 * kU : 16 * kU, bf ? 0.01 : 1.0, what);
         const Pair y = pair(rows, d, 4, DType::F32, 2), x = pair(rows, d, 5, DType::F32, 2);
         cpu::add_inplace(y.h(), x.h(), act);
         add_inplace(y.d(), x.d(), act);
@@ -237,10 +342,21 @@ TEST(CudaElementwise, SwigluBackward) {
         const Pair dg0 = pair(rows, d, 4), du0 = pair(rows, d, 5);
         const Pair& dg = in_place ? g : dg0;
         const Pair& du = in_place ? u : du0;
+        const std::vector<double> gv = test::dense(g.h()), uv = test::dense(u.h()), dv = test::dense(dout.h());
+        auto sig = [&](int64_t r, int64_t c) { return 1.0 / (1.0 + std::exp(-gv[size_t(r * d + c)])); };
+        const std::vector<double> bdg = bounds(dg, [&](int64_t r, int64_t c) {
+          const size_t i = size_t(r * d + c);
+          const double s = sig(r, c);
+          return 24 * kU * std::fabs(dv[i] * uv[i]) * s * (1 + std::fabs(gv[i]) * (1 - s));
+        });
+        const std::vector<double> bdu = bounds(du, [&](int64_t r, int64_t c) {
+          const size_t i = size_t(r * d + c);
+          return 16 * kU * std::fabs(dv[i] * gv[i] * sig(r, c));
+        });
         cpu::swiglu_backward(g.h(), u.h(), dout.h(), dg.h(), du.h());
         swiglu_backward(g.d(), u.d(), dout.d(), dg.d(), du.d());
-        test::expect_close(dg.host.view(), dg.back().view(), kTol, what + ": dgate");
-        test::expect_close(du.host.view(), du.back().view(), kTol, what + ": dup");
+        test::expect_close(dg.host.view(), dg.back().view(), bdg, what + ": dgate");
+        test::expect_close(du.host.view(), du.back().view(), bdu, what + ": dup");
       }
 }
 
@@ -317,6 +433,48 @@ TEST(CudaElementwise, RefusesWhatTheCpuRefuses) {
 }
 
 #else
+
+// Bounds over a whole [rows, width] allocation from per-element bounds of its first `cols`
+// columns (`f(r, c)`); the padding must come back untouched (bound 0).
+template <class F>
+std::vector<double> bounds(const Pair& p, F f) {
+  const int64_t rows = p.host.view().dim() == 2 ? p.host.view().size(0) : 1;
+  const int64_t width = p.host.view().dim() == 2 ? p.host.view().size(1) : p.host.view().size(0);
+  std::vector<double> b(static_cast<size_t>(rows * width), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < p.cols; ++c) b[static_cast<size_t>(r * width + c)] = f(r, c);
+  return b;
+}
+
+// Bounds rel·|want| over a pair's first `cols` columns (want: the host side), the padding
+// untouched.
+std::vector<double> relative(const Pair& p, double rel) {
+  const std::vector<double> v = test::dense(p.h());
+  return bounds(p, [&](int64_t r, int64_t c) { return rel * std::fabs(v[static_cast<size_t>(r * p.cols + c)]); });
+}
+
+// Per-row sums of a dense [rows, d] product of the given arrays, and of its magnitude.
+struct RowSums {
+  std::vector<double> ss, dot, dot_mag, r;
+};
+RowSums row_sums(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& dy,
+                 int64_t rows, int64_t d, double d_total, float eps) {
+  RowSums s;
+  for (int64_t t = 0; t < rows; ++t) {
+    double ss = 0, dot = 0, mag = 0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double xi = x[static_cast<size_t>(t * d + i)];
+      ss += xi * xi;
+      if (!dy.empty()) {
+        const double g = dy[static_cast<size_t>(t * d + i)] * w[static_cast<size_t>(i)] * xi;
+        dot += g, mag += std::fabs(g);
+      }
+    }
+    s.ss.push_back(ss), s.dot.push_back(dot), s.dot_mag.push_back(mag);
+    s.r.push_back(1.0 / std::sqrt(ss / d_total + eps));
+  }
+  return s;
+}
 
 TEST(CudaElementwise, RmsnormPartialsAndApply) { OLMO2_REQUIRE_GPU(); }
 

@@ -1,8 +1,9 @@
 // CUDA paged attention against ops::cpu::paged_attention, and against itself: the same
 // bits for a sequence alone or in a batch, for a prompt in one chunk or several, and as
 // cuda::causal_attention over the same keys (docs/architecture.md §2, §8). Skipped,
-// saying why, without a GPU. Tolerances as in test_attention.cpp (the bf16 cases use
-// inputs on a 1/16 grid so that every score is exact in fp32).
+// saying why, without a GPU. Tolerances per element as in test_attention.cpp (each
+// sequence's keys gathered from its blocks; the bf16 cases use inputs on a 1/16 grid so
+// that every score is exact in fp32).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "ops/attention.h"
 #include "ops/cpu/kernels.h"
 #include "ops/paged_attention.h"
+#include "tests/ops/attention_bounds.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 
 namespace olmo2::ops {
@@ -61,6 +63,31 @@ struct Pool {
   }
 };
 
+// The between-backends bounds for every row of q [rows, H·hd]: each sequence's rows
+// from its keys and values gathered through its block table; rows of no sequence must
+// come back as the CPU left them (bound 0, never compared by value there).
+std::vector<double> paged_bounds(const Pool& pool, const std::vector<PagedSequence>& seqs, bool bf16, int64_t window) {
+  const int64_t width = pool.h * pool.hd, kw = pool.kv * pool.hd;
+  std::vector<double> bound(static_cast<size_t>(pool.q.shape()[0] * width), 0.0);
+  const std::vector<double> q = test::dense(pool.q.view()), k = test::dense(pool.k.view()), v = test::dense(pool.v.view());
+  for (const PagedSequence& s : seqs) {
+    const int64_t S = s.start + s.rows;
+    std::vector<double> qs(q.begin() + s.row_begin * width, q.begin() + (s.row_begin + s.rows) * width);
+    std::vector<double> ks(static_cast<size_t>(S * kw), 0.0), vs = ks;
+    for (int64_t p = 0; p < S; ++p) {
+      const int32_t blk = s.block_table[static_cast<size_t>(p / kBlock)];
+      if (blk < 0) continue;  // freed: never read
+      const int64_t src = int64_t{blk} * kBlock + p % kBlock;
+      std::copy(k.begin() + src * kw, k.begin() + (src + 1) * kw, ks.begin() + p * kw);
+      std::copy(v.begin() + src * kw, v.begin() + (src + 1) * kw, vs.begin() + p * kw);
+    }
+    const std::vector<double> b =
+        test::attention(qs, ks, vs, s.rows, S, pool.h, pool.kv, pool.hd, window, bf16).out.between_two();
+    std::copy(b.begin(), b.end(), bound.begin() + s.row_begin * width);
+  }
+  return bound;
+}
+
 bool same_rows(const Tensor& a, const Tensor& b, int64_t r0, int64_t r1, int64_t ra = -1) {
   const int64_t w = a.shape()[1];
   if (ra < 0) ra = r0;
@@ -88,7 +115,8 @@ TEST(CudaPagedAttention, MatchesCpu) {
       cpu::paged_attention(pool.q.view(), pool.k.view(), pool.v.view(), kBlock, seqs, h, kv, want.view(), act, 0);
       const std::string what = "H/KV " + std::to_string(h) + "/" + std::to_string(kv) + " hd " + std::to_string(hd) +
                                " act " + dtype_name(act);
-      test::expect_close(want.view(), pool.run_gpu(seqs, act).view(), act == DType::F32 ? 1e-5 : 1.0 / 64, what);
+      test::expect_close(want.view(), pool.run_gpu(seqs, act).view(), paged_bounds(pool, seqs, act == DType::BF16, 0),
+                         what);
     }
   }
 }
@@ -150,7 +178,9 @@ TEST(CudaPagedAttention, WindowMatchesCpuAndIsInvariant) {
       Tensor want_a = Tensor::zeros({len + 1, h * hd}), got_a = Tensor::zeros({len + 1, h * hd});
       std::memcpy(want_a.f32(), want.f32(), sizeof(float) * want_a.numel());
       std::memcpy(got_a.f32(), all.f32(), sizeof(float) * got_a.numel());
-      test::expect_close(want_a.view(), got_a.view(), act == DType::F32 ? 1e-5 : 1.0 / 64, "window vs cpu");
+      std::vector<double> bound_a = paged_bounds(pool, {a, b_full}, act == DType::BF16, window);
+      bound_a.resize(static_cast<size_t>(want_a.numel()));
+      test::expect_close(want_a.view(), got_a.view(), bound_a, "window vs cpu");
       EXPECT_TRUE(same_rows(all, pool.run_gpu({b_full}, act, window), len, len + 1)) << "b with its whole table";
       EXPECT_TRUE(same_rows(all, pool.run_gpu({{0, 16, 0, t_a}, {16, 1, 16, t_a}, {17, 53, 17, t_a}}, act, window), 0,
                             len))

@@ -1,13 +1,14 @@
 // The CUDA products (linear, linear_batch_invariant, linear_backward) against ops::cpu::
 // (skipped, saying why, without a GPU). docs/architecture.md §2, §10.
 //
-// Tolerance: 1e-5 of the largest |cpu| element for every case, bf16 weights included.
-// Both backends form the same products — fp32 products of f32 values (TF32 is off), or
-// exact products of bf16(x) and a bf16 w — and add them in fp32; only the order of the
-// additions differs. For N(0, 1) data each fp32 sum carries a random-walk error of about
-// √K·2⁻²⁴·√K (partial sums ~√K), against max|y| ≈ 4·√K: ~2⁻²⁴·√K/4 ≈ 7e-7 relative at
-// K = 2050, well inside 1e-5; the bf16 rounding of x happens identically on both sides
-// (nearest even), so it adds nothing. Batch invariance is checked bit for bit.
+// Tolerance: per element, from the products' error analysis (tests/ops/error_bounds.h):
+// each backend within sum_error(K + 1)·Σ|x||w| of the exact product, so the two within
+// twice that. Both form the same products — fp32 products of f32 values (TF32 is off),
+// or exact products of bf16(x) and a bf16 w (the bf16 rounding of x is the same, nearest
+// even, on both sides, so the exact reference rounds x too) — and add them in fp32 in
+// their own orders. The rows of x are scaled by powers of two from 2⁻⁶ to 2⁶, so a small
+// row's error is checked against its own size, not the largest row's. Batch invariance
+// is checked bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,8 +25,6 @@
 
 namespace olmo2::ops {
 namespace {
-
-constexpr double kTol = 1e-5;
 
 // Seeded N(0, 1) host values of `dtype` (bf16: the rounded values).
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32) {
@@ -73,6 +72,34 @@ Pair pair(int64_t rows, int64_t cols, uint64_t seed, DType dtype = DType::F32, i
   return p;
 }
 
+// x with row r scaled by 2^(3·(r mod 5) − 6): rows from 2⁻⁶ to 2⁶ of each other.
+Pair scaled_pair(int64_t rows, int64_t cols, uint64_t seed, int64_t pad = 0) {
+  Pair p{randn({rows, cols + pad}, seed), Tensor(), cols};
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols + pad; ++c) p.host.f32()[r * (cols + pad) + c] *= std::ldexp(1.0f, int(3 * (r % 5) - 6));
+  p.dev = test::to_device(p.host.view());
+  return p;
+}
+
+// The values of x, rounded to bf16 where the product rounds them (a bf16 w).
+std::vector<double> inputs(const Pair& x, DType wt) {
+  std::vector<double> v = test::dense(x.h());
+  if (wt == DType::BF16)
+    for (double& e : v) e = round_bf16(static_cast<float>(e));
+  return v;
+}
+
+// Bounds over the whole allocation of `out` from the between-backends bounds of its
+// first `cols` columns; the padding must come back untouched (bound 0).
+std::vector<double> bounds(const test::Expected& e, const Pair& out) {
+  const int64_t rows = out.host.view().size(0), width = out.host.view().size(1);
+  std::vector<double> b(static_cast<size_t>(rows * width), 0.0);
+  const std::vector<double> two = e.between_two();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < out.cols; ++c) b[static_cast<size_t>(r * width + c)] = two[static_cast<size_t>(r * out.cols + c)];
+  return b;
+}
+
 using Product = void (*)(const TensorView&, const TensorView&, const TensorView&);
 
 void check_forward(Product cpu_op, Product op, const char* op_name) {
@@ -80,14 +107,15 @@ void check_forward(Product cpu_op, Product op, const char* op_name) {
     for (DType wt : {DType::F32, DType::BF16}) {
       for (bool strided : {false, true}) {
         const std::string what = std::string(op_name) + " " + s.name(wt, strided);
-        const Pair x = pair(s.m, s.k, 1, DType::F32, strided ? 5 : 0), w = pair(s.n, s.k, 2, wt, strided ? 3 : 0);
+        const Pair x = scaled_pair(s.m, s.k, 1, strided ? 5 : 0), w = pair(s.n, s.k, 2, wt, strided ? 3 : 0);
         const Pair y = pair(s.m, s.n, 3, DType::F32, strided ? 7 : 0);
+        const test::Expected e = test::product(inputs(x, wt), test::dense(w.h()), s.m, s.n, s.k, false, true);
         cpu_op(x.h(), w.h(), y.h());
         // Unstrided: every element poisoned first. Strided: y starts as the CPU's did,
         // so an unwritten element or a write into the padding shows as a difference.
         if (!strided) test::poison(y.dev.view());
         op(x.d(), w.d(), y.d());
-        test::expect_close(y.host.view(), test::to_host(y.dev.view()).view(), kTol, what);
+        test::expect_close(y.host.view(), test::to_host(y.dev.view()).view(), bounds(e, y), what);
       }
     }
   }
@@ -174,14 +202,21 @@ TEST(CudaProducts, LinearBackwardMatchesCpu) {
         const std::string what = "linear_backward " + s.name(wt, strided) + " accumulate dw " +
                                  std::to_string(acc_dw) + " dx " + std::to_string(acc_dx);
         const int64_t pad = strided ? 3 : 0;
-        const Pair x = pair(s.m, s.k, 21, DType::F32, pad), w = pair(s.n, s.k, 22, wt, pad);
-        const Pair dy = pair(s.m, s.n, 23, DType::F32, pad);
+        const Pair x = scaled_pair(s.m, s.k, 21, pad), w = pair(s.n, s.k, 22, wt, pad);
+        const Pair dy = scaled_pair(s.m, s.n, 23, pad);
         const Pair dx = pair(s.m, s.k, 24, DType::F32, pad), dw = pair(s.n, s.k, 25, DType::F32, pad);
+        const std::vector<double> dx0 = test::dense(dx.h()), dw0 = test::dense(dw.h());
+        // dx = dy·w [M, K] (sum over N), dw = dyᵀ·x [N, K] (sum over M), onto the old values
+        // when accumulating.
+        const test::Expected edx = test::product(test::dense(dy.h()), test::dense(w.h()), s.m, s.k, s.n, false, false,
+                                                 acc_dx ? &dx0 : nullptr);
+        const test::Expected edw = test::product(test::dense(dy.h()), test::dense(x.h()), s.n, s.k, s.m, true, false,
+                                                 acc_dw ? &dw0 : nullptr);
         cpu::linear_backward(x.h(), w.h(), dy.h(), dx.h(), dw.h(), acc_dw, acc_dx);
         linear_backward(x.d(), w.d(), dy.d(), dx.d(), dw.d(), acc_dw, acc_dx);
         const Tensor dx_back = test::to_host(dx.dev.view()), dw_back = test::to_host(dw.dev.view());
-        test::expect_close(dx.host.view(), dx_back.view(), kTol, what + ": dx");
-        test::expect_close(dw.host.view(), dw_back.view(), kTol, what + ": dw");
+        test::expect_close(dx.host.view(), dx_back.view(), bounds(edx, dx), what + ": dx");
+        test::expect_close(dw.host.view(), dw_back.view(), bounds(edw, dw), what + ": dw");
       }
     }
   }
@@ -191,12 +226,14 @@ TEST(CudaProducts, LinearBackwardSkipsEmptyOutputs) {
   OLMO2_REQUIRE_GPU();
   const Pair x = pair(3, 37, 1), w = pair(20, 37, 2, DType::BF16), dy = pair(3, 20, 3);
   const Pair dx = pair(3, 37, 4), dw = pair(20, 37, 5);
+  const test::Expected edw = test::product(test::dense(dy.h()), test::dense(x.h()), 20, 37, 3, true, false);
+  const test::Expected edx = test::product(test::dense(dy.h()), test::dense(w.h()), 3, 37, 20, false, false);
   linear_backward(x.d(), w.d(), dy.d(), TensorView{}, dw.d(), false, false);
   cpu::linear_backward(x.h(), w.h(), dy.h(), TensorView{}, dw.h(), false, false);
-  test::expect_close(dw.h(), test::to_host(dw.d()).view(), kTol, "dw only");
+  test::expect_close(dw.h(), test::to_host(dw.d()).view(), bounds(edw, dw), "dw only");
   linear_backward(x.d(), w.d(), dy.d(), dx.d(), TensorView{}, true, false);
   cpu::linear_backward(x.h(), w.h(), dy.h(), dx.h(), TensorView{}, true, false);
-  test::expect_close(dx.h(), test::to_host(dx.d()).view(), kTol, "dx only");
+  test::expect_close(dx.h(), test::to_host(dx.d()).view(), bounds(edx, dx), "dx only");
 }
 
 #else
