@@ -1,5 +1,7 @@
 #include "launcher/device_options.h"
 
+#include <cstdlib>
+
 #include "launcher/options.h"
 #include "ops/device_emulation.h"
 #include "ops/device_runtime.h"
@@ -7,6 +9,7 @@
 #include "parallel/device_communicator.h"
 #include "parallel/node_ranks.h"
 #include "parallel/string_gather.h"
+#include "runtime/serve/memory_size.h"
 
 namespace olmo2 {
 
@@ -83,6 +86,10 @@ DeviceChoice use_device_of_rank(const DeviceOptions& o, int local_rank, int loca
   c.gpus = ops::gpu_count();
   c.gpu = gpu_for_local_rank(local_rank, local_size, c.gpus);
   ops::use_gpu(c.gpu, label + " on GPU " + std::to_string(c.gpu));  // before any other CUDA work
+  // OLMO2_GPU_CACHE_LIMIT (e.g. 8GiB): the most the caching allocator keeps cached.
+  if (const char* limit = std::getenv("OLMO2_GPU_CACHE_LIMIT"); limit && *limit) {
+    ops::set_gpu_cache_limit(static_cast<size_t>(parse_memory_size(limit, "OLMO2_GPU_CACHE_LIMIT")));
+  }
   c.identity = ops::gpu_identity(c.gpu);
   c.description = "device cuda: GPU " + std::to_string(c.gpu) + " of " + std::to_string(c.gpus) + " (" +
                   ops::gpu_description(c.gpu) + ", " + c.identity + ")";

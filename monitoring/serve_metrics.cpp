@@ -21,6 +21,7 @@ struct ServeMetrics::Families {
   prometheus::Counter *cache_queries = nullptr, *cache_hits = nullptr;
   prometheus::Gauge *running = nullptr, *waiting = nullptr, *kv_usage = nullptr;
   prometheus::Gauge *activation_bytes = nullptr, *activation_waiting = nullptr;
+  prometheus::Gauge *gpu_in_use = nullptr, *gpu_cached = nullptr;  // made by the first gpu_memory()
 };
 
 namespace {
@@ -106,6 +107,21 @@ void ServeMetrics::engine_state(int64_t running, int64_t waiting, double kv_cach
   f_->running->Set(static_cast<double>(running));
   f_->waiting->Set(static_cast<double>(waiting));
   f_->kv_usage->Set(kv_cache_usage_ratio);
+}
+
+void ServeMetrics::gpu_memory(double in_use_bytes, double cached_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!f_->gpu_in_use) {
+    const std::map<std::string, std::string> rank0{{"rank", "0"}, {"tp", "0"}, {"pp", "0"}, {"dp", "0"}};
+    f_->gpu_in_use = &prometheus::BuildGauge().Name("olmo2_gpu_memory_in_use_bytes")
+                          .Help("GPU memory the caching allocator has handed out on each rank, in bytes")
+                          .Register(f_->registry).Add(rank0);
+    f_->gpu_cached = &prometheus::BuildGauge().Name("olmo2_gpu_memory_cached_bytes")
+                          .Help("GPU memory the caching allocator holds free for reuse on each rank, in bytes")
+                          .Register(f_->registry).Add(rank0);
+  }
+  f_->gpu_in_use->Set(in_use_bytes);
+  f_->gpu_cached->Set(cached_bytes);
 }
 
 void ServeMetrics::activation_memory(int64_t reserved_bytes, int64_t waiting) {

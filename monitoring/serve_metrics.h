@@ -33,6 +33,10 @@ class ServeMetrics {
   /// The activation budget's state: bytes reserved by requests with reads, requests
   /// waiting for room (runtime/serve/activation_budget.h).
   void activation_memory(int64_t reserved_bytes, int64_t waiting);
+  /// This process's GPU memory from the caching allocator, in bytes: handed out, and
+  /// held free for reuse (ops::gpu_memory). The gauges olmo2_gpu_memory_in_use_bytes and
+  /// _cached_bytes (labels of rank 0) exist from the first call on, so a CPU server has none.
+  void gpu_memory(double in_use_bytes, double cached_bytes);
   /// Sequences pre-empted (blocks freed, recomputed later) since the last call.
   void preempted(int64_t count);
   /// Prefix caching since the last call, in tokens (as vLLM counts them): tokens of the

@@ -78,12 +78,13 @@ struct TrainMetrics::Impl {
   Counter *tokens, *skipped_nonfinite, *skipped_spike, *nonfinite, *spikes_loss, *spikes_grad;
   std::vector<Histogram*> step_seconds;  // per rank served here
   std::vector<int> step_rank;            // its world rank
+  std::vector<Gauge*> gpu_in_use, gpu_cached;  // per rank served here (with --device cuda)
   Histogram* save_seconds;
   std::vector<Gauge*> layer_output, attention_output, mlp_output, layer_grad_norm, logit_max;
 };
 
 TrainMetrics::TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoords>& ranks, int64_t layers,
-                           bool run_wide)
+                           bool run_wide, bool gpu)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.mutex = &endpoint.update_mutex(), m.run_wide = run_wide;
@@ -132,6 +133,22 @@ TrainMetrics::TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoor
                                             {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)}},
                                            step_buckets));
   }
+  if (gpu) {
+    auto& in_use = prometheus::BuildGauge()
+                       .Name("olmo2_gpu_memory_in_use_bytes")
+                       .Help("GPU memory the caching allocator has handed out on each rank, in bytes")
+                       .Register(r);
+    auto& cached = prometheus::BuildGauge()
+                       .Name("olmo2_gpu_memory_cached_bytes")
+                       .Help("GPU memory the caching allocator holds free for reuse on each rank, in bytes")
+                       .Register(r);
+    for (const RankCoords& c : ranks) {
+      const std::map<std::string, std::string> labels{{"rank", std::to_string(c.rank)}, {"tp", std::to_string(c.tp)},
+                                                      {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)}};
+      m.gpu_in_use.push_back(&in_use.Add(labels));
+      m.gpu_cached.push_back(&cached.Add(labels));
+    }
+  }
   m.save_seconds = &prometheus::BuildHistogram()
                         .Name("olmo2_train_checkpoint_save_seconds")
                         .Help("Wall time of one checkpoint save (gather and write), in seconds")
@@ -176,6 +193,10 @@ void TrainMetrics::record_step(const StepValues& v) {
   for (size_t i = 0; i < m.step_seconds.size(); ++i) {
     const size_t r = static_cast<size_t>(m.step_rank[i]);
     if (r < v.rank_step_seconds.size()) m.step_seconds[i]->Observe(v.rank_step_seconds[r]);
+    if (i < m.gpu_in_use.size() && r < v.rank_gpu_in_use_bytes.size()) {
+      m.gpu_in_use[i]->Set(v.rank_gpu_in_use_bytes[r]);
+      m.gpu_cached[i]->Set(v.rank_gpu_cached_bytes[r]);
+    }
   }
 }
 

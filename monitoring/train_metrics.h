@@ -62,6 +62,8 @@ struct StepValues {
   bool spike_skipped = false;        ///< skipped for a spike (--skip-spikes)
   bool loss_spike = false, grad_norm_spike = false;
   std::vector<double> rank_step_seconds;  ///< wall time of the step on each world rank
+  std::vector<double> rank_gpu_in_use_bytes;  ///< each world rank's GPU memory handed out (ops::gpu_memory)
+  std::vector<double> rank_gpu_cached_bytes;  ///< each world rank's GPU memory cached, not in use
 };
 
 /// Per-layer diagnostics (every --diag-interval steps), one entry per decoder layer:
@@ -80,7 +82,9 @@ struct LayerValues {
 /// `endpoint`'s update mutex: a scrape sees one step's values, never a mix.
 class TrainMetrics {
  public:
-  TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoords>& ranks, int64_t layers, bool run_wide = true);
+  /// `gpu`: also the GPU memory gauges (olmo2_gpu_memory_in_use_bytes, _cached_bytes).
+  TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoords>& ranks, int64_t layers, bool run_wide = true,
+               bool gpu = false);
   ~TrainMetrics();
   /// Sets the gauges, adds to the counters and observes each rank's step time.
   void record_step(const StepValues& v);

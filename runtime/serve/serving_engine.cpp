@@ -1,5 +1,6 @@
 #include "runtime/serve/serving_engine.h"
 
+#include "ops/device_runtime.h"
 #include "runtime/serve/nonfinite_answer.h"
 
 #include <algorithm>
@@ -385,7 +386,13 @@ void ServingEngine::finish(int64_t request_id, CompletionChunk chunk, const std:
     }
   }
   // The gauges first: a client that scrapes right after its answer sees it gone.
-  if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
+  if (metrics_) {
+    metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
+    if (model_.device() == Device::CUDA) {
+      const ops::GpuMemory gm = ops::gpu_memory();
+      metrics_->gpu_memory(static_cast<double>(gm.in_use_bytes), static_cast<double>(gm.cached_bytes));
+    }
+  }
   a.request->push(std::move(chunk));
   active_.erase(it);
 }

@@ -1,5 +1,7 @@
 #include "runtime/train/metrics_reporter.h"
 
+#include "ops/device_runtime.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -66,7 +68,8 @@ void MetricsReporter::start(const Olmo2Model& model) {
     }
     // With one endpoint per node, the job-wide values are served by world rank 0's only.
     metrics_ = std::make_unique<monitoring::TrainMetrics>(*endpoint_, ranks, model_->config().num_hidden_layers,
-                                                          !world_ || world_->rank() == 0);
+                                                          !world_ || world_->rank() == 0,
+                                                          options_.device == Device::CUDA);
     const int nodes = world_ ? std::max(1, world / std::max(1, groups_->local_size)) : 1;
     // On a GPU the host's sgemm says nothing about the peak: MFU only with --peak-tflops.
     const bool gpu_without_peak = options_.device != Device::CPU && options_.peak_tflops <= 0;
@@ -113,12 +116,21 @@ std::vector<double> MetricsReporter::layer_grad_squares(const std::vector<Parame
 void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool diag_step,
                                      const LayerDiagnostics& diag, std::vector<double> layer_grad_sq) {
   if (options_.metrics_port < 0) return;
-  // Every rank's step time reaches rank 0 at this step boundary (never at a scrape).
+  // Every rank's step time and GPU memory (in use, cached: ops::gpu_memory) reach rank 0
+  // at this step boundary (never at a scrape).
   const int world = world_ ? world_->size() : 1;
-  std::vector<float> seconds(static_cast<size_t>(world), static_cast<float>(r.seconds));
+  const ops::GpuMemory gm = ops::gpu_memory();
+  const float mine[3] = {static_cast<float>(r.seconds), static_cast<float>(gm.in_use_bytes),
+                         static_cast<float>(gm.cached_bytes)};
+  std::vector<float> gathered(mine, mine + 3);
   if (world_) {
-    const float mine = static_cast<float>(r.seconds);
-    world_->all_gather(std::span<const float>(&mine, 1), seconds);
+    gathered.assign(static_cast<size_t>(3 * world), 0.0f);
+    world_->all_gather(std::span<const float>(mine, 3), gathered);
+  }
+  std::vector<float> seconds(static_cast<size_t>(world));
+  std::vector<double> in_use(static_cast<size_t>(world)), cached(static_cast<size_t>(world));
+  for (size_t i = 0; i < static_cast<size_t>(world); ++i) {
+    seconds[i] = gathered[3 * i], in_use[i] = gathered[3 * i + 1], cached[i] = gathered[3 * i + 2];
   }
   monitoring::LayerValues lv;
   if (diag_step) {
@@ -164,6 +176,7 @@ void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool d
   sv.nonfinite = nonfinite, sv.spike_skipped = r.skipped && !nonfinite;
   sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
   sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
+  sv.rank_gpu_in_use_bytes = std::move(in_use), sv.rank_gpu_cached_bytes = std::move(cached);
   metrics_->record_step(sv);
   if (diag_step) metrics_->record_layers(lv);
 }
