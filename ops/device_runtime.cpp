@@ -112,4 +112,36 @@ std::string gpu_description(int gpu) {
 
 #endif
 
+void release_cached_gpu_memory() {
+#ifdef OLMO2_HAVE_CUDA
+  if (!device_emulated()) cuda::release_cached_memory();
+#endif
+}
+
+void set_gpu_cache_limit(size_t bytes) {
+#ifdef OLMO2_HAVE_CUDA
+  if (!device_emulated()) cuda::set_cache_limit(bytes);
+#else
+  (void)bytes;
+#endif
+}
+
+GpuMemory gpu_memory() {
+#ifdef OLMO2_HAVE_CUDA
+  if (!device_emulated()) {
+    const cuda::AllocatorStats s = cuda::allocator_stats();
+    return GpuMemory{s.in_use_bytes, s.cached_bytes};
+  }
+#endif
+  return GpuMemory{};
+}
+
+void record_gpu_failure(const std::string& what) {
+#ifdef OLMO2_HAVE_CUDA
+  cuda::record_async_failure(what);
+#else
+  (void)what;
+#endif
+}
+
 }  // namespace olmo2::ops

@@ -41,4 +41,28 @@ std::string gpu_identity(int gpu);
 /// rounded, one decimal below 10). Throws Error on a CUDA failure or without CUDA.
 std::string gpu_description(int gpu);
 
+/// Gives the GPU caching allocator's wholly free segments back to the driver (after the
+/// device is idle), before a library allocates device memory on its own (NCCL's set-up
+/// and first collectives). Nothing without CUDA, on the emulated device, or before this
+/// process used a GPU.
+void release_cached_gpu_memory();
+
+/// The most bytes the GPU caching allocator keeps cached (ops::cuda::set_cache_limit;
+/// default a quarter of the GPU's memory). Nothing without CUDA or on the emulated device.
+void set_gpu_cache_limit(size_t bytes);
+
+/// Device memory of the caching allocator, in bytes (docs/architecture.md §2, "Device
+/// memory"): handed out, and held but free. Zeros without CUDA or before any allocation.
+struct GpuMemory {
+  size_t in_use_bytes = 0, cached_bytes = 0;
+};
+GpuMemory gpu_memory();
+
+/// Records that asynchronous GPU work of this process failed (a collective's watchdog
+/// timed out and aborted its communicator, docs/architecture.md §6): from now on every
+/// wait for the compute stream (ops::cuda::synchronize, a device → host copy) throws
+/// Error with `what` after the wait, so no result computed after the failure is used.
+/// The first record wins. Nothing without CUDA.
+void record_gpu_failure(const std::string& what);
+
 }  // namespace olmo2::ops

@@ -85,20 +85,25 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<MpiCommunicator> group) : mpi
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every call may return ncclInProgress; ncclCommAbort can end a hang
     config.commName = name().c_str();
+    // NCCL allocates its buffers with cudaMalloc of its own, here and at the first
+    // collectives: give the caching allocator's free segments back first, so that memory
+    // we only cache cannot make NCCL fail (docs/architecture.md §2, "Device memory").
+    ops::release_cached_gpu_memory();
     const auto start = Clock::now();
     OLMO2_NCCL_CHECK_ASYNC(ncclCommInitRankConfig(&comm_, size(), id, rank(), &config), comm_,
                            where(init));
     settle(init, start);
-    OLMO2_COMM_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), where(init));
   } catch (...) {
-    if (done_) cudaEventDestroy(done_);
     abort_comm();
     throw;
   }
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (done_) cudaEventDestroy(done_);
+  const bool fired = watchdog_ && watchdog_->failure().has_value();
+  watchdog_.reset();  // joins its thread: nothing touches comm_ or the events after this
+  for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
+  if (fired) aborted_ = true;  // the watchdog aborted comm_
   if (!comm_ || aborted_) return;
   // Finalise (flushes the communicator's work), bounded, then free; abort when it hangs.
   const double limit = timeout_s() > 0 ? timeout_s() : 10.0;
@@ -164,10 +169,15 @@ NcclCommunicator::Op NcclCommunicator::begin(std::string name, const TensorView&
     OLMO2_THROW(Error, who(), ": ", name, " refused: the NCCL communicator of group ", this->name(),
                 " was aborted after ", aborted_op_, " (make the group again)");
   }
+  throw_if_watchdog_failed();
   const std::string p = mpi_->pending();
   if (!p.empty()) {
     OLMO2_THROW(Error, who(), ": ", name, " refused: ", p,
                 " timed out and is still pending (wait_pending() completes it)");
+  }
+  if (!first_collective_done_) {  // NCCL connects (and allocates) lazily, at first use
+    ops::release_cached_gpu_memory();
+    first_collective_done_ = true;
   }
   Op op;
   op.name = std::move(name);
@@ -179,7 +189,10 @@ NcclCommunicator::Op NcclCommunicator::begin(std::string name, const TensorView&
 }
 
 void NcclCommunicator::abort_comm() {
-  if (comm_ && !aborted_) ncclCommAbort(comm_);  // ends the communicator's kernels
+  // The watchdog's thread probes comm_: stop it first. If it fired, it aborted comm_.
+  const bool fired = watchdog_ && watchdog_->failure().has_value();
+  watchdog_.reset();
+  if (comm_ && !aborted_ && !fired) ncclCommAbort(comm_);  // ends the communicator's kernels
   comm_ = nullptr;
   aborted_ = true;
 }
@@ -214,28 +227,90 @@ void NcclCommunicator::settle(const Op& op, Clock::time_point start) {
   }
 }
 
-void NcclCommunicator::wait(const Op& op, cudaStream_t stream, Clock::time_point start) {
-  OLMO2_COMM_CUDA_CHECK(cudaEventRecord(done_, stream), where(op));
-  for (int polls = 0;; ++polls) {
-    const cudaError_t q = cudaEventQuery(done_);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) OLMO2_COMM_CUDA_CHECK(q, where(op));
-    ncclResult_t state = ncclSuccess;
-    try {
-      OLMO2_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state), comm_, where(op));
-      if (state != ncclSuccess && state != ncclInProgress) {
-        check_nccl(state, "ncclCommGetAsyncError (asynchronous error)", comm_, where(op), __FILE__,
-                   __LINE__);
-      }
-    } catch (const Error&) {
-      aborted_op_ = describe(op);
-      abort_comm();
-      throw;
-    }
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (timeout_s() > 0 && waited >= timeout_s()) abort_and_throw_timeout(op, waited);
-    pause(polls, waited);
+cudaEvent_t NcclCommunicator::take_event(const Op& op) {
+  std::lock_guard<std::mutex> lock(watched_mu_);
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
   }
+  cudaEvent_t e = nullptr;
+  OLMO2_COMM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), where(op));
+  all_events_.push_back(e);
+  return e;
+}
+
+void NcclCommunicator::watch(const Op& op, cudaStream_t stream) {
+  if (watchdog_ && watchdog_timeout_ != timeout_s()) {
+    watchdog_->wait_idle();  // the old limit still applies to what it watches
+    throw_if_watchdog_failed();
+    watchdog_.reset();
+  }
+  if (!watchdog_) {
+    const int gpu = gpu_;
+    ncclComm_t comm = comm_;
+    watchdog_timeout_ = timeout_s();
+    watchdog_ = std::make_unique<CompletionWatchdog>(
+        watchdog_timeout_,
+        // On its thread: end the hung kernels, so that stream waits return, and make
+        // every later wait for the stream throw; the caller's next call on this
+        // communicator throws CollectiveTimeout (throw_if_watchdog_failed).
+        [comm, who = who()](const std::string& what, double waited, const std::string& error) {
+          ncclCommAbort(comm);
+          ops::record_gpu_failure(who + ": " + what +
+                                  (error.empty() ? " timed out after " + seconds(waited) + " s" : " failed: " + error) +
+                                  " (its NCCL communicator was aborted)");
+        },
+        [gpu] { cudaSetDevice(gpu); });  // the watchdog's thread queries this GPU's events
+  }
+  cudaEvent_t e = take_event(op);
+  OLMO2_COMM_CUDA_CHECK(cudaEventRecord(e, stream), where(op));
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(watched_mu_);
+    id = next_watch_id_++;
+    watched_.emplace(id, op);
+  }
+  const std::string text = where(op);
+  ncclComm_t comm = comm_;
+  watchdog_->watch(id, describe(op), [this, e, id, comm, text]() -> bool {
+    const cudaError_t q = cudaEventQuery(e);
+    if (q == cudaSuccess) {
+      std::lock_guard<std::mutex> lock(watched_mu_);
+      watched_.erase(id);
+      free_events_.push_back(e);
+      return true;
+    }
+    if (q != cudaErrorNotReady) {
+      cudaGetLastError();
+      OLMO2_THROW(Error, "cudaEventQuery: ", cudaGetErrorName(q), ": ", cudaGetErrorString(q), " (", text, ")");
+    }
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
+      OLMO2_THROW(Error, "NCCL asynchronous error: ", ncclGetErrorString(state), " (", text, ")");
+    }
+    return false;
+  });
+}
+
+void NcclCommunicator::throw_if_watchdog_failed() {
+  if (!watchdog_ || aborted_) return;
+  const std::optional<CompletionWatchdog::Failure> f = watchdog_->failure();
+  if (!f) return;
+  Op op;
+  {
+    std::lock_guard<std::mutex> lock(watched_mu_);
+    auto it = watched_.find(f->id);
+    if (it != watched_.end()) op = it->second;
+  }
+  aborted_op_ = f->what;
+  aborted_ = true;  // comm_ was aborted by the watchdog: never used again
+  comm_ = nullptr;
+  if (!f->error.empty()) OLMO2_THROW(Error, who(), ": ", f->what, " failed on the GPU: ", f->error);
+  const std::string d = details(op);
+  throw CollectiveTimeout(detail::concat(who(), ": ", f->what, " timed out after ", seconds(f->waited_s), " s",
+                                         d.empty() ? "" : " (" + d + ")"),
+                          op.name, name(), op.sequence, f->waited_s, __FILE__, __LINE__);
 }
 
 template <typename Enqueue>
@@ -245,7 +320,7 @@ void NcclCommunicator::run(const Op& op, Stream stream, Enqueue&& enqueue) {
   const auto start = Clock::now();
   enqueue(s);    // an OLMO2_NCCL_CHECK_ASYNC'd call (or group): may still be in progress
   settle(op, start);  // enqueued once the communicator's state leaves ncclInProgress
-  if (timeout_s() > 0) wait(op, s, start);
+  if (timeout_s() > 0) watch(op, s);  // returns at once: the watchdog waits, not us
 }
 
 void NcclCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) {

@@ -8,9 +8,13 @@
 
 #include <chrono>
 #include <memory>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "parallel/communicator.h"
+#include "parallel/completion_watchdog.h"
 #include "parallel/mpi_communicator.h"
 
 namespace olmo2::parallel {
@@ -74,7 +78,14 @@ class NcclCommunicator final : public Communicator {
   /// The CUDA device ordinal the NCCL communicator was made on.
   int gpu() const { return gpu_; }
   /// True once the NCCL communicator was aborted (timeout or asynchronous error).
-  bool aborted() const { return aborted_; }
+  bool aborted() const { return aborted_ || watchdog_fired(); }
+  /// With a timeout set, a collective returns once enqueued and a watchdog thread
+  /// watches it complete (docs/architecture.md §6); when one times out the watchdog
+  /// aborts the communicator, and the next call here, or this check, throws
+  /// CollectiveTimeout naming it (Error when the GPU reported a failure instead).
+  void check_health() { throw_if_watchdog_failed(); }
+  /// True once the watchdog has recorded a timeout or failure (not yet thrown, or thrown).
+  bool watchdog_fired() const { return watchdog_ && watchdog_->failure().has_value(); }
   /// The NCCL dtype a view of `dtype` travels as.
   static ncclDataType_t nccl_datatype(DType dtype);
 
@@ -124,7 +135,9 @@ class NcclCommunicator final : public Communicator {
   template <typename Enqueue>
   void run(const Op& op, Stream stream, Enqueue&& enqueue);
   void settle(const Op& op, Clock::time_point start);
-  void wait(const Op& op, cudaStream_t stream, Clock::time_point start);
+  void watch(const Op& op, cudaStream_t stream);
+  void throw_if_watchdog_failed();
+  cudaEvent_t take_event(const Op& op);
   [[noreturn]] void abort_and_throw_timeout(const Op& op, double waited);
   void abort_comm();
   std::string who() const;
@@ -134,10 +147,20 @@ class NcclCommunicator final : public Communicator {
 
   std::unique_ptr<MpiCommunicator> mpi_;
   ncclComm_t comm_ = nullptr;
-  cudaEvent_t done_ = nullptr;
   int gpu_ = -1;
   bool aborted_ = false;
   std::string aborted_op_;  // describe() of the call that aborted the communicator
+  bool first_collective_done_ = false;
+  // The timeout watchdog (made on the first watched call, remade when the timeout
+  // changes): each collective's completion event is watched from its thread, so no call
+  // waits for the stream (docs/architecture.md §6). The ops it watches, by id, and the
+  // completion events to reuse, both shared with its thread.
+  std::unique_ptr<CompletionWatchdog> watchdog_;
+  double watchdog_timeout_ = 0;
+  std::mutex watched_mu_;
+  std::map<int64_t, Op> watched_;
+  int64_t next_watch_id_ = 0;
+  std::vector<cudaEvent_t> free_events_, all_events_;
 };
 
 }  // namespace olmo2::parallel

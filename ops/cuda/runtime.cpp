@@ -1,19 +1,43 @@
 // The device runtime (ops/cuda/runtime.h): device choice, compute stream, cuBLASLt
-// handle, and the caching allocator.
+// handle, and the caching allocator (its bookkeeping: ops/block_pool.h).
 #include "ops/cuda/runtime.h"
 
 #include <atomic>
-#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <string>
 
 #include "core/error.h"
+#include "ops/block_pool.h"
 #include "ops/cuda/check.h"
 
 namespace olmo2::ops::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+std::atomic<size_t> g_cache_limit{0};  // 0: not set
+std::atomic<int> g_device{-1};         // use_device's GPU; -1: not chosen
+thread_local int t_bound_device = -1;  // the GPU this thread was bound to by bind_thread
+
+std::mutex& failure_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::string& async_failure() {
+  static std::string* text = new std::string;
+  return *text;
+}
+std::atomic<bool> g_failed{false};
+
+size_t default_cache_limit() {
+  if (size_t set = g_cache_limit.load()) return set;
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+    cudaGetLastError();
+    return size_t{4} << 30;
+  }
+  return total / 4;
+}
 
 struct DeviceState {
   // Set once, under state_mutex(); read without the lock on every op (an acquire load),
@@ -35,23 +59,26 @@ std::mutex& state_mutex() {
   return mu;
 }
 
-/// Requests are rounded up to a multiple of 512 bytes (small) or 2 MiB (large), so a
-/// freed block serves every later request of the same rounded size.
-size_t round_size(size_t bytes) {
-  const size_t q = bytes < (size_t{1} << 20) ? 512 : (size_t{2} << 20);
-  return (bytes + q - 1) / q * q;
-}
-
-struct Cache {
-  std::mutex mu;
-  std::multimap<size_t, void*> free_blocks;       // rounded size -> block
-  std::unordered_map<void*, size_t> live;         // block -> rounded size
-  AllocatorStats stats;
-};
-
-Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: device memory is freed by the driver at exit
-  return *c;
+/// The caching allocator over cudaMalloc/cudaFree (ops/block_pool.h). Its cap on cached
+/// bytes is set_cache_limit()'s, else a quarter of the GPU's memory (read when the first
+/// block is allocated). Segments are given back after the device is idle, so no queued
+/// kernel still uses them.
+BlockPool& pool() {
+  static BlockPool* p = new BlockPool(  // never destroyed: device memory is freed by the driver at exit
+      [](size_t bytes) -> void* {
+        void* ptr = nullptr;
+        const cudaError_t err = cudaMalloc(&ptr, bytes);
+        if (err == cudaSuccess) return ptr;
+        cudaGetLastError();  // clear it: the pool retries, then throws its own error
+        if (err != cudaErrorMemoryAllocation) {
+          OLMO2_THROW(Error, "cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorName(err), ": ",
+                      cudaGetErrorString(err));
+        }
+        return nullptr;
+      },
+      [](void* ptr) { OLMO2_CUDA_CHECK(cudaFree(ptr)); }, [] { OLMO2_CUDA_CHECK(cudaDeviceSynchronize()); },
+      default_cache_limit());
+  return *p;
 }
 
 }  // namespace
@@ -76,6 +103,34 @@ void use_device(int device) {
                 n == 0 ? " (" + why + ")" : std::string());
   }
   OLMO2_CUDA_CHECK(cudaSetDevice(device));
+  g_device.store(device);
+  t_bound_device = device;
+}
+
+void bind_thread() {
+  const int d = g_device.load(std::memory_order_relaxed);
+  if (d < 0 || t_bound_device == d) return;
+  OLMO2_CUDA_CHECK(cudaSetDevice(d));
+  t_bound_device = d;
+}
+
+void record_async_failure(const std::string& what) {
+  std::lock_guard<std::mutex> lock(failure_mutex());
+  if (g_failed.load()) return;
+  async_failure() = what;
+  g_failed.store(true);
+}
+
+void clear_async_failure() {
+  std::lock_guard<std::mutex> lock(failure_mutex());
+  async_failure().clear();
+  g_failed.store(false);
+}
+
+void throw_if_async_failure() {
+  if (!g_failed.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(failure_mutex());
+  OLMO2_THROW(Error, async_failure(), " (asynchronous GPU failure: results computed after it are not used)");
 }
 
 int current_device() {
@@ -85,6 +140,7 @@ int current_device() {
 }
 
 cudaStream_t compute_stream() {
+  bind_thread();
   DeviceState& s = state();
   if (cudaStream_t made = s.stream.load(std::memory_order_acquire)) return made;
   std::lock_guard<std::mutex> lock(state_mutex());
@@ -96,9 +152,13 @@ cudaStream_t compute_stream() {
   return s.stream.load(std::memory_order_relaxed);
 }
 
-void synchronize() { OLMO2_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+void synchronize() {
+  OLMO2_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  throw_if_async_failure();
+}
 
 cublasLtHandle_t cublaslt_handle() {
+  bind_thread();
   DeviceState& s = state();
   if (cublasLtHandle_t made = s.lt.load(std::memory_order_acquire)) return made;
   std::lock_guard<std::mutex> lock(state_mutex());
@@ -120,67 +180,31 @@ void* cublaslt_workspace(size_t* bytes) {
 }
 
 void* device_malloc(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  const size_t size = round_size(bytes);
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.free_blocks.find(size);
-  if (it != c.free_blocks.end()) {
-    void* p = it->second;
-    c.free_blocks.erase(it);
-    c.live.emplace(p, size);
-    c.stats.cached_bytes -= size;
-    c.stats.in_use_bytes += size;
-    return p;
+  bind_thread();
+  try {
+    return pool().allocate(bytes);
+  } catch (const Error& e) {
+    const std::string label = error_label();
+    if (label.empty()) throw;
+    OLMO2_THROW(Error, e.what(), " [", label, "]");
   }
-  void* p = nullptr;
-  cudaError_t err = cudaMalloc(&p, size);
-  if (err == cudaErrorMemoryAllocation && !c.free_blocks.empty()) {
-    cudaGetLastError();
-    OLMO2_CUDA_CHECK(cudaDeviceSynchronize());
-    for (auto& [sz, q] : c.free_blocks) OLMO2_CUDA_CHECK(cudaFree(q));
-    c.free_blocks.clear();
-    c.stats.cached_bytes = 0;
-    err = cudaMalloc(&p, size);
-  }
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    OLMO2_THROW(Error, "out of GPU memory: cudaMalloc of ", size, " bytes failed (", cudaGetErrorString(err), "); ",
-                c.stats.in_use_bytes, " bytes in use, ", c.stats.cached_bytes, " cached",
-                error_label().empty() ? "" : " [" + error_label() + "]");
-  }
-  ++c.stats.cuda_malloc_calls;
-  c.live.emplace(p, size);
-  c.stats.in_use_bytes += size;
-  return p;
 }
 
 void device_free(void* p) {
-  if (!p) return;
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.live.find(p);
-  OLMO2_CHECK(it != c.live.end(), "device_free of a pointer the caching allocator did not hand out");
-  c.free_blocks.emplace(it->second, p);
-  c.stats.in_use_bytes -= it->second;
-  c.stats.cached_bytes += it->second;
-  c.live.erase(it);
+  bind_thread();
+  pool().free(p);
 }
 
 AllocatorStats allocator_stats() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.stats;
+  const BlockPoolStats s = pool().stats();
+  return AllocatorStats{s.in_use_bytes, s.cached_bytes, s.backing_allocs};
 }
 
-void release_cached_memory() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.free_blocks.empty()) return;
-  OLMO2_CUDA_CHECK(cudaDeviceSynchronize());
-  for (auto& [sz, q] : c.free_blocks) OLMO2_CUDA_CHECK(cudaFree(q));
-  c.free_blocks.clear();
-  c.stats.cached_bytes = 0;
+void release_cached_memory() { pool().release_cached(); }
+
+void set_cache_limit(size_t bytes) {
+  g_cache_limit.store(bytes);
+  pool().set_cache_limit(bytes);
 }
 
 }  // namespace olmo2::ops::cuda

@@ -17,11 +17,20 @@ namespace olmo2::ops::cuda {
 int device_count(std::string* why = nullptr);
 
 /// Makes `device` this process's GPU (cudaSetDevice) before any other CUDA work. Throws
-/// InputError when `device` is not in [0, device_count()).
+/// InputError when `device` is not in [0, device_count()). The current device is per
+/// thread in CUDA while the stream, the handles and the allocator's cache are per
+/// process: every entry point below binds the calling thread to this device first
+/// (bind_thread), so an HTTP thread or a watchdog issues its work on the rank's GPU,
+/// not on GPU 0.
 void use_device(int device);
 
 /// The GPU this process uses (cudaGetDevice).
 int current_device();
+/// Binds the calling thread to the process's GPU (use_device's) unless it already is:
+/// one thread-local comparison when bound. Nothing before use_device.
+void bind_thread();
+/// See ops::record_gpu_failure: later waits for the compute stream throw Error(what).
+void record_async_failure(const std::string& what);
 
 /// The compute stream: every op's kernels, every cuBLASLt product and every NCCL
 /// collective of this process are enqueued on it, in program order. Created on first
@@ -31,6 +40,10 @@ cudaStream_t compute_stream();
 /// Blocks until all work on the compute stream is done (cudaStreamSynchronize),
 /// surfacing any asynchronous kernel error as Error naming the call.
 void synchronize();
+/// Throws Error with the recorded asynchronous failure, if any (after a stream wait).
+void throw_if_async_failure();
+/// Forgets a recorded asynchronous failure (tests; a caller that rebuilt what failed).
+void clear_async_failure();
 
 /// The process's cuBLASLt handle, created on first use. Throws Error on failure.
 cublasLtHandle_t cublaslt_handle();
@@ -39,9 +52,10 @@ cublasLtHandle_t cublaslt_handle();
 void* cublaslt_workspace(size_t* bytes);
 
 /// `bytes` of device memory on the current device, 256-byte aligned, from the caching
-/// allocator: freed blocks are kept and reused for requests of the same rounded size,
-/// so a steady step loop makes no cudaMalloc. Throws Error (naming the size, the bytes
-/// in use and cached) when the device is out of memory even after releasing the cache.
+/// allocator (ops/block_pool.h): best fit among cached blocks, split and merged within
+/// their segments, so a steady step loop makes no cudaMalloc. Throws Error (naming the
+/// size, the bytes in use and cached) when the device is out of memory even after every
+/// wholly free segment was given back.
 void* device_malloc(size_t bytes);
 
 /// Returns memory from device_malloc to the cache. Work already enqueued on the compute
@@ -49,7 +63,8 @@ void* device_malloc(size_t bytes);
 /// whose work is ordered after it on the same stream. Null is ignored.
 void device_free(void* p);
 
-/// What the caching allocator holds, in bytes, and how many cudaMalloc calls it made.
+/// What the caching allocator holds, in bytes, and how many cudaMalloc calls it made
+/// (segments; a request served from the cache makes none).
 struct AllocatorStats {
   size_t in_use_bytes = 0;
   size_t cached_bytes = 0;
@@ -57,7 +72,12 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats();
 
-/// Frees every cached (unused) block with cudaFree, after synchronizing the device.
+/// Gives every wholly free cached segment back with cudaFree, after synchronizing the
+/// device: before a library allocates on its own (NCCL's communicator set-up and its
+/// first collectives), so that its cudaMalloc does not fail on memory we only cache.
 void release_cached_memory();
+/// The most bytes the allocator keeps cached: above it, wholly free segments go back to
+/// the driver at each free (default: a quarter of the GPU's memory; OLMO2_GPU_CACHE_LIMIT).
+void set_cache_limit(size_t bytes);
 
 }  // namespace olmo2::ops::cuda

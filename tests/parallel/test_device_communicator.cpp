@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "ops/device_runtime.h"
+#ifdef OLMO2_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
 #include "parallel/device_communicator.h"
 #include "parallel/host_staged_communicator.h"
 #include "parallel/nccl_communicator.h"
@@ -155,7 +158,7 @@ TEST_F(DeviceComm, NcclAcrossRanksMatchesMpi) {
   OLMO2_REQUIRE_WORLD_AT_LEAST(2);
   auto ref = group(0, "world");
   const GpuPlacement where = gpu_placement(*ref, ops::gpu_identity(ops::current_gpu()));
-  if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs: " << where.description;
+  if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs (not on this machine): " << where.description;
   EXPECT_EQ(where.description, "NCCL");
   auto dev = make_device_communicator(group(0, "world"), where.distinct);
   ASSERT_NE(dynamic_cast<NcclCommunicator*>(dev.get()), nullptr);
@@ -203,32 +206,47 @@ TEST_F(DeviceComm, HostStagedTimeoutNamesTheCollectiveAndGroup) {
   EXPECT_EQ(tp.pending(), "");
 }
 
+// Waits (at most 20 s) for the communicator's watchdog to record a failure.
+bool watchdog_fires(const NcclCommunicator& c) {
+  for (int i = 0; i < 2000 && !c.watchdog_fired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return c.watchdog_fired();
+}
+
 TEST_F(DeviceComm, NcclTimeoutAbortsAndNamesTheCollective) {
   OLMO2_REQUIRE_WORLD_AT_LEAST(2);
   auto sync = group(0, "sync");
   const GpuPlacement where = gpu_placement(*sync, ops::gpu_identity(ops::current_gpu()));
-  if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs: " << where.description;
+  if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs (not on this machine): " << where.description;
   {
     NcclCommunicator dp(group(0, "dp"));  // initialisation may take seconds
     dp.set_timeout(1.0);
     Tensor x = to_device(values(DType::BF16, 1024, 0, 0).view());
     if (dp.rank() != dp.size() - 1) {  // the last rank skips the all-reduce
-      const std::string m = message_of<CollectiveTimeout>([&] { dp.all_reduce(x.view(), ReduceOp::Max, kDevice); });
+      // The call returns once enqueued: the host does not wait for the GPU.
+      const auto t0 = std::chrono::steady_clock::now();
+      dp.all_reduce(x.view(), ReduceOp::Max, kDevice);
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.9);
+      ASSERT_TRUE(watchdog_fires(dp));
+      const std::string m = message_of<CollectiveTimeout>([&] { dp.check_health(); });
       EXPECT_TRUE(contains(m, "): all_reduce_max #2 on group dp timed out after")) << m;
       EXPECT_TRUE(contains(m, "(1024 bf16)")) << m;
       EXPECT_TRUE(dp.aborted());
       EXPECT_TRUE(contains(dp.pending(), "all_reduce_max #2 on group dp")) << dp.pending();
       EXPECT_TRUE(contains(message_of<Error>([&] { dp.all_reduce(x.view(), ReduceOp::Sum, kDevice); }), "aborted"));
       EXPECT_THROW(dp.wait_pending(), Error);
+      // Every later wait for the stream says what failed.
+      EXPECT_TRUE(contains(message_of<Error>([&] { ops::cuda::synchronize(); }), "timed out")) << "synchronize";
+      ops::cuda::clear_async_failure();
     }
     sync->barrier();
   }
   sync->barrier();
 }
 
-// One rank: a stream blocked by a host function never reaches the all-reduce, so the
-// call times out and aborts the communicator. A helper thread unblocks the stream later
-// (ncclCommAbort may wait for the device). Last: it leaves NCCL work behind an abort.
+// One rank: a stream blocked by a host function never reaches the all-reduce; the call
+// returns at once, and the watchdog times it out and aborts the communicator. A helper
+// thread unblocks the stream later (ncclCommAbort may wait for the device). Last: it
+// leaves NCCL work behind an abort.
 TEST_F(DeviceComm, NcclTimeoutOnABlockedStream) {
   std::atomic<bool> release{false};
   {
@@ -244,11 +262,16 @@ TEST_F(DeviceComm, NcclTimeoutOnABlockedStream) {
       std::this_thread::sleep_for(std::chrono::seconds(3));
       release = true;
     });
-    const std::string m = message_of<CollectiveTimeout>([&] { solo.all_reduce(x.view(), ReduceOp::Sum, kDevice); });
+    const auto t0 = std::chrono::steady_clock::now();
+    solo.all_reduce(x.view(), ReduceOp::Sum, kDevice);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.45);
+    ASSERT_TRUE(watchdog_fires(solo));
+    const std::string m = message_of<CollectiveTimeout>([&] { solo.check_health(); });
     EXPECT_TRUE(contains(m, " (solo rank 0 of 1): all_reduce_sum #2 on group solo timed out after 0.")) << m;
     EXPECT_TRUE(solo.aborted());
     releaser.join();
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ops::cuda::clear_async_failure();
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }

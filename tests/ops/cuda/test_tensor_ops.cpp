@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/cpu/kernels.h"
@@ -176,9 +177,9 @@ TEST(CudaTensorOps, SumSquaresAndRowNormsMatchCpu) {
 TEST(CudaRuntime, CachingAllocatorReusesAFreedBlock) {
   OLMO2_REQUIRE_GPU();
 #ifdef OLMO2_HAVE_CUDA
-  const size_t bytes = (size_t{3} << 20) + 17;  // rounded up to a 2 MiB multiple
-  // Earlier tests may have left 4 MiB blocks in the cache, and a request takes the
-  // oldest of equal size, not necessarily `a`: start from an empty cache.
+  const size_t bytes = (size_t{3} << 20) + 17;  // rounded up to 512 bytes, from a 20 MiB segment
+  // Earlier tests may have left blocks in the cache, and a request takes the best fit,
+  // not necessarily `a`'s: start from an empty cache.
   cuda::release_cached_memory();
   void* a = cuda::device_malloc(bytes);
   cuda::device_free(a);
@@ -187,7 +188,7 @@ TEST(CudaRuntime, CachingAllocatorReusesAFreedBlock) {
   const cuda::AllocatorStats after = cuda::allocator_stats();
   EXPECT_EQ(after.cuda_malloc_calls, before.cuda_malloc_calls);
   EXPECT_EQ(b, a);
-  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes + (size_t{4} << 20));
+  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes + (size_t{3} << 20) + 512);
   cuda::device_free(b);
   {  // the same through Buffer: a tensor of the same size after one is freed
     Tensor t = Tensor::zeros({1000, 1000}, DType::F32, Device::CUDA);
@@ -195,6 +196,32 @@ TEST(CudaRuntime, CachingAllocatorReusesAFreedBlock) {
   const size_t calls = cuda::allocator_stats().cuda_malloc_calls;
   Tensor again = Tensor::zeros({1000, 1000}, DType::F32, Device::CUDA);
   EXPECT_EQ(cuda::allocator_stats().cuda_malloc_calls, calls);
+#endif
+}
+
+// The current device is per thread in CUDA: a thread the process starts later (an HTTP
+// worker, a watchdog) must still allocate and launch on the process's GPU. Needs two GPUs
+// (on one, every thread's default is the right one).
+TEST(CudaRuntime, AnotherThreadWorksOnTheProcessGpu) {
+  OLMO2_REQUIRE_GPU();
+#ifdef OLMO2_HAVE_CUDA
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs to tell the process's from the default (not on this machine)";
+  // The allocator's cache is per process and assumes one GPU: empty it around the switch.
+  cuda::release_cached_memory();
+  cuda::use_device(1);
+  int seen = -1, pointer_device = -1;
+  std::thread worker([&] {
+    Tensor t = Tensor::zeros({256}, DType::F32, Device::CUDA);  // allocates and launches a fill
+    cudaGetDevice(&seen);
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, t.view().data()) == cudaSuccess) pointer_device = attr.device;
+    cuda::synchronize();
+  });
+  worker.join();
+  cuda::release_cached_memory();
+  cuda::use_device(0);
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(pointer_device, 1);
 #endif
 }
 
