@@ -3,8 +3,10 @@
 //
 // Per call the host validates every sequence as ops::cpu::paged_attention does, cuts
 // each sequence's new rows into tiles of up to 4 (decode-only batches) or 16 rows, and
-// copies the tile descriptors and the used part of every block table to the device in
-// one transfer from a pinned staging buffer. A row's result depends only on its query,
+// packs the tile descriptors and the used part of every block table. Their device copy
+// is kept by content (ops/upload_cache.h): every layer of a step packs the same bytes,
+// so the first layer uploads them, in one transfer from a pinned staging buffer, and
+// the others reuse the copy without a transfer or a wait. A row's result depends only on its query,
 // its positions (0 … start+t, or its window's) and the fixed key order (tiles of 32
 // positions aligned to multiples of 32), not
 // on the rows sharing its block or the tile size (attention_tile.cuh), so it is
@@ -24,6 +26,7 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 #include "ops/paged_attention.h"
+#include "ops/upload_cache.h"
 
 namespace olmo2::ops {
 namespace {
@@ -62,6 +65,23 @@ void upload(void* dst, const void* src, size_t bytes) {
   std::memcpy(s.host, src, bytes);
   OLMO2_CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, cuda::compute_stream()));
   OLMO2_CUDA_CHECK(cudaEventRecord(s.done, cuda::compute_stream()));
+}
+
+// The device copies of recent descriptor packs (a step's, and a few before it).
+UploadCache& descriptors() {
+  static UploadCache* c = new UploadCache(  // never destroyed: it may outlive the CUDA context
+      [](const void* src, size_t bytes) -> void* {
+        void* dev = cuda::device_malloc(bytes);
+        try {
+          upload(dev, src, bytes);
+        } catch (...) {
+          cuda::device_free(dev);
+          throw;
+        }
+        return dev;
+      },
+      [](void* dev) { cuda::device_free(dev); }, 4);
+  return *c;
 }
 
 }  // namespace
@@ -142,9 +162,8 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
   std::vector<unsigned char> packed(bytes);
   std::memcpy(packed.data(), tiles.data(), tiles_bytes);
   std::memcpy(packed.data() + tiles_bytes, tables.data(), tables.size() * sizeof(int32_t));
-  unsigned char* dev = static_cast<unsigned char*>(device_malloc(bytes));
-  try {
-    upload(dev, packed.data(), bytes);
+  const auto* dev = static_cast<const unsigned char*>(descriptors().get(packed.data(), bytes));
+  {
     attention_detail::TileArgs a{};
     a.q = static_cast<const float*>(q.data()), a.q_ld = q.stride(0);
     a.k = static_cast<const float*>(k_pool.data()), a.k_ld = k_pool.stride(0);
@@ -158,11 +177,7 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
     a.window = window;
     attention_detail::launch_tiles(act == DType::BF16 ? attention_detail::Mode::kTwoPass : attention_detail::Mode::kOnline,
                                    warps, a, static_cast<int64_t>(tiles.size()), n_heads);
-  } catch (...) {
-    device_free(dev);
-    throw;
   }
-  device_free(dev);  // reused only by later work on the same stream
 }
 
 }  // namespace olmo2::ops
