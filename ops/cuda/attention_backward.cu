@@ -9,8 +9,11 @@
 //     tile of 32 query rows that can see the keys, in that fixed order, it recomputes P
 //     and dS (the same fp32 operations as kernel 1) and accumulates dv = Σ_t P·dO_t and
 //     dk = Σ_t dS·q_t. Each output element is written once by one thread.
-// Both kernels sum every dot product over d in increasing order with fmaf, so kernel 2
-// recomputes kernel 1's probabilities bit for bit.
+// Both kernels sum every dot product over d in increasing order with fmaf, and form the
+// score, P and dS through the same three functions below, written with rounding
+// intrinsics (__fmul_rn, __fsub_rn) that the compiler may not contract into an fma in
+// one kernel and not the other: so kernel 2 recomputes kernel 1's probabilities bit for
+// bit, and dq, dk and dv see the same P and dS.
 // With a sliding window (docs/architecture.md §3) kernel 1 starts at the 32-aligned tile
 // of its block's first visible key and a row skips the tiles wholly before its window;
 // kernel 2 visits only the rows whose window holds one of its keys; P = dS = 0 elsewhere.
@@ -37,6 +40,17 @@ using cuda::attention_detail::warp_sum;
 constexpr int kWarps = 4;
 constexpr int kRowTile = 16;   // kernel 1: query rows per block (4 per warp)
 constexpr int kKeyBlock = 16;  // kernel 2: keys per block (4 per warp)
+
+// The scaled score of a (row, key) pair from its dot product.
+__device__ __forceinline__ float scaled_score(float dot, float scale) { return __fmul_rn(dot, scale); }
+// P = exp(s − m) · (1/l).
+__device__ __forceinline__ float probability(float s, float row_max, float inv_sum) {
+  return __fmul_rn(expf(__fsub_rn(s, row_max)), inv_sum);
+}
+// dS = P · (dP − D) · scale.
+__device__ __forceinline__ float score_gradient(float p, float dp, float d, float scale) {
+  return __fmul_rn(__fmul_rn(p, __fsub_rn(dp, d)), scale);
+}
 
 struct BackwardArgs {
   const float* q;
@@ -121,7 +135,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
         const int64_t lo = a.window > 0 ? pos - a.window + 1 : 0;  // the row's first key (may be < 0)
         // A tile wholly before the row's window adds nothing (and m may still be −∞).
         if (i >= wrows || k0 + 32 <= lo) continue;
-        const float s = sd[i] * a.scale;
+        const float s = scaled_score(sd[i], a.scale);
         const float x = key <= pos && key >= lo ? s : -INFINITY;
         const float dp = pd[i];
         if (pass == 0) {
@@ -131,8 +145,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
           dsum[i] = dsum[i] * corr + warp_sum(e * dp);
           m[i] = mn;
         } else {
-          const float p = expf(x - m[i]) * l[i];  // l holds 1/l in pass 2
-          ds[i] = p * (dp - dsum[i]) * a.scale;  // dsum holds D in pass 2
+          const float p = probability(x, m[i], l[i]);  // l holds 1/l in pass 2
+          ds[i] = score_gradient(p, dp, dsum[i], a.scale);  // dsum holds D in pass 2
         }
       }
       if (pass == 1) {
@@ -238,10 +252,10 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_keys_kernel(Backwar
         p[i] = ds[i] = 0.0f;
         if (i >= wkeys) continue;
         const int64_t key = k0 + kw0 + i;
-        const float s = sd[i] * a.scale, dp = pd[i];
+        const float s = scaled_score(sd[i], a.scale), dp = pd[i];
         if (t < a.t_len && key <= a.past + t && (a.window == 0 || key > a.past + t - a.window)) {
-          p[i] = expf(s - row_m[lane]) * row_il[lane];
-          ds[i] = p[i] * (dp - row_d[lane]) * a.scale;
+          p[i] = probability(s, row_m[lane], row_il[lane]);
+          ds[i] = score_gradient(p[i], dp, row_d[lane], a.scale);
         }
       }
       for (int r = 0; r < static_cast<int>(nt); ++r) {
