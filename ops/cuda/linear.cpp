@@ -5,11 +5,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/convert_rows.h"
 #include "ops/cuda/device_temp.h"
+#include "ops/cuda/fixed_order_gemm.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/matmul.h"
 #include "ops/cuda/runtime.h"
@@ -37,6 +40,23 @@ int64_t ld(const TensorView& t) { return t.size(0) > 1 ? t.stride(0) : std::max<
 
 cudaDataType_t cuda_type(DType d) { return d == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
+// OLMO2_CUDA_BATCH_INVARIANT=kernel sends every batch-invariant product to the
+// fixed-order kernel (the GPU check runs both paths); unset or "cublaslt": cuBLASLt
+// wherever an algorithm can be pinned. Read once; another value is an InputError.
+bool fixed_order_forced() {
+  static const int forced = [] {
+    const char* v = std::getenv("OLMO2_CUDA_BATCH_INVARIANT");
+    if (!v || !*v || std::string(v) == "cublaslt") return 0;
+    if (std::string(v) == "kernel") return 1;
+    return -1;
+  }();
+  if (forced < 0) {
+    OLMO2_THROW(InputError, "OLMO2_CUDA_BATCH_INVARIANT=", std::getenv("OLMO2_CUDA_BATCH_INVARIANT"),
+                " is not one of: cublaslt, kernel");
+  }
+  return forced == 1;
+}
+
 // Writes zeros to the f32 rows of `t` (a strided 2-d view).
 void zero_rows(const TensorView& t) {
   if (t.size(0) == 0 || t.size(1) == 0) return;
@@ -60,7 +80,18 @@ void product(const char* op, const TensorView& x, const TensorView& w, const Ten
   if (k == 0) return zero_rows(y);
   const MatOperand a{w.data(), cuda_type(w.dtype()), k, n, ld(w), true};
   float* const d = static_cast<float*>(y.data());
-  if (w.dtype() == DType::F32) {
+  const bool bf16 = w.dtype() == DType::BF16;
+  // The batch-invariant product takes our fixed-order kernel where cuBLASLt has no
+  // algorithm that can be pinned for every batch size (decided once per weight shape,
+  // so every batch size of that shape takes the same path).
+  const bool own_kernel = choice == AlgoChoice::FixedPerA &&
+                          (fixed_order_forced() ||
+                           !detail::batch_invariant_algo_exists(a, MatOperand{nullptr, cuda_type(w.dtype())}, n, k));
+  if (!bf16) {
+    if (own_kernel) {
+      detail::fixed_order_product(x.data(), false, ld(x), w.data(), false, ld(w), d, ld(y), m, n, k);
+      return;
+    }
     const MatOperand b{x.data(), CUDA_R_32F, k, m, ld(x), false};
     detail::matmul(a, b, d, n, m, ld(y), 0.0f, choice);
     return;
@@ -68,6 +99,10 @@ void product(const char* op, const TensorView& x, const TensorView& w, const Ten
   const int64_t ldt = (k + 7) / 8 * 8;
   const DeviceTemp xb(static_cast<size_t>(m * ldt) * 2);
   detail::round_rows_to_bf16(static_cast<const float*>(x.data()), ld(x), m, k, xb.get(), ldt);
+  if (own_kernel) {
+    detail::fixed_order_product(xb.get(), true, ldt, w.data(), true, ld(w), d, ld(y), m, n, k);
+    return;
+  }
   const MatOperand b{xb.get(), CUDA_R_16BF, k, m, ldt, false};
   detail::matmul(a, b, d, n, m, ld(y), 0.0f, choice);
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -104,18 +105,35 @@ bool algo_applies(const Problem& p, const cublasLtMatmulAlgo_t& algo) {
   return r.workspaceSize <= ws_bytes;
 }
 
-// The FixedPerA algorithm for A and op(A)'s sizes: the reference problem has B with
-// kInvariantRefCols columns in its tightest layout and minimal alignment (bf16 B: rows
-// of 16 bytes, see matmul.h), D tight and 4-byte aligned; the first heuristic answer
-// that runs with one K split and no reduction scheme.
-cublasLtMatmulAlgo_t choose_fixed_algo(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k) {
+// The reference problem of FixedPerA with `n` columns of B: B in its tightest layout
+// and minimal alignment (bf16 B: rows of 16 bytes, see matmul.h), D tight.
+Problem reference_problem(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k, int64_t n) {
   const bool bf16 = b.type == CUDA_R_16BF;
-  const int64_t n = kInvariantRefCols, ld_k = bf16 ? (k + 7) / 8 * 8 : k;
+  const int64_t ld_k = bf16 ? (k + 7) / 8 * 8 : k;
   MatOperand ref = b;
   ref.rows = b.trans ? n : k;
   ref.cols = b.trans ? k : n;
   ref.ld = b.trans ? n : ld_k;
-  const Problem p = make_problem(a, ref, m, n, m);
+  return make_problem(a, ref, m, n, m);
+}
+
+// The batch sizes (B's column counts) a pinned algorithm must run for: every one up to
+// 4,096 (decode batches and prefill chunks), then every 64th up to 65,536.
+std::vector<int64_t> checked_batches() {
+  std::vector<int64_t> n;
+  for (int64_t i = 1; i <= 4096; ++i) n.push_back(i);
+  for (int64_t i = 4096 + 64; i <= 65536; i += 64) n.push_back(i);
+  return n;
+}
+
+// The FixedPerA algorithm for A and op(A)'s sizes: the first heuristic answer for the
+// reference problem with kInvariantRefCols columns that, forced to one K split and no
+// reduction scheme, runs for every checked batch size. None (the caller falls back to
+// the fixed-order kernel) when no answer does.
+std::optional<cublasLtMatmulAlgo_t> choose_fixed_algo(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k) {
+  const bool bf16 = b.type == CUDA_R_16BF;
+  const Problem p = reference_problem(a, b, m, k, kInvariantRefCols);
+  static const std::vector<int64_t> batches = checked_batches();
   for (const auto& r : heuristics(p, alignment(a.ptr), bf16 ? 16 : 4, 4, 16)) {
     cublasLtMatmulAlgo_t algo = r.algo;
     const int32_t one_split = 1;
@@ -124,10 +142,17 @@ cublasLtMatmulAlgo_t choose_fixed_algo(const MatOperand& a, const MatOperand& b,
         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof(one_split)));
     OLMO2_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                                             &no_reduction, sizeof(no_reduction)));
-    if (algo_applies(p, algo)) return algo;
+    if (!algo_applies(p, algo)) continue;
+    bool every = true;
+    for (int64_t n : batches) {
+      if (!algo_applies(reference_problem(a, b, m, k, n), algo)) {
+        every = false;
+        break;
+      }
+    }
+    if (every) return algo;
   }
-  OLMO2_THROW(Error, "cuBLASLt has no batch-invariant algorithm (one K split, no reduction) for a ", m, " x ", k,
-              " operand");
+  return std::nullopt;
 }
 
 using Key = std::tuple<bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t,
@@ -136,7 +161,19 @@ using FixedKey = std::tuple<bool, bool, int, int64_t, int64_t, int64_t, uint32_t
 
 std::mutex g_mutex;
 std::map<Key, std::unique_ptr<Plan>> g_plans;
-std::map<FixedKey, cublasLtMatmulAlgo_t> g_fixed;
+std::map<FixedKey, std::optional<cublasLtMatmulAlgo_t>> g_fixed;
+
+FixedKey fixed_key(const MatOperand& a, int64_t m, int64_t k) {
+  return FixedKey{a.trans, false, static_cast<int>(a.type), m, k, a.ld, alignment(a.ptr)};
+}
+
+// The cached FixedPerA choice for A (g_mutex held).
+const std::optional<cublasLtMatmulAlgo_t>& fixed_choice(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k) {
+  const FixedKey fkey = fixed_key(a, m, k);
+  auto f = g_fixed.find(fkey);
+  if (f == g_fixed.end()) f = g_fixed.emplace(fkey, choose_fixed_algo(a, b, m, k)).first;
+  return f->second;
+}
 
 const Plan& plan_for(const MatOperand& a, const MatOperand& b, int64_t m, int64_t n, int64_t k, int64_t d_ld,
                      const void* d, float beta, AlgoChoice choice) {
@@ -151,10 +188,10 @@ const Plan& plan_for(const MatOperand& a, const MatOperand& b, int64_t m, int64_
   auto plan = std::make_unique<Plan>();
   plan->problem = make_problem(a, b, m, n, d_ld);
   if (fixed) {
-    const FixedKey fkey{a.trans, b.trans, static_cast<int>(a.type), m, k, a.ld, al_a};
-    auto f = g_fixed.find(fkey);
-    if (f == g_fixed.end()) f = g_fixed.emplace(fkey, choose_fixed_algo(a, b, m, k)).first;
-    plan->algo = f->second;
+    const std::optional<cublasLtMatmulAlgo_t>& algo = fixed_choice(a, b, m, k);
+    OLMO2_CHECK(algo.has_value(), "linear_batch_invariant: no cuBLASLt algorithm can be pinned for a ", m, " x ", k,
+                " operand (the caller should have taken the fixed-order kernel)");
+    plan->algo = *algo;
     OLMO2_CHECK(algo_applies(plan->problem, plan->algo), "linear_batch_invariant: the fixed cuBLASLt algorithm for ",
                 m, " x ", k, " does not run with ", n, " rows (leading dimensions ", b.ld, ", ", d_ld, ")");
   } else {
@@ -166,6 +203,11 @@ const Plan& plan_for(const MatOperand& a, const MatOperand& b, int64_t m, int64_
 }
 
 }  // namespace
+
+bool batch_invariant_algo_exists(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k) {
+  const std::lock_guard<std::mutex> lock(g_mutex);
+  return fixed_choice(a, b, m, k).has_value();
+}
 
 void matmul(const MatOperand& a, const MatOperand& b, float* d, int64_t d_rows, int64_t d_cols, int64_t d_ld,
             float beta, AlgoChoice choice) {

@@ -29,16 +29,24 @@ enum class AlgoChoice {
   /// One algorithm per (op(A) sizes, A's type, layout and alignment, B's type): found
   /// once for a reference problem with B's column count fixed (kInvariantRefCols),
   /// the minimum alignment for B and D, and then forced to one K split and no
-  /// reduction scheme; every later call with any column count of B uses it (checked
-  /// with cublasLtMatmulAlgoCheck, Error when it does not apply). Each column of D is
-  /// then computed by the same kernel, tile shape and K loop whatever B's column count
-  /// is: batch invariance by construction (docs/architecture.md §2).
+  /// reduction scheme; kept only if cublasLtMatmulAlgoCheck accepts it for every
+  /// column count of B from 1 to 4,096 and every 64th to 65,536; every later call uses
+  /// it (Error when it does not apply). Each column of D is then computed by the same
+  /// kernel, tile shape and K loop whatever B's column count is: batch invariance by
+  /// construction (docs/architecture.md §2). Where no algorithm qualifies,
+  /// batch_invariant_algo_exists() says so and the caller takes the fixed-order kernel
+  /// (ops/cuda/fixed_order_gemm.h).
   FixedPerA,
 };
 
 /// B's column count (the batch M of linear_batch_invariant) of the reference problem
 /// that FixedPerA chooses its algorithm for.
 inline constexpr int64_t kInvariantRefCols = 128;
+
+/// Whether FixedPerA has a pinned cuBLASLt algorithm for A (with d_rows = m and depth
+/// k; B's type from `b`): chosen on first use and cached. Throws Error on a cuBLASLt
+/// failure.
+bool batch_invariant_algo_exists(const MatOperand& a, const MatOperand& b, int64_t m, int64_t k);
 
 /// D[d_rows, d_cols] (f32, column-major, leading dimension d_ld) = op(A)·op(B) + β·D on
 /// the compute stream, CUBLAS_COMPUTE_32F (no TF32: fp32 products for f32 inputs; exact

@@ -22,6 +22,10 @@
 #include "ops/cpu/kernels.h"
 #include "ops/gemm.h"
 #include "tests/ops/cuda/cuda_test_util.h"
+#ifdef OLMO2_HAVE_CUDA
+#include "ops/cuda/fixed_order_gemm.h"
+#include "ops/cuda/matmul.h"
+#endif
 
 namespace olmo2::ops {
 namespace {
@@ -186,6 +190,84 @@ TEST(CudaProducts, BatchInvariantBitForBit) {
         const Tensor got = test::to_host(ys.d());
         EXPECT_EQ(0, std::memcmp(got.f32(), all.f32() + r0 * n, sizeof(float) * n * (r1 - r0)))
             << what << " rows " << r0 << ".." << r1;
+      }
+    }
+  }
+}
+
+// Every (N, K) of the 1B model's products at TP 1 and 2 (q/k/v/o, gate/up, down, the LM
+// head), f32 and bf16 weights: the rows of a batch of M equal the same rows of the
+// 4,096-row batch bit for bit, for every M from 1 to 64 and a sweep to 4,096 (prefill
+// chunks), at the start of x and at its end. The path (a pinned cuBLASLt algorithm, or
+// our fixed-order kernel where none can be pinned) is printed per shape.
+TEST(CudaProducts, BatchInvariantForEveryBatchSizeOfThe1BModel) {
+  OLMO2_REQUIRE_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}, {100352, 2048},
+                                                {1024, 2048}, {2048, 1024}, {4096, 2048}, {2048, 4096}};
+  std::vector<int64_t> batches;
+  for (int64_t m = 1; m <= 64; ++m) batches.push_back(m);
+  for (int64_t m = 65; m < 4096; m += 61) batches.push_back(m);
+  for (int64_t m : {255, 256, 257, 511, 512, 513, 1023, 1024, 2047, 2048, 2049, 4095}) batches.push_back(m);
+  const int64_t full = 4096;
+  for (auto [n, k] : shapes) {
+    const Pair x = pair(full, k, 31);
+    for (DType wt : {DType::BF16, DType::F32}) {
+      const std::string what = "N " + std::to_string(n) + " K " + std::to_string(k) + " w " + dtype_name(wt);
+      const Pair w = pair(n, k, 32, wt);
+      Tensor y_full = Tensor::zeros({full, n}, DType::F32, Device::CUDA);
+      linear_batch_invariant(x.d(), w.d(), y_full.view());
+      const Tensor all = test::to_host(y_full.view());
+      const cuda::detail::MatOperand a{w.dev.view().data(), wt == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F, k, n, k, true};
+      const bool pinned = cuda::detail::batch_invariant_algo_exists(a, cuda::detail::MatOperand{nullptr, a.type}, n, k);
+      std::printf("%s: %s\n", what.c_str(), pinned ? "pinned cuBLASLt algorithm" : "fixed-order kernel");
+      int64_t mismatches = 0;
+      for (int64_t m : batches) {
+        for (int64_t r0 : {int64_t{0}, full - m}) {
+          Tensor y = Tensor::zeros({m, n}, DType::F32, Device::CUDA);
+          linear_batch_invariant(x.d().rows(r0, r0 + m), w.d(), y.view());
+          const Tensor got = test::to_host(y.view());
+          if (std::memcmp(got.f32(), all.f32() + r0 * n, sizeof(float) * static_cast<size_t>(m * n)) != 0) {
+            ADD_FAILURE() << what << ": rows " << r0 << " .. " << r0 + m << " differ from the full batch's";
+            if (++mismatches > 5) break;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The fallback kernel on its own (whatever cuBLASLt can pin): within the products'
+// per-element bounds of the CPU, and batch-invariant bit for bit.
+TEST(CudaProducts, FixedOrderKernelMatchesCpuAndIsBatchInvariant) {
+  OLMO2_REQUIRE_GPU();
+  for (const Shape& s : shapes()) {
+    for (DType wt : {DType::F32, DType::BF16}) {
+      const std::string what = "fixed-order " + s.name(wt, false);
+      const Pair x = scaled_pair(s.m, s.k, 41), w = pair(s.n, s.k, 42, wt);
+      const bool bf = wt == DType::BF16;
+      Tensor xb = Tensor::zeros({s.m, s.k}, bf ? DType::BF16 : DType::F32);
+      for (int64_t i = 0; i < s.m * s.k; ++i) {
+        if (bf) static_cast<uint16_t*>(xb.view().data())[i] = f32_to_bf16(x.host.f32()[i]);
+        else xb.f32()[i] = x.host.f32()[i];
+      }
+      const Tensor xd = test::to_device(xb.view());
+      Tensor y = Tensor::zeros({s.m, s.n}), yd = Tensor::zeros({s.m, s.n}, DType::F32, Device::CUDA);
+      cpu::linear(x.h(), w.h(), y.view());
+      test::poison(yd.view());
+      cuda::detail::fixed_order_product(xd.view().data(), bf, s.k, w.dev.view().data(), bf, s.k,
+                                  static_cast<float*>(yd.view().data()), s.n, s.m, s.n, s.k);
+      const Pair yp{std::move(y), Tensor(), s.n};
+      const test::Expected e = test::product(inputs(x, wt), test::dense(w.h()), s.m, s.n, s.k, false, true);
+      const Tensor got = test::to_host(yd.view());
+      test::expect_close(yp.host.view(), got.view(), bounds(e, yp), what);
+      for (int64_t r = 0; r < s.m; r += 7) {  // each row alone
+        Tensor one = Tensor::zeros({1, s.n}, DType::F32, Device::CUDA);
+        const size_t esz = bf ? 2 : 4;
+        cuda::detail::fixed_order_product(static_cast<const char*>(xd.view().data()) + r * s.k * esz, bf, s.k,
+                                    w.dev.view().data(), bf, s.k, static_cast<float*>(one.view().data()), s.n, 1, s.n,
+                                    s.k);
+        EXPECT_EQ(0, std::memcmp(test::to_host(one.view()).f32(), got.f32() + r * s.n, sizeof(float) * s.n))
+            << what << " row " << r;
       }
     }
   }
