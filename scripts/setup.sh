@@ -9,12 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # (Boost.Asio and Boost.Beast, the serving HTTP front, are headers of libboost1.74-dev,
-# which libboost-program-options-dev depends on. munge and the Slurm daemons are for the
-# integration tests of deploy/slurm/, which start and stop them themselves; debootstrap and
+# which libboost-program-options-dev depends on; Boost.Context runs the fibers of the
+# SIMT executor, the test of the CUDA kernels on the CPU, ops/simt/. munge and the Slurm
+# daemons are for the integration tests of deploy/slurm/, which start and stop them themselves; debootstrap and
 # xz for the GPU check bundle's test in a minimal root, tests/gpu_bundle/.)
 PACKAGES=(cmake g++ make pkg-config
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
-  libboost-program-options-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
+  libboost-program-options-dev libboost-context-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev zlib1g-dev libxxhash-dev libssl-dev python3 python3-pip python3-venv python3-numpy fortunes prometheus procps curl
   munge slurmctld slurmd slurm-client iproute2 util-linux debootstrap xz-utils)
