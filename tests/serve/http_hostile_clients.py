@@ -27,7 +27,7 @@ Dolma 2 tokenizer, context 1024) and serves it in one process with --api-key and
               threads than before.
 
 With --engine-failure instead (ctest serve_http.engine_failure, label mpi): `mpirun -np 2
-olmo2 serve --tp 2 --collective-timeout 3` (mpirun told not to end the job when a rank
+olmo2 serve --tp 2 --collective-timeout 8` (mpirun told not to end the job when a rank
 dies), a streamed and a non-streamed request in flight, rank 1 killed: the non-streamed
 client gets 500 with the engine's error, the streamed one an error event with code 500
 and then `data: [DONE]`, both well within the collective timeout plus a few seconds, and
@@ -508,7 +508,9 @@ def engine_failure(args, tmp):
     model = make_model(args, tmp, context=1024)
     log = os.path.join(tmp, "serve.err")
     port_file = os.path.join(tmp, "serve.port")
-    timeout_s = 3
+    # Long enough that two ranks on a loaded 2-core machine never miss it while healthy
+    # (3 s did, once, under a parallel build); short enough to keep the test quick.
+    timeout_s = 8
     env = dict(os.environ, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
     cmd = [args.mpiexec, "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
            "--mca", "orte_abort_on_non_zero_status", "0",
