@@ -53,6 +53,45 @@ std::string file_identity(const std::string& path) {
   }
 }
 
+/// What identifies the weights of a checkpoint folder without reading them all: the
+/// checksum of training_state.json where there is one (it lists every file's checksum),
+/// and for each *.safetensors file its size and the XXH3-128 of its first 1 MiB (the
+/// header and the first tensors) and of 32 evenly spaced 64 KiB samples. Two checkpoints
+/// of other seeds or other steps differ in every sample; a copy at another path agrees.
+std::string weights_identity(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::string out;
+  std::error_code ec;
+  if (fs::exists(fs::path(folder) / "training_state.json", ec))
+    out += "training_state.json " + file_identity((fs::path(folder) / "training_state.json").string()) + "; ";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    std::FILE* in = std::fopen(f.c_str(), "rb");
+    const uint64_t size = fs::file_size(f, ec);
+    if (in == nullptr || ec) {
+      if (in) std::fclose(in);
+      out += f.filename().string() + " unreadable; ";
+      continue;
+    }
+    Xxh3Stream h;
+    std::vector<char> buf(size_t{1} << 20);
+    auto sample = [&](uint64_t at, size_t n) {
+      n = static_cast<size_t>(std::min<uint64_t>(n, size - std::min(at, size)));
+      if (n == 0 || std::fseek(in, static_cast<long>(at), SEEK_SET) != 0) return;
+      h.update(buf.data(), std::fread(buf.data(), 1, n, in));
+    };
+    sample(0, buf.size());
+    constexpr int kSamples = 32;
+    for (int i = 1; i <= kSamples; ++i) sample(size / (kSamples + 1) * static_cast<uint64_t>(i), 64 * 1024);
+    std::fclose(in);
+    out += f.filename().string() + " " + std::to_string(size) + " bytes, sampled xxh3 " + h.hex() + "; ";
+  }
+  return out.empty() ? "no weights found" : out.substr(0, out.size() - 2);
+}
+
 /// The name of the folder `path` names ("step-00000010" for ".../step-00000010/").
 std::string folder_name(const std::string& path) {
   std::filesystem::path p(path);
@@ -94,7 +133,8 @@ std::vector<JobOption> job_options(const po::variables_map& vm) {
     if (name == "model-config" || name == "tokenizer" || name == "chat-template" || name == "prompts") {
       value = file_identity(text);
     } else if (name == "model") {
-      value = "folder " + folder_name(text) + ", config.json " + file_identity(text + "/config.json");
+      value = "folder " + folder_name(text) + ", config.json " + file_identity(text + "/config.json") + ", " +
+              weights_identity(text);
     } else if (name == "resume") {
       value = text == "auto" ? text : "checkpoint " + folder_name(text);
     } else if (name == "data") {

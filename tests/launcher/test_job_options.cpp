@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "launcher/job_options.h"
@@ -54,6 +55,32 @@ TEST(JobOptions, CanonicalValuesPerRankOptionsLeftOutFilesByContents) {
   EXPECT_EQ(parse_job_options(serialize_job_options(a)), a) << "the text round-trips";
   const std::vector<JobOption> odd = {{"x", "two\nlines \\ here"}};
   EXPECT_EQ(parse_job_options(serialize_job_options(odd)), odd);
+}
+
+// --model: two checkpoints with the same folder name and config.json but other weights
+// (another seed, a stale node-local copy) are two jobs; a copy at another path is one.
+TEST(JobOptions, ModelFoldersDifferByTheirWeightsNotTheirPaths) {
+  test::TempDir dir;
+  auto make = [&](const std::string& parent, char fill, size_t changed_at) {
+    const std::string folder = dir.file(parent) + "/step-00000002";
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder + "/config.json") << R"({"hidden_size": 64})";
+    std::string weights(3 << 20, 'w');  // 3 MiB: past the first MiB, between the samples
+    weights[changed_at] = fill;
+    std::ofstream(folder + "/model.safetensors", std::ios::binary) << weights;
+    return folder;
+  };
+  const std::string a = make("a", 'w', 0), same = make("copy", 'w', 0);
+  const std::string head = make("head", 'x', 100), sampled = make("sampled", 'x', (3u << 20) / 33 * 16 + 10);
+  auto opts = [](const std::string& model) {
+    return options_of({"generate", "--model", model, "--prompt-ids", "1,2", "--max-tokens", "2"});
+  };
+  EXPECT_THAT(value_of(opts(a), "model"), ::testing::HasSubstr("model.safetensors 3145728 bytes, sampled xxh3 "));
+  EXPECT_EQ(first_difference(opts(a), opts(same), 1), "") << "a copy at another path is the same model";
+  EXPECT_THAT(first_difference(opts(a), opts(head), 1), ::testing::StartsWith("rank 1 has --model folder step-00000002"));
+  EXPECT_NE(first_difference(opts(a), opts(sampled), 1), "") << "a change inside the 16th sample";
+  std::ofstream(same + "/training_state.json") << "{}";
+  EXPECT_NE(first_difference(opts(a), opts(same), 1), "") << "training_state.json (every file's checksum) is compared";
 }
 
 }  // namespace
