@@ -98,6 +98,15 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
     parallel::send(*pp, x.view(), pp->rank() + 1, kStageTag);
     return result;
   }
+  // Σx² of the residual rows before the final norm: a finite row too large to square
+  // (|x| > 1.8e19) would be normalized to zeros and give uniform logits, not a NaN.
+  std::vector<float> residual_sumsq;
+  if (options.check_finite) {
+    Tensor sumsq = Tensor::zeros({x.view().size(0)}, DType::F32, device_);
+    ops::rmsnorm_partials(x.view(), sumsq.view());
+    residual_sumsq.resize(static_cast<size_t>(x.view().size(0)));
+    ops::copy(sumsq.view(), host_view(residual_sumsq));
+  }
   const float eps = static_cast<float>(c.rms_norm_eps);
   ops::rmsnorm(x.view(), weights_.norm.view(), eps, x.view());
   if (act != DType::F32) ops::round_to(x.view(), act);
@@ -130,8 +139,8 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
     rows_in = last.view();
   }
   if (options.check_finite) {
-    // Σx² of each row is finite exactly when the row is (an overflow of the square needs
-    // |x| > 1.8e19: no normalized row gets there).
+    // Σx² of each normalized row is finite exactly when the row is (an overflow of the
+    // square needs |x| > 1.8e19: no normalized row gets there).
     Tensor sumsq = Tensor::zeros({rows_in.size(0)}, DType::F32, device_);
     ops::rmsnorm_partials(rows_in, sumsq.view());
     std::vector<float> host(static_cast<size_t>(rows_in.size(0)));
@@ -140,6 +149,10 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
     for (size_t i = 0; i < nseq; ++i) {
       for (int64_t r = first[i]; r < first[i + 1]; ++r) {  // its rows of rows_in
         if (!std::isfinite(host[static_cast<size_t>(r)])) result.nonfinite[i] = 1;
+      }
+      const int64_t end = packed.offset[i + 1], begin = every_row(i) ? packed.offset[i] : end - 1;
+      for (int64_t r = begin; r < end; ++r) {  // the same rows of the residual, before the norm
+        if (!std::isfinite(residual_sumsq[static_cast<size_t>(r)])) result.nonfinite[i] = 1;
       }
     }
   }

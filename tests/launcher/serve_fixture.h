@@ -260,7 +260,8 @@ inline std::string f32_base64(const std::vector<float>& values) {
 }
 
 /// The careless steering of the hostile-client probe: 64 floats of 3e38 added to every
-/// layer's output (coefficient × vector is finite, the residual overflows f32). The
+/// layer's output (coefficient × vector is finite, the residual overflows f32), then to
+/// the last layer's (of the 2-layer fixtures) only. The
 /// answer is a 400 naming the intervention — streamed or not — never a 200 of garbage
 /// tokens; the server says so in its log and serves the next request as before.
 inline void expect_overflowing_steering_is_refused(const Server& server, int64_t hidden, const std::string& what) {
@@ -277,6 +278,15 @@ inline void expect_overflowing_steering_is_refused(const Server& server, int64_t
   EXPECT_THAT(server.log(), ::testing::HasSubstr("the model's activations became non-finite")) << what;
   const auto [ok, answer] = server.complete(body + "}");
   EXPECT_EQ(ok, 200) << what << ": the next request is served: " << answer;
+  // The last layer only: the residual stays finite (3e38 plus a little) but its squares
+  // overflow, so the final norm would turn it into zeros and the logits into a uniform
+  // distribution: refused as well, not a 200 of garbage.
+  const std::string last = R"(,"interventions":[{"type":"add","name":"layers.1.layer_output","vector":")" +
+                           f32_base64(std::vector<float>(static_cast<size_t>(hidden), 3e38f)) + R"("}])";
+  const auto [last_status, last_j] = server.complete(body + last + "}");
+  EXPECT_EQ(last_status, 400) << what << " (last layer only): " << last_j;
+  EXPECT_THAT(last_j.dump(), ::testing::HasSubstr("non-finite (NaN or infinity) at position"))
+      << what << " (last layer only)";
 }
 
 /// 12 requests sharing a 60-token system prompt (ids), each with 3 … 10 of its own;
