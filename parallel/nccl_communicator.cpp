@@ -435,7 +435,11 @@ void NcclCommunicator::do_send_recv(const TensorView& out, const TensorView& in,
     scratch = Tensor::zeros({std::max<int64_t>(announced, 1)}, in.dtype(), in.device());
   }
   void* into = scratch.empty() ? in.data() : scratch.view().data();
-  if (o.count == 0 && o.count2 == 0) return;
+  if (o.count == 0 && o.count2 == 0) {
+    // Nothing travels, but a receive that expected elements and got none is still refused.
+    if (!scratch.empty()) refuse_size(where(o), announced, in.numel(), in.dtype());
+    return;
+  }
   const ncclDataType_t type = nccl_datatype(o.dtype);
   run(o, stream, [&](cudaStream_t s) {
     // Both halves in one group: NCCL posts them together, so two ranks exchanging with
