@@ -59,7 +59,11 @@ class BlockPool {
   void free(void* p);
   /// Gives every wholly free segment back to the backing allocator.
   void release_cached();
+  /// Caps the cached bytes (held, not in use): whenever they exceed `bytes`, now or
+  /// after a free, wholly free segments are given back (in address order) until they do
+  /// not or none is left. 0 keeps no free segment.
   void set_cache_limit(size_t bytes);
+  /// A snapshot of the counters (BlockPoolStats); thread-safe.
   BlockPoolStats stats() const;
   /// Cached bytes in segments that are wholly free (what release_cached() gives back).
   size_t releasable_bytes() const;

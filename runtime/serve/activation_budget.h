@@ -42,7 +42,9 @@ class ActivationBudget {
   /// InputError naming both sizes when bytes > capacity (it could never fit).
   Lease acquire(int64_t bytes, const std::function<bool()>& abandoned);
 
+  /// The budget in bytes, as constructed.
   int64_t capacity() const { return capacity_; }
+  /// Bytes held by live leases now (thread-safe).
   int64_t reserved() const;
 
  private:
