@@ -17,6 +17,7 @@
 #include "ops/cuda/attention_tile.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace olmo2::ops {
@@ -37,7 +38,7 @@ void launch_one(const TileArgs& a, int64_t n_tiles, int n_heads) {
     OLMO2_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   }
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(n_heads));
-  kernel<<<grid, 32 * WARPS, smem, compute_stream()>>>(a);
+  OLMO2_LAUNCH(grid, 32 * WARPS, smem, compute_stream(), kernel)(a);
   OLMO2_CUDA_CHECK_LAUNCH("attention_tile_kernel");
 }
 
@@ -157,7 +158,7 @@ float cuda::causal_attention_max_logit(const TensorView& q, const TensorView& k,
   try {
     a.block_max = partial;
     attention_detail::launch_tiles(attention_detail::Mode::kMaxLogit, 4, a, tiles, n_heads);
-    max_reduce_kernel<<<1, 256, 0, compute_stream()>>>(partial, n_blocks, partial + n_blocks);
+    OLMO2_LAUNCH(1, 256, 0, compute_stream(), max_reduce_kernel)(partial, n_blocks, partial + n_blocks);
     OLMO2_CUDA_CHECK_LAUNCH("max_reduce_kernel");
     OLMO2_CUDA_CHECK(
         cudaMemcpyAsync(&result, partial + n_blocks, sizeof(float), cudaMemcpyDeviceToHost, compute_stream()));

@@ -28,6 +28,7 @@
 #include "ops/cuda/attention_tile.cuh"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/op_checks.h"
 
@@ -86,7 +87,7 @@ __device__ inline void load_rows(float* dst, int ld_dst, const float* src, int64
 
 template <int NJ>
 __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(BackwardArgs a) {
-  extern __shared__ float smem[];
+  OLMO2_DYNAMIC_SHARED(float, smem);
   const int hd = a.hd, kp = hd + 1;
   float* qs = smem;                  // [16][hd]
   float* dos = qs + kRowTile * hd;   // [16][hd]
@@ -192,7 +193,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_bwd_rows_kernel(Backwar
 
 template <int NJ>
 __global__ void __launch_bounds__(32 * kWarps) attention_bwd_keys_kernel(BackwardArgs a) {
-  extern __shared__ float smem[];
+  OLMO2_DYNAMIC_SHARED(float, smem);
   const int hd = a.hd, qp = hd + 1;
   float* ks = smem;                   // [16][hd]
   float* vs = ks + kKeyBlock * hd;    // [16][hd]
@@ -296,8 +297,7 @@ void launch(Kernel* kernel, const char* name, int64_t blocks, int heads, size_t 
   if (smem > 48 * 1024) {
     OLMO2_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   }
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(heads)), 32 * kWarps, smem,
-           cuda::compute_stream()>>>(a);
+  OLMO2_LAUNCH(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(heads)), 32 * kWarps, smem, cuda::compute_stream(), kernel)(a);
   OLMO2_CUDA_CHECK_LAUNCH(name);
 }
 

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/launch.cuh"
+
 namespace olmo2::ops::cuda::attention_detail {
 
 constexpr int kKeyTile = 32;    // keys per tile: one per lane
@@ -89,7 +91,7 @@ template <int NJ, Mode M, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) {
   constexpr int kRows = kRowsPerWarp * WARPS;
   constexpr int kVStride = 32 * NJ;
-  extern __shared__ float smem[];
+  OLMO2_DYNAMIC_SHARED(float, smem);
   const int hd = a.hd;
   float* qs = smem;
   float* ks = qs + kRows * hd;

@@ -5,6 +5,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/convert_rows.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace olmo2::ops::cuda::detail {
@@ -39,14 +40,14 @@ unsigned blocks_for(int64_t total) {
 
 void round_rows_to_bf16(const float* x, int64_t ldx, int64_t rows, int64_t cols, void* out, int64_t ld_out) {
   if (rows <= 0 || cols <= 0) return;
-  convert_kernel<<<blocks_for(rows * cols), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(blocks_for(rows * cols), kThreads, 0, compute_stream(), convert_kernel<float, __nv_bfloat16, ToBf16>)(
       x, ldx, rows, cols, static_cast<__nv_bfloat16*>(out), ld_out, ToBf16{});
   OLMO2_CUDA_CHECK_LAUNCH("round_rows_to_bf16");
 }
 
 void widen_rows_to_f32(const void* w, int64_t ldw, int64_t rows, int64_t cols, float* out, int64_t ld_out) {
   if (rows <= 0 || cols <= 0) return;
-  convert_kernel<<<blocks_for(rows * cols), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(blocks_for(rows * cols), kThreads, 0, compute_stream(), convert_kernel<__nv_bfloat16, float, ToF32>)(
       static_cast<const __nv_bfloat16*>(w), ldw, rows, cols, out, ld_out, ToF32{});
   OLMO2_CUDA_CHECK_LAUNCH("widen_rows_to_f32");
 }

@@ -13,6 +13,7 @@
 #include "ops/backward.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/loss_common.h"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
@@ -76,7 +77,7 @@ CrossEntropySums cross_entropy_zloss(const TensorView& logits, const TensorView&
   const std::vector<int32_t> tg = targets_to_host(targets);
   check_target_values(tg, vocab);  // before any write: the CPU's InputError
   RowSums out(rows, 2);
-  cross_entropy_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kLossThreads, 0, compute_stream(), cross_entropy_kernel)(
       static_cast<const float*>(logits.data()), logits.stride(0), static_cast<const int32_t*>(targets.data()),
       want_grad ? static_cast<float*>(dlogits.data()) : nullptr, want_grad ? dlogits.stride(0) : 0, vocab, z_coef,
       scale, out.device());

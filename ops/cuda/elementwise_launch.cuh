@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace olmo2::ops::cuda::detail {
@@ -30,7 +31,7 @@ void launch_elements(const char* name, int64_t rows, int64_t cols, F f) {
   if (rows <= 0 || cols <= 0) return;
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((rows * cols + kThreads - 1) / kThreads, 65535);
-  for_each_element<<<static_cast<unsigned>(blocks), kThreads, 0, compute_stream()>>>(rows, cols, f);
+  OLMO2_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, compute_stream(), for_each_element<F>)(rows, cols, f);
   check_launch(name, __FILE__, __LINE__);
 }
 

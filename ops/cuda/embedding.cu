@@ -21,6 +21,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/device_temp.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/op_checks.h"
 
@@ -85,11 +86,11 @@ void gather(const TensorView& ids, const TensorView& table, int64_t first_id, co
   const auto* id = static_cast<const int32_t*>(ids.data());
   auto* o = static_cast<float*>(out.data());
   if (table.dtype() == DType::F32)
-    gather_kernel<<<blocks, kThreads, 0, compute_stream()>>>(id, n, static_cast<const float*>(table.data()),
+    OLMO2_LAUNCH(blocks, kThreads, 0, compute_stream(), gather_kernel<float>)(id, n, static_cast<const float*>(table.data()),
                                                              table.stride(0), table.size(0), first_id, o,
                                                              out.stride(0), h);
   else
-    gather_kernel<<<blocks, kThreads, 0, compute_stream()>>>(id, n, static_cast<const __nv_bfloat16*>(table.data()),
+    OLMO2_LAUNCH(blocks, kThreads, 0, compute_stream(), gather_kernel<__nv_bfloat16>)(id, n, static_cast<const __nv_bfloat16*>(table.data()),
                                                              table.stride(0), table.size(0), first_id, o,
                                                              out.stride(0), h);
   OLMO2_CUDA_CHECK_LAUNCH("embedding");
@@ -136,7 +137,7 @@ void rows_backward(const char* op, const TensorView& ids, const TensorView& dout
   const int32_t* d_row = d_start + groups + 1;
   const dim3 grid(static_cast<unsigned>((h + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(groups, 65535)));
-  scatter_add_kernel<<<grid, kThreads, 0, compute_stream()>>>(d_order, d_start, d_row, groups,
+  OLMO2_LAUNCH(grid, kThreads, 0, compute_stream(), scatter_add_kernel)(d_order, d_start, d_row, groups,
                                                               static_cast<const float*>(dout.data()), dout.stride(0),
                                                               static_cast<float*>(dtable.data()), dtable.stride(0), h);
   OLMO2_CUDA_CHECK_LAUNCH(op);

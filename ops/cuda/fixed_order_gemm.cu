@@ -8,6 +8,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/fixed_order_gemm.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace olmo2::ops::cuda::detail {
@@ -59,7 +60,7 @@ void fixed_order_product(const void* x, bool x_bf16, int64_t ldx, const void* w,
                          int64_t ldy, int64_t rows_x, int64_t rows_w, int64_t k) {
   if (rows_x == 0 || rows_w == 0) return;
   const dim3 grid(static_cast<unsigned>((rows_w + kTile - 1) / kTile), static_cast<unsigned>((rows_x + kTile - 1) / kTile));
-  fixed_order_kernel<<<grid, kThreads, 0, compute_stream()>>>(x, x_bf16, ldx, w, w_bf16, ldw, y, ldy, rows_x, rows_w, k);
+  OLMO2_LAUNCH(grid, kThreads, 0, compute_stream(), fixed_order_kernel)(x, x_bf16, ldx, w, w_bf16, ldw, y, ldy, rows_x, rows_w, k);
   OLMO2_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,6 +4,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/rmsnorm.h"
 
@@ -50,7 +51,7 @@ template <typename T, typename W>
 void launch(const TensorView& x, const TensorView& w, float eps, const TensorView& y,
             int64_t rows, int64_t d) {
   if (rows == 0) return;
-  rmsnorm_kernel<T, W><<<static_cast<unsigned>(rows), 256, 0, cuda::compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), 256, 0, cuda::compute_stream(), rmsnorm_kernel<T, W>)(
       static_cast<const T*>(x.data()), x.stride(0), static_cast<const W*>(w.data()), eps,
       static_cast<T*>(y.data()), y.stride(0), d);
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_kernel");

@@ -13,6 +13,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/device_temp.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/rmsnorm.h"
 
@@ -139,7 +140,7 @@ void check_w(const TensorView& w, int64_t d, const char* op) {
 template <typename W>
 void launch_partials(const TensorView& x, const TensorView& w, const TensorView& dy, const TensorView& sumsq,
                      const TensorView& dot) {
-  partials_kernel<W, true><<<static_cast<unsigned>(x.size(0)), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(x.size(0)), kThreads, 0, compute_stream(), partials_kernel<W, true>)(
       f32p(x), x.stride(0), x.size(1), static_cast<const W*>(w.data()), f32p(dy), dy.stride(0),
       static_cast<float*>(sumsq.data()), sumsq.stride(0), static_cast<float*>(dot.data()), dot.stride(0));
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_backward_partials");
@@ -151,7 +152,7 @@ void rmsnorm_partials(const TensorView& x, const TensorView& sumsq) {
   check_rows(x, "rmsnorm_partials", "x");
   check_stat(sumsq, x.size(0), "rmsnorm_partials", "sumsq");
   if (x.size(0) == 0) return;
-  partials_kernel<float, false><<<static_cast<unsigned>(x.size(0)), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(x.size(0)), kThreads, 0, compute_stream(), partials_kernel<float, false>)(
       f32p(x), x.stride(0), x.size(1), nullptr, nullptr, 0, static_cast<float*>(sumsq.data()), sumsq.stride(0),
       nullptr, 0);
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_partials");
@@ -169,10 +170,10 @@ void rmsnorm_apply(const TensorView& x, const TensorView& w, const TensorView& s
   const float dt = static_cast<float>(d_total);
   auto* yp = static_cast<float*>(y.data());
   if (w.dtype() == DType::F32)
-    apply_kernel<<<blocks, kThreads, 0, compute_stream()>>>(f32p(x), x.stride(0), f32p(w), f32p(sumsq),
+    OLMO2_LAUNCH(blocks, kThreads, 0, compute_stream(), apply_kernel<float>)(f32p(x), x.stride(0), f32p(w), f32p(sumsq),
                                                             sumsq.stride(0), dt, eps, yp, y.stride(0), rows, d);
   else
-    apply_kernel<<<blocks, kThreads, 0, compute_stream()>>>(
+    OLMO2_LAUNCH(blocks, kThreads, 0, compute_stream(), apply_kernel<__nv_bfloat16>)(
         f32p(x), x.stride(0), static_cast<const __nv_bfloat16*>(w.data()), f32p(sumsq), sumsq.stride(0), dt, eps, yp,
         y.stride(0), rows, d);
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_apply");
@@ -215,11 +216,11 @@ void rmsnorm_backward_finish(const TensorView& x, const TensorView& w, float eps
                      sumsq.stride(0), dot.stride(0), rows, d, static_cast<float*>(dx.data()), part.as<float>(),
                      1.0f / static_cast<float>(d_total), eps};
   const dim3 grid(grid_1d(d), static_cast<unsigned>(std::min<int64_t>(chunks, 65535)));
-  if (w.dtype() == DType::F32) finish_kernel<<<grid, kThreads, 0, compute_stream()>>>(a, f32p(w));
-  else finish_kernel<<<grid, kThreads, 0, compute_stream()>>>(a, static_cast<const __nv_bfloat16*>(w.data()));
+  if (w.dtype() == DType::F32) OLMO2_LAUNCH(grid, kThreads, 0, compute_stream(), finish_kernel<float>)(a, f32p(w));
+  else OLMO2_LAUNCH(grid, kThreads, 0, compute_stream(), finish_kernel<__nv_bfloat16>)(a, static_cast<const __nv_bfloat16*>(w.data()));
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_backward_finish");
   if (!want_dw) return;
-  add_chunks_kernel<<<grid_1d(d), kThreads, 0, compute_stream()>>>(part.as<float>(), chunks, d,
+  OLMO2_LAUNCH(grid_1d(d), kThreads, 0, compute_stream(), add_chunks_kernel)(part.as<float>(), chunks, d,
                                                                    static_cast<float*>(dw.data()));
   OLMO2_CUDA_CHECK_LAUNCH("rmsnorm_backward_finish (dw)");
 }

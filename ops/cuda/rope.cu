@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace olmo2::ops::cuda {
@@ -63,7 +64,7 @@ void run(const char* op, const TensorView& x, const TensorView& pos, int n_heads
   for (int i = 0; i < half; ++i) f.v[i] = freq.inv_freq[static_cast<size_t>(i)];
   f.scaling = freq.attention_scaling;
   const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65535);
-  rope_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, compute_stream(), rope_kernel)(
       static_cast<float*>(x.data()), x.stride(0), static_cast<const int32_t*>(pos.data()), x.size(0), n_heads, half,
       negate, f);
   OLMO2_CUDA_CHECK_LAUNCH(op);

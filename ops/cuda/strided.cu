@@ -1,4 +1,5 @@
 // Strided element-wise copy, conversion and fill kernels (ops/cuda/strided.h).
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/strided.h"
 
 #include <algorithm>
@@ -66,7 +67,7 @@ unsigned blocks_for(int64_t n) {  // grid-stride loops: at most 64 Ki blocks
 
 template <Conv C, typename In, typename Out>
 void run(const void* src, void* dst, const StridedLayout& l) {
-  convert_kernel<C, In, Out><<<blocks_for(l.numel), kThreads, 0, compute_stream()>>>(static_cast<const In*>(src),
+  OLMO2_LAUNCH(blocks_for(l.numel), kThreads, 0, compute_stream(), convert_kernel<C, In, Out>)(static_cast<const In*>(src),
                                                                                       static_cast<Out*>(dst), l);
   OLMO2_CUDA_CHECK_LAUNCH("convert_kernel");
 }
@@ -127,10 +128,10 @@ void launch_fill(void* dst, size_t elem_bytes, uint64_t pattern, const StridedLa
   const unsigned blocks = blocks_for(l.numel);
   cudaStream_t st = compute_stream();
   switch (elem_bytes) {
-    case 1: fill_kernel<uint8_t><<<blocks, kThreads, 0, st>>>(static_cast<uint8_t*>(dst), static_cast<uint8_t>(pattern), l); break;
-    case 2: fill_kernel<uint16_t><<<blocks, kThreads, 0, st>>>(static_cast<uint16_t*>(dst), static_cast<uint16_t>(pattern), l); break;
-    case 4: fill_kernel<uint32_t><<<blocks, kThreads, 0, st>>>(static_cast<uint32_t*>(dst), static_cast<uint32_t>(pattern), l); break;
-    case 8: fill_kernel<uint64_t><<<blocks, kThreads, 0, st>>>(static_cast<uint64_t*>(dst), pattern, l); break;
+    case 1: OLMO2_LAUNCH(blocks, kThreads, 0, st, fill_kernel<uint8_t>)(static_cast<uint8_t*>(dst), static_cast<uint8_t>(pattern), l); break;
+    case 2: OLMO2_LAUNCH(blocks, kThreads, 0, st, fill_kernel<uint16_t>)(static_cast<uint16_t*>(dst), static_cast<uint16_t>(pattern), l); break;
+    case 4: OLMO2_LAUNCH(blocks, kThreads, 0, st, fill_kernel<uint32_t>)(static_cast<uint32_t*>(dst), static_cast<uint32_t>(pattern), l); break;
+    case 8: OLMO2_LAUNCH(blocks, kThreads, 0, st, fill_kernel<uint64_t>)(static_cast<uint64_t*>(dst), pattern, l); break;
     default: OLMO2_THROW(ShapeError, "fill: element size ", elem_bytes);
   }
   OLMO2_CUDA_CHECK_LAUNCH("fill_kernel");

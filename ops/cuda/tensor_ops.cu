@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/op_checks.h"
@@ -56,21 +57,21 @@ void move_rows(const TensorView& src, const TensorView& index, const TensorView&
   cudaStream_t st = compute_stream();
   switch (dtype_size(src.dtype())) {
     case 1:
-      move_rows_kernel<uint8_t><<<blocks, kThreads, 0, st>>>(static_cast<const uint8_t*>(src.data()), src.stride(0), ix,
+      OLMO2_LAUNCH(blocks, kThreads, 0, st, move_rows_kernel<uint8_t>)(static_cast<const uint8_t*>(src.data()), src.stride(0), ix,
                                                              static_cast<uint8_t*>(dst.data()), dst.stride(0), w, scatter);
       break;
     case 2:
-      move_rows_kernel<uint16_t><<<blocks, kThreads, 0, st>>>(static_cast<const uint16_t*>(src.data()), src.stride(0),
+      OLMO2_LAUNCH(blocks, kThreads, 0, st, move_rows_kernel<uint16_t>)(static_cast<const uint16_t*>(src.data()), src.stride(0),
                                                               ix, static_cast<uint16_t*>(dst.data()), dst.stride(0), w,
                                                               scatter);
       break;
     case 4:
-      move_rows_kernel<uint32_t><<<blocks, kThreads, 0, st>>>(static_cast<const uint32_t*>(src.data()), src.stride(0),
+      OLMO2_LAUNCH(blocks, kThreads, 0, st, move_rows_kernel<uint32_t>)(static_cast<const uint32_t*>(src.data()), src.stride(0),
                                                               ix, static_cast<uint32_t*>(dst.data()), dst.stride(0), w,
                                                               scatter);
       break;
     default:
-      move_rows_kernel<uint64_t><<<blocks, kThreads, 0, st>>>(static_cast<const uint64_t*>(src.data()), src.stride(0),
+      OLMO2_LAUNCH(blocks, kThreads, 0, st, move_rows_kernel<uint64_t>)(static_cast<const uint64_t*>(src.data()), src.stride(0),
                                                               ix, static_cast<uint64_t*>(dst.data()), dst.stride(0), w,
                                                               scatter);
       break;
@@ -102,7 +103,7 @@ void map_rows(float* x, int64_t rows, int64_t cols, int64_t stride, Op op, const
   const int64_t n = rows * cols;
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 16));
-  map_rows_kernel<<<blocks, kThreads, 0, compute_stream()>>>(x, rows, cols, stride, op);
+  OLMO2_LAUNCH(blocks, kThreads, 0, compute_stream(), map_rows_kernel<Op>)(x, rows, cols, stride, op);
   OLMO2_CUDA_CHECK_LAUNCH(name);
 }
 
@@ -176,7 +177,7 @@ double sum_squares(const TensorView& x, double start) {
   if (chunks == 0) return start;
   OLMO2_CHECK(chunks < (int64_t{1} << 31), "sum_squares: ", n, " elements");
   Scratch partial(static_cast<size_t>(chunks) * sizeof(double));
-  chunk_squares_kernel<<<static_cast<unsigned>(chunks), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(chunks), kThreads, 0, compute_stream(), chunk_squares_kernel)(
       static_cast<const float*>(x.data()), n, static_cast<double*>(partial.p));
   OLMO2_CUDA_CHECK_LAUNCH("chunk_squares_kernel");
   for (double s : to_host(static_cast<const double*>(partial.p), chunks)) start += s;
@@ -189,7 +190,7 @@ double sum_row_norms(const TensorView& x) {
   const int64_t rows = x.size(0), cols = x.size(1);
   if (rows == 0) return 0.0;
   Scratch norms(static_cast<size_t>(rows) * sizeof(double));
-  row_norms_kernel<<<static_cast<unsigned>(rows), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, compute_stream(), row_norms_kernel)(
       static_cast<const float*>(x.data()), cols, x.stride(0), static_cast<double*>(norms.p));
   OLMO2_CUDA_CHECK_LAUNCH("row_norms_kernel");
   double s = 0.0;

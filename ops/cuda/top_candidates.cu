@@ -15,6 +15,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/top_candidates.h"
@@ -171,7 +172,7 @@ void cuda::top_candidates(const TensorView& logits, int64_t real_cols, const Ten
     OLMO2_THROW(ShapeError, "cuda::top_candidates: logits ", logits.shape_str(), " too large");
   }
   const int take = static_cast<int>(std::min<int64_t>(std::max<int64_t>(k, 1), real_cols));
-  top_candidates_kernel<<<static_cast<unsigned>(rows), kThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kThreads, 0, compute_stream(), top_candidates_kernel)(
       static_cast<const float*>(logits.data()), logits.stride(0), real_cols, static_cast<int>(k), take,
       k > 0 ? static_cast<float*>(values.data()) : nullptr, k > 0 ? static_cast<int32_t*>(columns.data()) : nullptr,
       stats.empty() ? nullptr : static_cast<float*>(stats.data()));

@@ -11,6 +11,7 @@
 #include "ops/backward.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.cuh"
 #include "ops/cuda/loss_common.h"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/runtime.h"
@@ -85,7 +86,7 @@ void vocab_parallel_ce_row_max(const TensorView& logits, int64_t real_cols, cons
   const int64_t rows = logits.size(0);
   vocab_ce_check_vector(row_max, rows, 1, "row_max", DType::F32);
   if (rows == 0) return;
-  row_max_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kLossThreads, 0, compute_stream(), row_max_kernel)(
       static_cast<const float*>(logits.data()), logits.stride(0), real_cols, static_cast<float*>(row_max.data()));
   OLMO2_CUDA_CHECK_LAUNCH("row_max_kernel");
 }
@@ -100,7 +101,7 @@ void vocab_parallel_ce_partials(const TensorView& logits, int64_t real_cols, int
   vocab_ce_check_vector(targets, rows, 1, "targets", DType::I32);
   const bool want_grad = vocab_ce_check_partials_grad(dlogits, logits);
   if (rows == 0) return;
-  partials_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kLossThreads, 0, compute_stream(), partials_kernel)(
       static_cast<const float*>(logits.data()), logits.stride(0), real_cols, vocab_begin,
       static_cast<const int32_t*>(targets.data()), static_cast<const float*>(row_max.data()),
       static_cast<float*>(stats.data()), want_grad ? static_cast<float*>(dlogits.data()) : nullptr,
@@ -118,7 +119,7 @@ CrossEntropySums vocab_parallel_ce_finish(const TensorView& row_max, const Tenso
   const bool want_grad = vocab_ce_check_finish_grad(dlogits, rows, real_cols);
   if (rows == 0) return {};
   RowSums out(rows, 3);
-  finish_kernel<<<static_cast<unsigned>(rows), kLossThreads, 0, compute_stream()>>>(
+  OLMO2_LAUNCH(static_cast<unsigned>(rows), kLossThreads, 0, compute_stream(), finish_kernel)(
       static_cast<const float*>(row_max.data()), static_cast<const float*>(stats.data()),
       static_cast<const int32_t*>(targets.data()), vocab_begin, real_cols, z_coef, scale,
       want_grad ? static_cast<float*>(dlogits.data()) : nullptr, want_grad ? dlogits.stride(0) : 0,

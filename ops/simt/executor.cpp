@@ -7,6 +7,9 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <source_location>
 #include <vector>
 
 #include "ops/simt/block_scheduler.h"
@@ -91,6 +94,26 @@ void run_grid(const LaunchConfig& config, const char* kernel_name, const std::fu
   worker();
   for (auto& w : workers) w.join();
   if (first) std::rethrow_exception(first);
+}
+
+const char* site_name(const std::source_location& at) {
+  struct Key {
+    const char* file;
+    unsigned line;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    size_t operator()(const Key& k) const { return std::hash<const void*>()(k.file) ^ (size_t{k.line} * 0x9e3779b97f4a7c15ull); }
+  };
+  thread_local std::unordered_map<Key, const char*, Hash> cache;
+  const Key key{at.file_name(), at.line()};
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  static std::mutex mu;
+  static std::unordered_set<std::string> names;
+  std::lock_guard lock(mu);
+  const char* name = names.insert(std::string(at.file_name()) + ":" + std::to_string(at.line())).first->c_str();
+  cache.emplace(key, name);
+  return name;
 }
 
 const Dim3& thread_idx() { return detail::current_thread_idx(); }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -67,6 +68,10 @@ void check_launch(const LaunchConfig& config, const char* kernel_name);
 /// any block raised) after every block has stopped; exceptions thrown by thread_body
 /// propagate the same way.
 void run_grid(const LaunchConfig& config, const char* kernel_name, const std::function<void()>& thread_body);
+
+/// "file:line" of `at`, interned (the pointer stays valid): the site the executor's
+/// error messages name.
+const char* site_name(const std::source_location& at);
 
 /// The shuffle seed of the next launches (default from $OLMO2_SIMT_SEED, else a fixed
 /// value); each block derives its own stream from it and its block index.

@@ -55,8 +55,9 @@ Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32
 struct Pair {
   Tensor host, dev;
   int64_t cols;
-  TensorView h() const { return host.view().cols(0, cols); }
-  TensorView d() const { return dev.view().cols(0, cols); }
+  // A vector (vec, ids) is its whole view: cols() takes a matrix.
+  TensorView h() const { return host.view().dim() == 1 ? host.view() : host.view().cols(0, cols); }
+  TensorView d() const { return dev.view().dim() == 1 ? dev.view() : dev.view().cols(0, cols); }
   Tensor back() const { return test::to_host(dev.view()); }
 };
 
