@@ -62,10 +62,18 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port)
   }
   port_ = bound;
   address_ = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(bound);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    listen_returned_ = true;
+  });
 }
 
 MetricsEndpoint::~MetricsEndpoint() {
+  // cpp-httplib's stop() does nothing until listen_after_bind() has marked the server
+  // running: a stop that came first (a job refused right after start, on a loaded
+  // machine) left the thread accepting forever and this join hanging every rank. Wait
+  // for the server to run (or its listen to have failed), then stop it.
+  while (!server_->is_running() && !listen_returned_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_->stop();
   if (thread_.joinable()) thread_.join();
 }

@@ -3,6 +3,7 @@
 // a scrape only reads what is already there.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@ class MetricsEndpoint {
   std::shared_ptr<std::mutex> mutex_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<bool> listen_returned_{false};  // the server thread's listen_after_bind() is over
 };
 
 /// Where one rank sits in the layout (its metrics' labels rank, tp, pp, dp).
