@@ -15,8 +15,8 @@ namespace olmo2::parallel {
 struct GpuPlacement {
   /// True when no two ranks of the group use the same GPU of the same host.
   bool distinct = true;
-  /// For the start-up log: "NCCL" or e.g. "host-staged MPI (2 ranks share GPU 0)" (the
-  /// first shared GPU in group-rank order).
+  /// For the start-up log: "NCCL" or e.g. "host-staged MPI (2 ranks share GPU
+  /// 0000:3B:00.0)" (the first shared GPU in group-rank order, by its PCI bus id).
   std::string description;
 };
 

@@ -16,14 +16,19 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unistd.h>
 #include <vector>
 
 #include "ops/simt/executor.h"
 
 struct CUstream_st {
+  struct Work {
+    std::function<void()> run;
+    bool mpi_thread_only;  // completes an MPI request: only the thread that may call MPI runs it
+  };
   std::mutex mu;  // held while the stream's work runs: one drain at a time, in order
   std::mutex queue_mu;
-  std::deque<std::function<void()>> queue;
+  std::deque<Work> queue;
 };
 
 struct CUevent_st {
@@ -70,16 +75,32 @@ bool inside(const std::map<uintptr_t, size_t>& m, const void* p, size_t bytes) {
   return a >= it->first && a + bytes <= it->first + it->second && a + bytes >= a;
 }
 
-/// Runs the work queued on `s`; a kernel that broke the execution model leaves the
-/// sticky cudaErrorIllegalAddress-like failure, returned from here on.
-cudaError_t drain(CUstream_st* s) {
-  std::lock_guard run(s->mu);
+std::atomic<std::thread::id> g_mpi_thread{};  // the thread that may call MPI (funneled)
+
+bool on_mpi_thread() { return g_mpi_thread.load() == std::thread::id() || g_mpi_thread.load() == std::this_thread::get_id(); }
+
+/// Runs the work queued on `s`, in order; a kernel that broke the execution model leaves
+/// the sticky cudaErrorIllegalAddress-like failure, returned from here on. `wait`: block
+/// for a drain running on another thread (a query does not). Off the MPI thread, stops
+/// before work only that thread may run and sets *partial.
+cudaError_t drain(CUstream_st* s, bool wait = true, bool* partial = nullptr) {
+  std::unique_lock run(s->mu, std::defer_lock);
+  if (wait) {
+    run.lock();
+  } else if (!run.try_lock()) {
+    if (partial) *partial = true;
+    return cudaSuccess;
+  }
   for (;;) {
     std::function<void()> work;
     {
       std::lock_guard lock(s->queue_mu);
       if (s->queue.empty()) break;
-      work = std::move(s->queue.front());
+      if (s->queue.front().mpi_thread_only && !on_mpi_thread()) {
+        if (partial) *partial = true;
+        break;
+      }
+      work = std::move(s->queue.front().run);
       s->queue.pop_front();
     }
     {
@@ -98,6 +119,8 @@ cudaError_t drain(CUstream_st* s) {
   return state().launch_failure.empty() ? cudaSuccess : fail(cudaErrorIllegalAddress);
 }
 
+cudaError_t synchronize_stream_of(CUstream_st* s);
+
 cudaError_t drain_all() {
   std::vector<CUstream_st*> all{&state().default_stream};
   {
@@ -106,8 +129,17 @@ cudaError_t drain_all() {
   }
   cudaError_t err = cudaSuccess;
   for (CUstream_st* s : all)
-    if (cudaError_t e = drain(s); e != cudaSuccess) err = e;
+    if (cudaError_t e = synchronize_stream_of(s); e != cudaSuccess) err = e;
   return err;
+}
+
+cudaError_t synchronize_stream_of(CUstream_st* s) {
+  for (;;) {
+    bool partial = false;
+    const cudaError_t e = drain(s, true, &partial);
+    if (e != cudaSuccess || !partial) return e;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace
@@ -115,8 +147,18 @@ cudaError_t drain_all() {
 void enqueue(cudaStream_t stream, std::function<void()> work) {
   CUstream_st* s = resolve(stream);
   std::lock_guard lock(s->queue_mu);
-  s->queue.push_back(std::move(work));
+  s->queue.push_back({std::move(work), false});
 }
+
+void enqueue_on_mpi_thread(cudaStream_t stream, std::function<void()> work) {
+  CUstream_st* s = resolve(stream);
+  std::lock_guard lock(s->queue_mu);
+  s->queue.push_back({std::move(work), true});
+}
+
+void set_mpi_thread() { g_mpi_thread.store(std::this_thread::get_id()); }
+
+cudaError_t synchronize_stream(cudaStream_t stream) { return synchronize_stream_of(resolve(stream)); }
 
 size_t dynamic_shared_limit(const void* kernel) {
   std::lock_guard lock(state().mu);
@@ -204,7 +246,12 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
   if (device < 0 || device >= kDevices) return fail(cudaErrorInvalidDevice);
-  std::snprintf(bus_id, static_cast<size_t>(len), "0000:%02x:00.0", device + 1);
+  // One GPU that the processes of a node share, as a one-GPU machine; with
+  // OLMO2_SIMT_GPU_PER_PROCESS=1 each process its own (the PCI domain from the process
+  // id), so that ranks on one node take NCCL, not the host-staged path.
+  const char* own = std::getenv("OLMO2_SIMT_GPU_PER_PROCESS");
+  const unsigned domain = own && std::string(own) == "1" ? static_cast<unsigned>(getpid()) & 0xffffu : 0u;
+  std::snprintf(bus_id, static_cast<size_t>(len), "%04x:%02x:00.0", domain, device + 1);
   return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() { return drain_all(); }
@@ -278,7 +325,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  const cudaError_t e = drain(stream);  // work already queued completes, as CUDA's
+  const cudaError_t e = synchronize_stream_of(stream);  // work already queued completes, as CUDA's
   std::lock_guard lock(state().mu);
   auto& v = state().streams;
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& s) { return s.get() == stream; });
@@ -286,7 +333,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   v.erase(it);
   return e;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return drain(resolve(stream)); }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return synchronize_stream(stream); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
   *event = new CUevent_st;
@@ -309,13 +356,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event->done.load()) return cudaSuccess;
-  // Not done when asked; the device makes progress meanwhile, so the next query finds it done.
-  if (cudaError_t e = drain(resolve(event->stream)); e != cudaSuccess) return e;
+  // Not done when asked; the device makes progress meanwhile (what this thread may run,
+  // without waiting for another thread's drain), so a later query finds it done.
+  if (cudaError_t e = drain(resolve(event->stream), false); e != cudaSuccess) return e;
   return fail(cudaErrorNotReady);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event->done.load()) return cudaSuccess;
-  return drain(resolve(event->stream));
+  return synchronize_stream(event->stream);
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (start == nullptr || end == nullptr) return fail(cudaErrorInvalidResourceHandle);
@@ -348,7 +396,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     return fail(cudaErrorInvalidValue);
   if (kind == cudaMemcpyDeviceToHost && !pinned_dst) {
     // To pageable memory the call returns once the copy is done.
-    if (cudaError_t e = drain(resolve(stream)); e != cudaSuccess) return e;
+    if (cudaError_t e = synchronize_stream(stream); e != cudaSuccess) return e;
     std::memcpy(dst, src, bytes);
     return cudaSuccess;
   }

@@ -128,6 +128,15 @@ namespace olmo2::simt {
 /// stream's other work, at the stream's next synchronisation point.
 void enqueue(cudaStream_t stream, std::function<void()> work);
 
+/// As enqueue, for work that calls MPI (the NCCL stand-in's completions): under
+/// MPI_THREAD_FUNNELED only the thread set_mpi_thread() named runs it; a drain on another
+/// thread stops before it (a query says not ready, a synchronise waits for that thread).
+void enqueue_on_mpi_thread(cudaStream_t stream, std::function<void()> work);
+/// Names the calling thread as the one that may call MPI.
+void set_mpi_thread();
+/// Runs (or, off the MPI thread, waits for) everything queued on `stream` so far.
+cudaError_t synchronize_stream(cudaStream_t stream);
+
 /// The dynamic shared memory limit cudaFuncSetAttribute gave `kernel` (48 KiB if none).
 size_t dynamic_shared_limit(const void* kernel);
 

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-LIBRARY_FOLDERS = ["core", "ops", "parallel", "runtime/io", "runtime/model", "runtime/trace", "runtime/tokenizer",
+LIBRARY_FOLDERS = ["core", "ops", "ops/simt", "parallel", "runtime/io", "runtime/model", "runtime/trace", "runtime/tokenizer",
                    "runtime/generation", "runtime/train", "runtime/serve", "monitoring", "launcher"]
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]')

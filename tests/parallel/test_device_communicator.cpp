@@ -171,7 +171,10 @@ TEST_F(DeviceComm, HostStagedMatchesMpi) {
   int gpus = 0;
   cudaGetDeviceCount(&gpus);
   if (world_size() == 2 && gpus == 1) {
-    EXPECT_EQ(where.description, "host-staged MPI (2 ranks share GPU 0)");
+    // Named by its PCI bus id, the GPU's identity (whatever CUDA_VISIBLE_DEVICES says).
+    char bus[32] = {};
+    ASSERT_EQ(cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), 0), cudaSuccess);
+    EXPECT_EQ(where.description, "host-staged MPI (2 ranks share GPU " + std::string(bus) + ")");
   }
   auto dev = make_device_communicator(group(0, "tp"), /*distinct_gpus=*/false);
   ASSERT_NE(dynamic_cast<HostStagedCommunicator*>(dev.get()), nullptr);
