@@ -276,6 +276,14 @@ inline void expect_overflowing_steering_is_refused(const Server& server, int64_t
   EXPECT_THAT(message, ::testing::HasSubstr("interventions[0] add at layers 0,1 layer_output, coefficient 1 × a "
                                             "vector of norm 2.4e+39")) << what << ": " << message;
   EXPECT_THAT(server.log(), ::testing::HasSubstr("the model's activations became non-finite")) << what;
+  {  // Streamed: the head is sent before the model runs, so the 400 is an error event, then [DONE].
+    StreamedRequest streamed(server, body + R"(,"stream":true)" + steer + "}");
+    ASSERT_TRUE(streamed.finish(60)) << what;
+    EXPECT_THAT(streamed.error().dump(), ::testing::HasSubstr("\"code\":400")) << what << ": " << streamed.error();
+    EXPECT_THAT(streamed.error().dump(), ::testing::HasSubstr("non-finite (NaN or infinity) at position"))
+        << what << ": " << streamed.error();
+    EXPECT_TRUE(streamed.done()) << what << ": the stream ends with [DONE]";
+  }
   const auto [ok, answer] = server.complete(body + "}");
   EXPECT_EQ(ok, 200) << what << ": the next request is served: " << answer;
   // The last layer only: the residual stays finite (3e38 plus a little) but its squares
