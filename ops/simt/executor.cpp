@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -61,8 +63,36 @@ void check_launch(const LaunchConfig& c, const char* kernel) {
                          " (more than 48 KiB needs cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))");
 }
 
+namespace {
+
+/// Launches per kernel name, printed at exit when OLMO2_SIMT_STATS=1 (what a suite ran).
+struct LaunchStats {
+  std::mutex mu;
+  std::map<std::string, uint64_t> launches;
+  ~LaunchStats() {
+    const char* on = std::getenv("OLMO2_SIMT_STATS");
+    if (on == nullptr || std::string(on) != "1") return;
+    uint64_t total = 0;
+    for (const auto& [name, n] : launches) total += n;
+    std::fprintf(stderr, "SIMT executor: %llu launches of %zu kernels\n", static_cast<unsigned long long>(total),
+                 launches.size());
+    for (const auto& [name, n] : launches) std::fprintf(stderr, "  %8llu  %s\n", static_cast<unsigned long long>(n), name.c_str());
+  }
+};
+LaunchStats& launch_stats() {
+  static LaunchStats stats;
+  return stats;
+}
+
+}  // namespace
+
 void run_grid(const LaunchConfig& config, const char* kernel_name, const std::function<void()>& thread_body) {
   check_launch(config, kernel_name);
+  {
+    LaunchStats& st = launch_stats();
+    std::lock_guard lock(st.mu);
+    ++st.launches[kernel_name];
+  }
   const uint64_t blocks = config.grid.volume();
   const uint64_t s = seed();
   std::atomic<uint64_t> next{0};

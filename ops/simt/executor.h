@@ -73,6 +73,9 @@ void run_grid(const LaunchConfig& config, const char* kernel_name, const std::fu
 /// error messages name.
 const char* site_name(const std::source_location& at);
 
+// With OLMO2_SIMT_STATS=1 the process prints, at exit, how many times each kernel (by
+// the name its launch gave) ran on the executor.
+
 /// The shuffle seed of the next launches (default from $OLMO2_SIMT_SEED, else a fixed
 /// value); each block derives its own stream from it and its block index.
 void set_seed(uint64_t seed);
