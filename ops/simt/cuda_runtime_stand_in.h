@@ -2,8 +2,9 @@
 // OLMO2_CUDA_ON_CPU build (docs/architecture.md §10). Written from the CUDA Runtime API
 // reference, not from our code: streams run their work in order, but only at a
 // synchronisation point (stream, event or device synchronise, an event query, a copy to
-// pageable host memory), so a host read of a copy's destination before the stream is
-// synchronised reads stale data; events; device memory from an allocator that fills it
+// pageable host memory), so a host read of a pinned copy destination before the stream
+// is synchronised reads stale data (a copy to pageable memory completes before the call
+// returns, as CUDA's); events; device memory from an allocator that fills it
 // with NaN bytes (0xff) and refuses a copy or free outside an allocation; the sticky
 // last error of a bad launch. Numeric values of the enums are CUDA's.
 #pragma once
