@@ -435,48 +435,6 @@ TEST(CudaElementwise, RefusesWhatTheCpuRefuses) {
 
 #else
 
-// Bounds over a whole [rows, width] allocation from per-element bounds of its first `cols`
-// columns (`f(r, c)`); the padding must come back untouched (bound 0).
-template <class F>
-std::vector<double> bounds(const Pair& p, F f) {
-  const int64_t rows = p.host.view().dim() == 2 ? p.host.view().size(0) : 1;
-  const int64_t width = p.host.view().dim() == 2 ? p.host.view().size(1) : p.host.view().size(0);
-  std::vector<double> b(static_cast<size_t>(rows * width), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < p.cols; ++c) b[static_cast<size_t>(r * width + c)] = f(r, c);
-  return b;
-}
-
-// Bounds rel·|want| over a pair's first `cols` columns (want: the host side), the padding
-// untouched.
-std::vector<double> relative(const Pair& p, double rel) {
-  const std::vector<double> v = test::dense(p.h());
-  return bounds(p, [&](int64_t r, int64_t c) { return rel * std::fabs(v[static_cast<size_t>(r * p.cols + c)]); });
-}
-
-// Per-row sums of a dense [rows, d] product of the given arrays, and of its magnitude.
-struct RowSums {
-  std::vector<double> ss, dot, dot_mag, r;
-};
-RowSums row_sums(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& dy,
-                 int64_t rows, int64_t d, double d_total, float eps) {
-  RowSums s;
-  for (int64_t t = 0; t < rows; ++t) {
-    double ss = 0, dot = 0, mag = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      const double xi = x[static_cast<size_t>(t * d + i)];
-      ss += xi * xi;
-      if (!dy.empty()) {
-        const double g = dy[static_cast<size_t>(t * d + i)] * w[static_cast<size_t>(i)] * xi;
-        dot += g, mag += std::fabs(g);
-      }
-    }
-    s.ss.push_back(ss), s.dot.push_back(dot), s.dot_mag.push_back(mag);
-    s.r.push_back(1.0 / std::sqrt(ss / d_total + eps));
-  }
-  return s;
-}
-
 TEST(CudaElementwise, RmsnormPartialsAndApply) { OLMO2_REQUIRE_GPU(); }
 
 #endif
