@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/simt/bf16_bits.h"
 #include "ops/simt/cuda_runtime_stand_in.h"
 
 struct cublasLtContext {
@@ -42,26 +43,24 @@ bool read_attr(const void* buf, size_t size, T* out) {
   return true;
 }
 
-/// Element (r, c) of a stored matrix, as f32 (bf16 widened exactly).
-float load(const void* base, const cublasLtMatrixLayoutOpaque_t& l, uint64_t r, uint64_t c) {
-  const uint64_t at = l.order == CUBLASLT_ORDER_COL ? r + c * static_cast<uint64_t>(l.ld) : r * static_cast<uint64_t>(l.ld) + c;
-  if (l.type == CUDA_R_32F) return static_cast<const float*>(base)[at];
-  const uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[at]) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+/// Where element (r, c) of a stored matrix is, in elements, by its layout's order and ld.
+uint64_t offset(const cublasLtMatrixLayoutOpaque_t& l, uint64_t r, uint64_t c) {
+  const uint64_t ld = static_cast<uint64_t>(l.ld);
+  return l.order == CUBLASLT_ORDER_COL ? r + c * ld : r * ld + c;
 }
 
+/// Element (r, c) of a stored matrix, as f32 (bf16 widened exactly).
+float load(const void* base, const cublasLtMatrixLayoutOpaque_t& l, uint64_t r, uint64_t c) {
+  const uint64_t at = offset(l, r, c);
+  if (l.type == CUDA_R_32F) return static_cast<const float*>(base)[at];
+  return olmo2::simt::bf16_widen_bits(static_cast<const uint16_t*>(base)[at]);
+}
+
+/// Stores `v` at element (r, c), rounded to the layout's type.
 void store(void* base, const cublasLtMatrixLayoutOpaque_t& l, uint64_t r, uint64_t c, float v) {
-  const uint64_t at = l.order == CUBLASLT_ORDER_COL ? r + c * static_cast<uint64_t>(l.ld) : r * static_cast<uint64_t>(l.ld) + c;
-  if (l.type == CUDA_R_32F) {
-    static_cast<float*>(base)[at] = v;
-    return;
-  }
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffu << 16 : u + 0x7fffu + ((u >> 16) & 1u);
-  static_cast<uint16_t*>(base)[at] = static_cast<uint16_t>(u >> 16);
+  const uint64_t at = offset(l, r, c);
+  if (l.type == CUDA_R_32F) static_cast<float*>(base)[at] = v;
+  else static_cast<uint16_t*>(base)[at] = olmo2::simt::bf16_round_bits(v);
 }
 
 /// The bytes a layout spans from its first element (for the bounds check).

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <source_location>
 
+#include "ops/simt/bf16_bits.h"
 #include "ops/simt/executor.h"
 
 #define __global__
@@ -132,12 +133,7 @@ struct __nv_bfloat16 {
 };
 /// f32 → bf16, round to nearest even; every NaN becomes the canonical 0x7fff, as the CUDA
 /// Math API's __float2bfloat16_rn.
-inline __nv_bfloat16 __float2bfloat16_rn(float f) {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {0x7fff};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(u >> 16)};
-}
-inline float __bfloat162float(__nv_bfloat16 b) { return std::bit_cast<float>(static_cast<uint32_t>(b.bits) << 16); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {::olmo2::simt::bf16_round_bits(f)}; }
+inline float __bfloat162float(__nv_bfloat16 b) { return ::olmo2::simt::bf16_widen_bits(b.bits); }
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.bits; }
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short s) { return {s}; }

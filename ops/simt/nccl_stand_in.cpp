@@ -18,17 +18,16 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ops/simt/bf16_bits.h"
 #include "ops/simt/cuda_runtime_stand_in.h"
 
 struct ncclComm {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, nranks = 0;
-  std::string name;
   std::atomic<int> async{ncclSuccess};
   std::atomic<bool> aborted{false};
   std::mutex mu;
@@ -104,19 +103,6 @@ MPI_Op mpi_op(ncclRedOp_t op) {
     case ncclMin: return MPI_MIN;
   }
   return MPI_OP_NULL;
-}
-
-float bf16_to_f32(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
-  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
 bool usable(ncclComm* c) { return c != nullptr && !c->aborted.load() && c->async.load() == ncclSuccess; }
@@ -210,7 +196,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return ncclCommInitRankConfig(comm, nranks, id, rank, &config);
 }
 
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                    ncclConfig_t* /*config: blocking or not, the stand-in completes on the stream*/) {
   *comm = nullptr;
   IdBody body;
   std::memcpy(&body, id.internal, sizeof body);
@@ -250,7 +237,6 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
   c->rank = rank;
   c->nranks = nranks;
-  c->name = config && config->commName ? config->commName : "";
   c->sends.assign(static_cast<size_t>(nranks), 0);
   c->recvs.assign(static_cast<size_t>(nranks), 0);
   *comm = c.release();
@@ -307,12 +293,12 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   const int n = c->nranks;
   if (type == ncclBfloat16) {  // summed in f32, rounded once, as NCCL's bf16 reduction
     auto wide = std::make_shared<std::vector<float>>(count);
-    for (size_t i = 0; i < count; ++i) (*wide)[i] = bf16_to_f32(static_cast<const uint16_t*>(send)[i]);
+    for (size_t i = 0; i < count; ++i) (*wide)[i] = olmo2::simt::bf16_widen_bits(static_cast<const uint16_t*>(send)[i]);
     MPI_Request req;
     MPI_Iallreduce(MPI_IN_PLACE, wide->data(), static_cast<int>(count), MPI_FLOAT, mpi_op(op), c->comm, &req);
     return start(c, stream, {req}, "ncclAllReduce (bf16)", [wide, recv, count, op, n] {
       for (size_t i = 0; i < count; ++i)
-        static_cast<uint16_t*>(recv)[i] = f32_to_bf16(op == ncclAvg ? (*wide)[i] / static_cast<float>(n) : (*wide)[i]);
+        static_cast<uint16_t*>(recv)[i] = olmo2::simt::bf16_round_bits(op == ncclAvg ? (*wide)[i] / static_cast<float>(n) : (*wide)[i]);
     });
   }
   if (type == ncclFloat16) return fail(c, ncclInvalidArgument, "ncclAllReduce of float16: not in the stand-in");
@@ -336,12 +322,12 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t recv_count, 
     const size_t total = recv_count * static_cast<size_t>(c->nranks);
     auto wide = std::make_shared<std::vector<float>>(total);
     auto out = std::make_shared<std::vector<float>>(recv_count);
-    for (size_t i = 0; i < total; ++i) (*wide)[i] = bf16_to_f32(static_cast<const uint16_t*>(send)[i]);
+    for (size_t i = 0; i < total; ++i) (*wide)[i] = olmo2::simt::bf16_widen_bits(static_cast<const uint16_t*>(send)[i]);
     MPI_Request req;
     MPI_Ireduce_scatter_block(wide->data(), out->data(), static_cast<int>(recv_count), MPI_FLOAT, mpi_op(op), c->comm,
                               &req);
     return start(c, stream, {req}, "ncclReduceScatter (bf16)", [wide, out, recv, recv_count] {
-      for (size_t i = 0; i < recv_count; ++i) static_cast<uint16_t*>(recv)[i] = f32_to_bf16((*out)[i]);
+      for (size_t i = 0; i < recv_count; ++i) static_cast<uint16_t*>(recv)[i] = olmo2::simt::bf16_round_bits((*out)[i]);
     });
   }
   // MPI reads the whole send buffer; NCCL allows recv inside it (in place).
