@@ -1,6 +1,12 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "ops/cpu/kernels.h"
+#include "ops/backward.h"
+#include "ops/cpu/checks.h"
 #include "ops/op_checks.h"
 
 #include <cmath>
@@ -41,6 +47,31 @@ void cpu::add_inplace(const TensorView& y, const TensorView& x, DType act) {
     for (int64_t i = 0; i < cols; ++i) {
       const float s = yr[i] + xr[i];
       yr[i] = bf ? round_bf16(s) : s;
+    }
+  }
+}
+
+void cpu::swiglu_backward(const TensorView& gate, const TensorView& up, const TensorView& dout,
+                     const TensorView& dgate, const TensorView& dup) {
+  detail::check_cpu_rows(gate, "swiglu_backward", "gate");
+  detail::check_cpu_same(gate, up, "swiglu_backward", "up");
+  detail::check_cpu_same(gate, dout, "swiglu_backward", "dout");
+  detail::check_cpu_same(gate, dgate, "swiglu_backward", "dgate");
+  detail::check_cpu_same(gate, dup, "swiglu_backward", "dup");
+  const int64_t rows = gate.size(0), cols = gate.size(1);
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 14))
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* g = gate.f32() + t * gate.stride(0);
+    const float* u = up.f32() + t * up.stride(0);
+    const float* d = dout.f32() + t * dout.stride(0);
+    float* dg = dgate.f32() + t * dgate.stride(0);
+    float* du = dup.f32() + t * dup.stride(0);
+    for (int64_t i = 0; i < cols; ++i) {
+      const float gi = g[i], ui = u[i], di = d[i];
+      const float sig = 1.0f / (1.0f + std::exp(-gi));
+      const float silu = gi * sig;
+      dg[i] = di * ui * sig * (1.0f + gi * (1.0f - sig));
+      du[i] = di * silu;
     }
   }
 }

@@ -1,6 +1,12 @@
 #include "ops/rope.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "ops/cpu/kernels.h"
+#include "ops/backward.h"
+#include "ops/cpu/checks.h"
 
 #include <cmath>
 #include <vector>
@@ -40,6 +46,20 @@ void cpu::rope(const TensorView& x, const TensorView& pos, int n_heads, int head
       }
     }
   }
+}
+
+void cpu::rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
+                        const RopeFrequencies& f) {
+  // The rotation by −a is the forward at position −p: (−p)·f = −(p·f) exactly in fp32,
+  // and cos/sin are even/odd, so this reuses the forward's angles bit for bit; the
+  // scaled sine f32(sin(−a)·s) = −f32(sin(a)·s) too (rounding is symmetric), so this is
+  // s times the inverse rotation, the forward's transpose.
+  const int64_t rows = dy.dim() == 2 ? dy.size(0) : 0;
+  OLMO2_CHECK(positions.dim() == 1 && positions.size(0) == rows && positions.stride(0) == 1,
+              "rope_backward: positions ", positions.shape_str(), " for dy ", dy.shape_str());
+  std::vector<int32_t> negated(static_cast<size_t>(rows));
+  for (int64_t t = 0; t < rows; ++t) negated[static_cast<size_t>(t)] = -positions.i32()[t];
+  cpu::rope(dy, TensorView(negated.data(), DType::I32, {rows}), n_heads, head_dim, f);
 }
 
 }  // namespace olmo2::ops

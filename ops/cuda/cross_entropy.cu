@@ -1,5 +1,5 @@
 // CUDA fused cross-entropy + Z-loss and the target check (ops/backward.h; the CPU ops:
-// ops/cpu/backward.cpp, ops/cpu/vocab_parallel_ce.cpp). One block per row: fp32 max and
+// ops/cpu/cross_entropy.cpp, ops/cpu/vocab_parallel_ce.cpp). One block per row: fp32 max and
 // exponentials, the exp sum and the log-sum-exp in fp64, dlogits written on the device;
 // the per-row losses come back to the host and are added in row order there.
 //

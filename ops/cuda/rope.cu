@@ -26,7 +26,7 @@ struct InvFreq {
 };
 
 // x[t, h·hd + i], x[t, h·hd + i + half] rotated by a = (sign·pos[t])·inv_freq[i]; the
-// backward is the forward at −pos (ops/cpu/backward.cpp: exact in fp32).
+// backward is the forward at −pos (ops/cpu/rope.cpp: exact in fp32).
 __global__ void rope_kernel(float* x, int64_t ldx, const int32_t* pos, int64_t rows, int n_heads, int half,
                             bool negate, InvFreq f) {
   const int64_t per_row = static_cast<int64_t>(n_heads) * half, total = rows * per_row;
@@ -77,7 +77,7 @@ void rope(const TensorView& x, const TensorView& positions, int n_heads, int hea
 }
 
 // The forward at −position: cos is even and the rounded scaled sine odd, so this is s
-// times the inverse rotation (ops/cpu/backward.cpp).
+// times the inverse rotation (ops/cpu/rope.cpp).
 void rope_backward(const TensorView& dy, const TensorView& positions, int n_heads, int head_dim,
                    const RopeFrequencies& f) {
   run("rope_backward", dy, positions, n_heads, head_dim, f, true);
