@@ -45,5 +45,5 @@ cmake --build build -j"$(nproc)"
 # The CUDA backend's own code on the CPU, for the gpu_on_cpu.* tests (tests/gpu_on_cpu/):
 # a second build with OLMO2_CUDA_ON_CPU, only the test binaries they run.
 cmake -S . -B build-cuda-on-cpu -DCMAKE_BUILD_TYPE=Release -DOLMO2_CUDA_ON_CPU=ON
-cmake --build build-cuda-on-cpu -j"$(nproc)" --target ops_cuda_backend_test ops_cuda_test ops_simt_executor_test \
+cmake --build build-cuda-on-cpu -j"$(nproc)" --target ops_cuda_backend_test ops_cuda_test ops_simt_executor_test ops_backend_ops_test \
   parallel_device_communicator_mpi_test
