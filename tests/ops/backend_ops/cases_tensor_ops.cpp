@@ -61,7 +61,7 @@ OLMO2_OP_CASE(fill) {
 }
 
 OLMO2_OP_CASE(gather_rows) {
-  for (DType d : {DType::F32, DType::BF16, DType::I32}) {
+  for (DType d : {DType::F32, DType::BF16, DType::I32, DType::I64}) {
     const Tensor src = random_host({11, 37}, d, 13), index = host_ints(7, 0, 11, 14);
     Tensor want = host_poisoned({7, 37}, d);
     const Tensor got = to_dev(want);
@@ -72,7 +72,7 @@ OLMO2_OP_CASE(gather_rows) {
 }
 
 OLMO2_OP_CASE(scatter_rows) {
-  for (DType d : {DType::F32, DType::BF16, DType::I32}) {
+  for (DType d : {DType::F32, DType::BF16, DType::I32, DType::I64}) {
     const Tensor src = random_host({7, 37}, d, 15);
     std::vector<int32_t> rows(11);
     std::iota(rows.begin(), rows.end(), 0);
