@@ -11,8 +11,13 @@
 
 #if defined(OLMO2_CUDA_ON_CPU)
 #include "ops/simt/launch.h"
-#define OLMO2_LAUNCH(grid, block, shared_bytes, stream, ...) \
-  ::olmo2::simt::Launch((grid), (block), (shared_bytes), (stream), #__VA_ARGS__, __VA_ARGS__)
+#define OLMO2_LAUNCH_LINE_(line) #line
+#define OLMO2_LAUNCH_LINE(line) OLMO2_LAUNCH_LINE_(line)
+// The launch's name: the kernel expression and its site (the executor's errors and
+// launch counts name it).
+#define OLMO2_LAUNCH(grid, block, shared_bytes, stream, ...)                                                 \
+  ::olmo2::simt::Launch((grid), (block), (shared_bytes), (stream),                                          \
+                        #__VA_ARGS__ " at " __FILE__ ":" OLMO2_LAUNCH_LINE(__LINE__), __VA_ARGS__)
 #define OLMO2_DYNAMIC_SHARED(T, name) T* name = static_cast<T*>(::olmo2::simt::dynamic_shared())
 #else
 #define OLMO2_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<(grid), (block), (shared_bytes), (stream)>>>

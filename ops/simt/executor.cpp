@@ -2,6 +2,9 @@
 // over OS threads (docs/architecture.md §10).
 #include "ops/simt/executor.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
@@ -71,7 +74,21 @@ struct LaunchStats {
   std::map<std::string, uint64_t> launches;
   ~LaunchStats() {
     const char* on = std::getenv("OLMO2_SIMT_STATS");
-    if (on == nullptr || std::string(on) != "1") return;
+    if (on == nullptr) return;
+    if (on[0] == '/') {
+      const int fd = ::open(on, O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd < 0) {
+        std::fprintf(stderr, "SIMT executor: cannot append the launch counts to %s\n", on);
+        return;
+      }
+      for (const auto& [name, n] : launches) {
+        const std::string line = std::to_string(n) + "\t" + name + "\n";
+        if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) break;
+      }
+      ::close(fd);
+      return;
+    }
+    if (std::string(on) != "1") return;
     uint64_t total = 0;
     for (const auto& [name, n] : launches) total += n;
     std::fprintf(stderr, "SIMT executor: %llu launches of %zu kernels\n", static_cast<unsigned long long>(total),

@@ -74,7 +74,10 @@ void run_grid(const LaunchConfig& config, const char* kernel_name, const std::fu
 const char* site_name(const std::source_location& at);
 
 // With OLMO2_SIMT_STATS=1 the process prints, at exit, how many times each kernel (by
-// the name its launch gave) ran on the executor.
+// the name its launch gave: the kernel expression and its file:line in ops/cuda/) ran on
+// the executor; with OLMO2_SIMT_STATS=PATH (an absolute path) it appends one line per
+// launch name, "count<TAB>name", to PATH instead (each line one write on an O_APPEND
+// file, so ranks and test processes may share it: tests/gpu_on_cpu/launch_sites.py).
 
 /// The shuffle seed of the next launches (default from $OLMO2_SIMT_SEED, else a fixed
 /// value); each block derives its own stream from it and its block index.

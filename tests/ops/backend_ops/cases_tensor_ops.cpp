@@ -50,8 +50,9 @@ OLMO2_OP_CASE(copy) {
 }
 
 OLMO2_OP_CASE(fill) {
-  for (DType d : {DType::F32, DType::BF16})
-    for (double value : {1.5, -0.0, 3.1e38, 1e-40}) {
+  for (DType d : {DType::F32, DType::BF16, DType::F64, DType::I32, DType::I64, DType::U8})
+    for (double value : {1.5, -0.0, 3.1e38, 1e-40, 7.0}) {
+      if (d != DType::F32 && d != DType::BF16 && d != DType::F64 && value != 7.0) continue;  // integers: 7
       Tensor want = random_host({7, 9}, d, 12);
       const Tensor got = to_dev(want);
       cpu::fill(want.view().col(3), value);  // a strided column
@@ -61,7 +62,7 @@ OLMO2_OP_CASE(fill) {
 }
 
 OLMO2_OP_CASE(gather_rows) {
-  for (DType d : {DType::F32, DType::BF16, DType::I32, DType::I64}) {
+  for (DType d : {DType::F32, DType::BF16, DType::I32, DType::I64, DType::U8}) {
     const Tensor src = random_host({11, 37}, d, 13), index = host_ints(7, 0, 11, 14);
     Tensor want = host_poisoned({7, 37}, d);
     const Tensor got = to_dev(want);
