@@ -195,10 +195,20 @@ StackCache::~StackCache() {
 }
 
 ctx::stack_context StackCache::take() {
-  if (free_.empty()) return ctx::protected_fixedsize_stack(bytes_).allocate();
-  const ctx::stack_context sc = free_.back();
-  free_.pop_back();
-  return sc;
+  {
+    std::lock_guard lock(mu_);
+    if (!free_.empty()) {
+      const ctx::stack_context sc = free_.back();
+      free_.pop_back();
+      return sc;
+    }
+  }
+  return ctx::protected_fixedsize_stack(bytes_).allocate();
+}
+
+void StackCache::give(ctx::stack_context sc) {
+  std::lock_guard lock(mu_);
+  free_.push_back(sc);
 }
 
 void run_block(const LaunchConfig& config, const char* kernel_name, const Dim3& block_index, uint64_t seed,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,7 +33,9 @@ struct Lane {
   int arg = 0, width = 32;
 };
 
-/// Fiber stacks kept across the blocks one worker runs (mmap'd, with a guard page).
+/// Fiber stacks (mmap'd, with a guard page) kept for reuse across blocks and launches:
+/// one cache serves every worker of every launch (take and give lock), so a suite's
+/// thousands of launches map, fault in and unmap no stack after the first.
 class StackCache {
  public:
   explicit StackCache(size_t stack_bytes) : bytes_(stack_bytes) {}
@@ -40,9 +43,10 @@ class StackCache {
   StackCache(const StackCache&) = delete;
   StackCache& operator=(const StackCache&) = delete;
   boost::context::stack_context take();
-  void give(boost::context::stack_context sc) { free_.push_back(sc); }
+  void give(boost::context::stack_context sc);
 
  private:
+  std::mutex mu_;
   size_t bytes_;
   std::vector<boost::context::stack_context> free_;
 };

@@ -116,8 +116,9 @@ void run_grid(const LaunchConfig& config, const char* kernel_name, const std::fu
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::exception_ptr first;
+  // One stack cache for the process's life (never destroyed: no launch outlives it).
+  static detail::StackCache& stacks = *new detail::StackCache(kFiberStackBytes);
   auto worker = [&] {
-    detail::StackCache stacks(kFiberStackBytes);
     for (uint64_t b; !stop.load() && (b = next.fetch_add(1)) < blocks;) {
       const Dim3 idx(static_cast<unsigned>(b % config.grid.x), static_cast<unsigned>(b / config.grid.x % config.grid.y),
                      static_cast<unsigned>(b / (uint64_t{config.grid.x} * config.grid.y)));
