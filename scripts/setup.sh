@@ -43,7 +43,10 @@ fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 # The CUDA backend's own code on the CPU, for the gpu_on_cpu.* tests (tests/gpu_on_cpu/):
-# a second build with OLMO2_CUDA_ON_CPU, only the test binaries they run.
+# a second build with OLMO2_CUDA_ON_CPU, only what they run — its olmo2 and the GPU test
+# binaries.
 cmake -S . -B build-cuda-on-cpu -DCMAKE_BUILD_TYPE=Release -DOLMO2_CUDA_ON_CPU=ON
-cmake --build build-cuda-on-cpu -j"$(nproc)" --target ops_cuda_backend_test ops_cuda_test ops_simt_executor_test ops_backend_ops_test \
-  parallel_device_communicator_mpi_test
+cmake --build build-cuda-on-cpu -j"$(nproc)" --target olmo2 ops_cuda_backend_test ops_cuda_test ops_simt_executor_test \
+  ops_backend_ops_test parallel_device_communicator_mpi_test golden_cuda_test launcher_serve_cuda_test \
+  launcher_train_cuda_test train_gpu_test train_gpu_layouts_test model_kv_cache_copy_test \
+  generation_token_selection_device_test serve_engine_sliding_test serve_engine_test
