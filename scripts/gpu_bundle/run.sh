@@ -162,6 +162,8 @@ else
     --gtest_color=no --gtest_filter=CudaProducts.BatchInvariantForEveryBatchSizeOfThe1BModel
   step train 120 "$B/bin/train_gpu_test" --gtest_color=no
   step train_layouts 90 $MPIRUN -np 2 "$B/bin/train_gpu_layouts_test" --gtest_color=no
+  # olmo2 train --device cuda at tp 2 × pp 2 on 4 ranks (NCCL with 4 GPUs, else --share-gpu).
+  step train_tp2_pp2 120 "$B/bin/launcher_train_cuda_test" --gtest_color=no
   step serve 120 "$B/bin/launcher_serve_cuda_test" --gtest_color=no
   step serve_engine 60 "$B/bin/serve_engine_test" --gtest_color=no --gtest_filter='*OnTheDevice*'
   step serve_engine_sliding 60 "$B/bin/serve_engine_sliding_test" --gtest_color=no --gtest_filter='*OnTheDevice*'
