@@ -27,7 +27,7 @@ grep -q '^CMAKE_CUDA_COMPILER:[A-Z]*=.\+' "$cache" || die "$BUILD has no CUDA ba
 
 # What the check runs (scripts/gpu_bundle/run.sh names each).
 BINARIES=(olmo2 olmo2_gpu_peaks olmo2_inference_bench olmo2_random_model olmo2_load_gen
-  ops_cuda_backend_test ops_cuda_test golden_cuda_test train_gpu_test train_gpu_layouts_test
+  ops_cuda_backend_test ops_cuda_test ops_backend_ops_test golden_cuda_test train_gpu_test train_gpu_layouts_test
   launcher_serve_cuda_test launcher_train_cuda_test launcher_device_emulation_test parallel_device_communicator_mpi_test
   serve_engine_test serve_engine_sliding_test model_kv_cache_copy_test generation_token_selection_device_test)
 cmake --build "$BUILD" -j"$(nproc)" --target "${BINARIES[@]}" >/dev/null || die "the build of the bundle's targets failed"

@@ -152,6 +152,11 @@ else
   step ops 90 "$B/bin/ops_cuda_backend_test" --gtest_color=no --gtest_output="json:$OUT/ops.json" \
     --gtest_filter=-CudaProducts.BatchInvariantForEveryBatchSizeOfThe1BModel
   step ops_runtime 60 "$B/bin/ops_cuda_test" --gtest_color=no
+  # The op table's backend test (tests/ops/backend_ops/): every op against the CPU op, then
+  # the batch-invariant products on the fixed-order kernel.
+  step backend_ops 60 "$B/bin/ops_backend_ops_test" --gtest_color=no
+  step backend_ops_kernel 30 env OLMO2_CUDA_BATCH_INVARIANT=kernel "$B/bin/ops_backend_ops_test" --gtest_color=no \
+    --gtest_filter='Table/BackendOp.MatchesTheCpu/linear_batch_invariant'
   step golden 90 "$B/bin/golden_cuda_test" --gtest_color=no
   # Batch invariance for every batch size 1 … 4,096 of the 1B model's shapes: the
   # pinned cuBLASLt algorithms (or the fallback where none can be pinned), then the
