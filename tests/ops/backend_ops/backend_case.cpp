@@ -8,6 +8,7 @@
 #include "ops/device_emulation.h"
 #include "ops/dtype.h"
 #include "ops/tensor_ops.h"
+#include "tests/ops/random_tensor.h"
 
 namespace olmo2::ops::test {
 
@@ -23,15 +24,7 @@ RegisterOpCase::RegisterOpCase(const char* name, OpCase run) {
 bool device_is_emulated() { return device_emulated(); }
 
 Tensor host_randn(std::vector<int64_t> shape, uint64_t seed, DType dtype, float scale) {
-  Tensor t = Tensor::zeros(std::move(shape), dtype);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const float v = dist(rng);
-    if (dtype == DType::F32) t.f32()[i] = v;
-    else static_cast<uint16_t*>(t.view().data())[i] = f32_to_bf16(v);
-  }
-  return t;
+  return random_tensor_of(std::move(shape), seed, dtype, scale);
 }
 
 Tensor host_ints(int64_t n, int32_t lo, int32_t hi, uint64_t seed) {

@@ -7,7 +7,6 @@
 // score's bound, 2·(sum_error(hd + 1) + u)·scale·Σ|q||k|, at the worst pair.
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "ops/paged_attention.h"
 #include "tests/ops/attention_bounds.h"
 #include "tests/ops/backend_ops/backend_case.h"
+#include "tests/ops/random_tensor.h"
 
 namespace olmo2::ops::test {
 namespace {
@@ -33,14 +33,9 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 0, 1, 1, 1, 0}, {7, 9, 4, 2, 24, 0}, {33, 5, 3, 1, 64, 6}, {5, 0, 2, 2, 128, 0}};
 
-// Seeded values: N(0, 1), or multiples of 1/16 in [−2, 2].
+// Seeded values: N(0, 1), or multiples of 1/16 in [−2, 2] (bf16 activations).
 Tensor values(std::vector<int64_t> shape, uint64_t seed, bool grid) {
-  Tensor t = Tensor::zeros(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> steps(-32, 32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = grid ? steps(rng) / 16.0f : normal(rng);
-  return t;
+  return grid ? random_grid_tensor(std::move(shape), seed) : random_tensor(std::move(shape), seed);
 }
 
 // q, k, v of one sequence: q [T, H·hd], k and v column slices of one [S, 2·KV·hd] tensor

@@ -20,6 +20,7 @@
 #include "ops/cpu/kernels.h"
 #include "tests/ops/attention_bounds.h"
 #include "tests/ops/cuda/cuda_test_util.h"
+#include "tests/ops/random_tensor.h"
 
 namespace olmo2::ops {
 namespace {
@@ -27,12 +28,7 @@ namespace {
 
 // Seeded values: N(0, 1), or (quantized) multiples of 1/16 in [−2, 2].
 Tensor values(std::vector<int64_t> shape, uint64_t seed, bool quantized) {
-  Tensor t = Tensor::zeros(std::move(shape));
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> grid(-32, 32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = quantized ? grid(rng) / 16.0f : normal(rng);
-  return t;
+  return quantized ? test::random_grid_tensor(std::move(shape), seed) : test::random_tensor(std::move(shape), seed);
 }
 
 struct Case {

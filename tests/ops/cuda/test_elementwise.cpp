@@ -30,6 +30,7 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "tests/ops/cuda/cuda_test_util.h"
+#include "tests/ops/random_tensor.h"
 
 namespace olmo2::ops {
 namespace {
@@ -39,15 +40,7 @@ using test::kU;
 #ifdef OLMO2_HAVE_CUDA
 
 Tensor randn(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F32, float scale = 1.0f) {
-  Tensor t = Tensor::zeros(std::move(shape), dtype);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const float v = dist(rng);
-    if (dtype == DType::F32) t.f32()[i] = v;
-    else static_cast<uint16_t*>(t.view().data())[i] = f32_to_bf16(v);
-  }
-  return t;
+  return test::random_tensor_of(std::move(shape), seed, dtype, scale);
 }
 
 // A host tensor, its device copy, and views of their first `cols` columns (rows strided
