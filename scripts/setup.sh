@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 # SIMT executor, the test of the CUDA kernels on the CPU, ops/simt/. munge and the Slurm
 # daemons are for the integration tests of deploy/slurm/, which start and stop them themselves; debootstrap and
 # xz for the GPU check bundle's test in a minimal root, tests/gpu_bundle/.)
-PACKAGES=(cmake g++ make pkg-config
+PACKAGES=(cmake g++ make pkg-config ccache
   openmpi-bin libopenmpi-dev libopenblas-openmp-dev libdnnl-dev
   libboost-program-options-dev libboost-context-dev prometheus-cpp-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -40,12 +40,15 @@ if ! cmp -s "$REQUIREMENTS" "$CLIENTS/installed-requirements.txt" || ! "$CLIENTS
   cp "$REQUIREMENTS" "$CLIENTS/installed-requirements.txt"
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+# ccache (Debian's) lets the second build below reuse this one's objects: only the units
+# whose preprocessed text differs between the builds (ops/, the CUDA headers' users, the
+# tests) are compiled twice (its preprocessor mode ignores -D and -I).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build build -j"$(nproc)"
 # The CUDA backend's own code on the CPU, for the gpu_on_cpu.* tests (tests/gpu_on_cpu/):
 # a second build with OLMO2_CUDA_ON_CPU, only what they run — its olmo2 and the GPU test
 # binaries.
-cmake -S . -B build-cuda-on-cpu -DCMAKE_BUILD_TYPE=Release -DOLMO2_CUDA_ON_CPU=ON
+cmake -S . -B build-cuda-on-cpu -DCMAKE_BUILD_TYPE=Release -DOLMO2_CUDA_ON_CPU=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build build-cuda-on-cpu -j"$(nproc)" --target olmo2 ops_cuda_backend_test ops_cuda_test ops_simt_executor_test \
   ops_backend_ops_test parallel_device_communicator_mpi_test golden_cuda_test launcher_serve_cuda_test \
   launcher_train_cuda_test train_gpu_test train_gpu_layouts_test model_kv_cache_copy_test \

@@ -72,6 +72,8 @@ def relink(case, src, edited, unit, text, entry, binary, target):
     (case / edited).write_text(text)
     # BUILD's compile command, on the copy, whose own includes are found first.
     args = shlex.split(entry["command"])
+    if Path(args[0]).name == "ccache":  # the compiler launcher (scripts/setup.sh): compile directly
+        args = args[1:]
     args[args.index("-o") + 1] = str(case / "unit.o")
     args[args.index(str(src / unit))] = str(case / unit)
     args[1:1] = ["-iquote", str(case), "-iquote", str((src / unit).parent)]
