@@ -12,6 +12,9 @@ if [[ ! -x $bin ]]; then
   echo "not built: $bin (scripts/setup.sh builds the OLMO2_CUDA_ON_CPU folder build-cuda-on-cpu/)"
   exit 77
 fi
+# The executor, never the emulated device (under which Device::CUDA runs the CPU ops and
+# no kernel would launch).
+unset OLMO2_DEVICE_EMULATION
 counts=$(mktemp -u /tmp/olmo2-launches.XXXXXX)
 trap 'rm -f "$counts"' EXIT
 OLMO2_SIMT_STATS=$counts "$bin"

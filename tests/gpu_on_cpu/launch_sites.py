@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
 """launch_sites.py SOURCE_DIR COUNTS: every kernel launch site of the CUDA backend ran on the
 SIMT executor (docs/architecture.md §10). SOURCE_DIR's ops/cuda/ sources are read for their
-OLMO2_LAUNCH sites (file:line); COUNTS is what the gpu_on_cpu.* tests appended with
-OLMO2_SIMT_STATS=COUNTS (lines "launches<TAB>kernel at FILE:LINE", ops/simt/executor.h).
-Prints every site with its launches and fails, naming them, when a site never ran or a
-recorded launch names no site of the sources. Exits 77 (skipped) when COUNTS is absent
-(the CPU build of the CUDA backend was not made)."""
+OLMO2_LAUNCH sites (file:line: a site shared by several ops or template instances counts
+once); COUNTS is what the runs of backend_ops.sh appended with OLMO2_SIMT_STATS=COUNTS
+(lines "launches<TAB>kernel at FILE:LINE", ops/simt/executor.h). Prints every site with its
+launches and fails, naming them, when a site never ran, a recorded launch names no site of
+the sources, or COUNTS is absent or empty (nothing launched on the executor)."""
 import collections, re, sys
 from pathlib import Path
 
 source, counts_path = Path(sys.argv[1]), Path(sys.argv[2])
-if not counts_path.is_file():
-    print(f"skipped: {counts_path} is absent (no gpu_on_cpu test ran the executor)")
-    sys.exit(77)
+if not counts_path.is_file() or counts_path.stat().st_size == 0:
+    sys.exit(f"{counts_path} is absent or empty: nothing was launched on the SIMT executor")
 
 def kernel_of(text, open_paren):
     """The last argument of the macro call whose '(' is text[open_paren]: the kernel."""

@@ -28,21 +28,25 @@ OLMO2_OP_CASE(linear_backward) {
   };
   for (const Shape s : {Shape{1, 3, 1}, Shape{5, 33, 7}, Shape{17, 65, 130}})
     for (DType wt : {DType::F32, DType::BF16})
-      for (int mode = 0; mode < 4; ++mode) {  // both outputs overwritten, both accumulated, dx only, dw only
-        const bool acc = mode == 1, want_dx = mode != 3, want_dw = mode != 2;
+      for (int mode = 0; mode < 6; ++mode) {
+        // Both overwritten; both accumulated; dw accumulated and dx overwritten (the model's
+        // call) and the reverse; dx only; dw only.
+        const bool acc_dw = mode == 1 || mode == 2, acc_dx = mode == 1 || mode == 3;
+        const bool want_dx = mode != 5, want_dw = mode != 4;
         const std::string what = "linear_backward m " + std::to_string(s.m) + " n " + std::to_string(s.n) + " k " +
                                  std::to_string(s.k) + " w " + dtype_name(wt) + " mode " + std::to_string(mode);
         const Tensor x = host_randn({s.m, s.k}, 1), w = host_randn({s.n, s.k}, 2, wt), dy = host_randn({s.m, s.n}, 3);
-        Tensor dx = acc ? host_randn({s.m, s.k}, 4) : host_poisoned({s.m, s.k});
-        Tensor dw = acc ? host_randn({s.n, s.k}, 5) : host_poisoned({s.n, s.k});
+        Tensor dx = acc_dx ? host_randn({s.m, s.k}, 4) : host_poisoned({s.m, s.k});
+        Tensor dw = acc_dw ? host_randn({s.n, s.k}, 5) : host_poisoned({s.n, s.k});
         const Tensor g_dx = to_dev(dx), g_dw = to_dev(dw);
         Tensor mdx = host_abs(dx), mdw = host_abs(dw);  // the magnitudes: the op on |inputs|
-        cpu::linear_backward(host_abs(x).view(), host_abs(w).view(), host_abs(dy).view(), mdx.view(), mdw.view(), acc,
-                             acc);
+        cpu::linear_backward(host_abs(x).view(), host_abs(w).view(), host_abs(dy).view(), mdx.view(), mdw.view(), acc_dw,
+                             acc_dx);
         cpu::linear_backward(x.view(), w.view(), dy.view(), want_dx ? dx.view() : TensorView(),
-                             want_dw ? dw.view() : TensorView(), acc, acc);
+                             want_dw ? dw.view() : TensorView(), acc_dw, acc_dx);
         ops::linear_backward(to_dev(x).view(), to_dev(w).view(), to_dev(dy).view(),
-                             want_dx ? g_dx.view() : TensorView(), want_dw ? g_dw.view() : TensorView(), acc, acc);
+                             want_dx ? g_dx.view() : TensorView(), want_dw ? g_dw.view() : TensorView(), acc_dw,
+                             acc_dx);
         if (want_dx) expect_close(what + ": dx", dx, g_dx, scaled(mdx, 2 * sum_error(s.n + 2) * (1 + 1e-6)));
         else expect_same(what + ": dx untouched", dx, g_dx);
         if (want_dw) expect_close(what + ": dw", dw, g_dw, scaled(mdw, 2 * sum_error(s.m + 2) * (1 + 1e-6)));
