@@ -59,10 +59,11 @@ Device pick_device(const char*, TransferViews, const TensorView* src, const Tens
   OLMO2_THROW(ShapeError, "ops::", op, " has no ", device_name(d), " implementation (", why, ")");
 }
 
-#ifdef OLMO2_HAVE_CUDA
-/// `call(0)` when the op's row names the CUDA backend, the named refusal otherwise; the
-/// call is a generic lambda, instantiated only when called, so that the implementation
-/// of an op without a CUDA one is never named.
+/// `call(0)` for Device::CUDA views — the CUDA op, or on the emulated device the CPU op on
+/// re-flagged views — where the op's row names the CUDA backend, the named refusal
+/// otherwise (so the emulation refuses what a GPU would). The call is a generic lambda,
+/// instantiated only when called: the CUDA implementation of an op without one is never
+/// named.
 template <unsigned Devices, typename Result, typename Call>
 Result on_cuda(const char* op, Call&& call) {
   if constexpr ((Devices & kOnCuda) != 0) {
@@ -71,7 +72,8 @@ Result on_cuda(const char* op, Call&& call) {
     no_backend(op, Device::CUDA, "the op table lists no CUDA implementation");
   }
 }
-#else
+
+#ifndef OLMO2_HAVE_CUDA
 [[noreturn]] void no_backend(const char* op, Device d) { no_backend(op, d, "this build has no CUDA backend"); }
 #endif
 
@@ -93,8 +95,10 @@ Result on_cuda(const char* op, Call&& call) {
   result name parameters {                                                                           \
     const Device d_ = pick_device(#name, OLMO2_EXPAND views);                                         \
     if (d_ == Device::CPU) return cpu::name arguments;                                                \
-    if (device_emulated())                                                                           \
-      return call_on_host([](const auto&... a_) { return cpu::name(a_...); }, OLMO2_EXPAND arguments); \
+    if (device_emulated()) /* the GPU's refusal too, for an op the row keeps off CUDA */              \
+      return on_cuda<(devices), result>(#name, [&](auto) {                                        \
+        return call_on_host([](const auto&... a_) { return cpu::name(a_...); }, OLMO2_EXPAND arguments); \
+      });                                                                                            \
     OLMO2_CUDA_CALL(result, name, arguments, devices);                                                        \
   }
 OLMO2_OP_TABLE(OLMO2_DEFINE_OP)
