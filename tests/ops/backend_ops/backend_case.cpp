@@ -114,6 +114,17 @@ void expect_same(const std::string& what, const Tensor& want, const Tensor& got)
   }
 }
 
+std::vector<double> rope_bounds(const Tensor& x, int hd, double scale) {
+  const std::vector<double> v = dense(x.view());
+  std::vector<double> b(v.size());
+  for (size_t e = 0; e < v.size(); ++e) {
+    const size_t i = e % static_cast<size_t>(hd), half = static_cast<size_t>(hd / 2);
+    const size_t partner = i < half ? e + half : e - half;
+    b[e] = 16 * kU * scale * (std::fabs(v[e]) + std::fabs(v[partner]));
+  }
+  return b;
+}
+
 void expect_scalar(const std::string& what, double want, double got, double bound) {
   if (device_is_emulated()) bound = 0.0;
   if (std::isnan(want)) {

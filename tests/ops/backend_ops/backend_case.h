@@ -70,6 +70,9 @@ std::vector<double> plus(std::vector<double> a, const std::vector<double>& b);
 /// Expects the device tensor `got` (downloaded) to hold the bytes of host `want`: for
 /// integer outputs and ops that move or round values without arithmetic.
 void expect_same(const std::string& what, const Tensor& want, const Tensor& got);
+/// RoPE's bounds over x [T, heads·hd] (rows of whole heads): 2·8u·scale·(|x_i| +
+/// |x_partner|) each, the partner of element i of a head being i ± hd/2 (the rotated pair).
+std::vector<double> rope_bounds(const Tensor& x, int hd, double scale);
 /// Expects |got − want| ≤ bound for a scalar result (zero bound when emulated).
 void expect_scalar(const std::string& what, double want, double got, double bound);
 

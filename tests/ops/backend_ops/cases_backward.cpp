@@ -191,12 +191,7 @@ OLMO2_OP_CASE(rope_backward) {
         f.attention_scaling = scaling;
         Tensor dy = host_randn({7, int64_t{heads} * hd}, 23);
         const Tensor pos = host_ints(7, 0, 4099, 24), g_dy = to_dev(dy);
-        const std::vector<double> v = dense(dy.view());
-        std::vector<double> bound(v.size());
-        for (size_t e = 0; e < v.size(); ++e) {
-          const int64_t i = static_cast<int64_t>(e) % hd, partner = i < hd / 2 ? e + hd / 2 : e - hd / 2;
-          bound[e] = 16 * kU * scaling * (std::fabs(v[e]) + std::fabs(v[static_cast<size_t>(partner)]));
-        }
+        const std::vector<double> bound = rope_bounds(dy, hd, scaling);
         cpu::rope_backward(dy.view(), pos.view(), heads, hd, f);
         ops::rope_backward(g_dy.view(), to_dev(pos).view(), heads, hd, f);
         expect_close(what, dy, g_dy, bound);
