@@ -1,4 +1,4 @@
-"""The README's activations example (activations_example.py) against a running server
+"""The activations guide's example (activations_example.py) against a running server
 (docs/architecture.md §13): the script runs as a program and prints its table and both
 continuations; its reads have the documented shapes; a norm read equals the norm of the
 full tensor read in the same request, and a mean read the mean of the full tensors; the
@@ -31,13 +31,13 @@ def row_norms(shape, values):
     return [math.sqrt(sum(v * v for v in values[r * features:(r + 1) * features])) for r in range(rows)]
 
 
-class ReadmeShowsTheScript(unittest.TestCase):
-    def test_the_readme_excerpt_is_the_script(self):
-        """README.md's python block in "Reading and steering activations" is the script's
-        text, in pieces separated by "# …" lines."""
-        with open(os.path.join(harness.REPO, "README.md"), encoding="utf-8") as f:
-            readme = f.read()
-        section = readme[readme.index("### Reading and steering activations"):]
+class GuideShowsTheScript(unittest.TestCase):
+    def test_the_guide_excerpt_is_the_script(self):
+        """docs/guides/activations.md's python block in "Reading and steering activations"
+        is the script's text, in pieces separated by "# …" lines."""
+        with open(os.path.join(harness.REPO, "docs", "guides", "activations.md"), encoding="utf-8") as f:
+            guide = f.read()
+        section = guide[guide.index("## Reading and steering activations"):]
         block = section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")]
         with open(ex.__file__, encoding="utf-8") as f:
             script = f.read()
