@@ -9,7 +9,8 @@ function(olmo2_layer_probe library)
   set_target_properties(olmo2_layer_probe_${library} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/layer_probes)
 endfunction()
 
-foreach(lib olmo2_ops olmo2_parallel olmo2_io olmo2_model olmo2_tokenizer olmo2_generation
-            olmo2_train olmo2_serve olmo2_chat_template olmo2_monitoring olmo2_launcher)
+foreach(lib olmo2_ops olmo2_parallel olmo2_monitoring olmo2_io olmo2_model olmo2_trace olmo2_tokenizer
+            olmo2_generation olmo2_train olmo2_serve olmo2_http olmo2_chat_template olmo2_openai_api
+            olmo2_launcher)
   olmo2_layer_probe(${lib})
 endforeach()

@@ -47,7 +47,7 @@ void run_trace(const CliConfig& cfg, std::ostream& out, bool under_mpi_launcher)
 /// options or data, TrainingStopped.
 int run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 
-/// `olmo2 serve`: the OpenAI-style completions server (runtime/serve/http_server.h) on
+/// `olmo2 serve`: the OpenAI-style completions server (runtime/serve/api/http_server.h) on
 /// --host:--port, until SIGTERM, SIGINT or SIGUSR1 (mpirun forwards SIGUSR1 to every
 /// rank): then it stops accepting, lets in-flight requests finish for --shutdown-grace
 /// seconds, cancels the rest, and every rank returns normally. On one process unless

@@ -26,7 +26,7 @@
 #include "runtime/io/checkpoint_files.h"
 #include "runtime/io/port_file.h"
 #include "runtime/serve/chat/chat_template.h"
-#include "runtime/serve/http_server.h"
+#include "runtime/serve/api/http_server.h"
 #include "runtime/serve/serving_engine.h"
 
 namespace olmo2 {

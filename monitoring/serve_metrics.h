@@ -31,7 +31,7 @@ class ServeMetrics {
   /// Scheduler state after a step: running and waiting requests, used/total KV blocks.
   void engine_state(int64_t running, int64_t waiting, double kv_cache_usage_ratio);
   /// The activation budget's state: bytes reserved by requests with reads, requests
-  /// waiting for room (runtime/serve/activation_budget.h).
+  /// waiting for room (runtime/serve/api/activation_budget.h).
   void activation_memory(int64_t reserved_bytes, int64_t waiting);
   /// This process's GPU memory from the caching allocator, in bytes: handed out, and
   /// held free for reuse (ops::gpu_memory). The gauges olmo2_gpu_memory_in_use_bytes and

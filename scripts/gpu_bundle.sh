@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the GPU check bundle (README.md "GPUs"; docs/architecture.md §10): everything the
+# Makes the GPU check bundle (docs/guides/gpus.md; docs/architecture.md §10): everything the
 # check on a bare GPU machine runs — olmo2, every gpu-labelled test binary, the GPU
 # benchmarks — with every shared library they load that such a machine lacks (Open MPI
 # relocatable under OPAL_PREFIX with mpirun, its plugins and help files; PMIx; OpenBLAS,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared command for a machine with an NVIDIA GPU (README.md, "GPUs";
+# The one prepared command for a machine with an NVIDIA GPU (docs/guides/gpus.md;
 # docs/architecture.md §10): build in Release for this GPU, run every test labelled gpu
 # (each op against the CPU op, the golden fixtures through --device cuda, training on the
 # GPU against the CPU's losses, NCCL and the host-staged path), then the GPU benchmarks,

@@ -34,7 +34,7 @@
 # gradient references (reference.safetensors, train_reference.*) still differ in their last
 # bits from one CPU to another (matrix-product blocking follows the CPU), and trained/
 # holds what this machine's build of the program trained; both are far inside the tests'
-# tolerances (README.md, "Tests").
+# tolerances (docs/guides/testing.md, "Tolerances").
 #
 # Usage: scripts/make_fixtures.sh [--olmo2 build/olmo2] [--tokenizer data/dolma2-tokenizer.json]
 set -euo pipefail

@@ -21,7 +21,7 @@
 
 namespace olmo2 {
 
-/// A validated request for one prompt (runtime/serve/completion_api.h parses it): what
+/// A validated request for one prompt (runtime/serve/api/completion_request.h and chat_request.h parse it): what
 /// the engine generates for it, `choices` completions of the same prompt.
 struct CompletionParams {
   std::vector<int32_t> prompt;     ///< token ids, non-empty

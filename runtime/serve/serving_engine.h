@@ -62,7 +62,7 @@ class ServingEngine {
   /// Rank 0, any thread: queues a request. Throws InputError for parameters the engine
   /// cannot run (naming the value: an empty prompt, max_tokens < 0, sampling parameters
   /// outside their ranges, logit_bias ids not ascending and unique, a repetition penalty
-  /// ≤ 0) — completion_api.h refuses these first; ServiceUnavailable when max_running +
+  /// ≤ 0) — the API (runtime/serve/api/) refuses these first; ServiceUnavailable when max_running +
   /// max_waiting requests are already in the server, or after request_stop().
   std::shared_ptr<ServeRequest> submit(CompletionParams params);
   /// Any thread (a signal watcher): stop accepting and wind down; `now`: without the

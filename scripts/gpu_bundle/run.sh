@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, run from the bundle scripts/gpu_bundle.sh makes (README.md "GPUs";
+# The GPU check, run from the bundle scripts/gpu_bundle.sh makes (docs/guides/gpus.md;
 # docs/architecture.md §10). On a machine with an NVIDIA GPU it finds the GPU, the CUDA
 # toolkit's cudart and cuBLASLt and NCCL, says which it uses, and runs in priority order:
 # every op against the CPU op; the golden fixtures through --device cuda; training on

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 LIBRARY_FOLDERS = ["core", "ops", "ops/simt", "parallel", "runtime/io", "runtime/model", "runtime/trace", "runtime/tokenizer",
-                   "runtime/generation", "runtime/train", "runtime/serve", "monitoring", "launcher"]
+                   "runtime/generation", "runtime/train", "runtime/serve", "runtime/serve/http", "runtime/serve/chat",
+                   "runtime/serve/api", "monitoring", "launcher"]
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".inc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]')
 
@@ -60,9 +61,12 @@ def folder_of(path: str):
 
 
 def sources(root: Path, folders):
+    """The source files of `folders`, each once (a file in a nested library folder, such
+    as runtime/serve/api/ inside runtime/serve/, belongs to the nested one)."""
     for f in folders:
         for p in sorted((root / f).rglob("*")):
-            if p.suffix in SOURCE_SUFFIXES and p.is_file():
+            rel = p.relative_to(root).as_posix()
+            if p.suffix in SOURCE_SUFFIXES and p.is_file() and (folder_of(rel) in (f, None) or f not in LIBRARY_FOLDERS):
                 yield p
 
 

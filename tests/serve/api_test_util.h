@@ -10,7 +10,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/serve/completion_api.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/api_request.h"
+#include "runtime/serve/api/chat_request.h"
+#include "runtime/serve/api/chat_response.h"
+#include "runtime/serve/api/completion_request.h"
+#include "runtime/serve/api/completion_response.h"
+#include "runtime/serve/api/logprobs_json.h"
+#include "runtime/serve/api/response_id.h"
+#include "runtime/serve/api/served_model.h"
+#include "runtime/serve/api/token_text.h"
+#include "runtime/serve/api/tokenize_api.h"
+#include "runtime/serve/serve_request.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace olmo2::api_test {

@@ -1,4 +1,4 @@
-// The server-wide activation budget (runtime/serve/activation_budget.h): reservations up
+// The server-wide activation budget (runtime/serve/api/activation_budget.h): reservations up
 // to the capacity, first come first served, released with their lease; a waiter whose
 // client hangs up leaves the line and the one behind it moves up; more than the whole
 // budget is refused; the gauges follow.
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "runtime/serve/activation_budget.h"
+#include "runtime/serve/api/activation_budget.h"
 
 namespace olmo2 {
 namespace {

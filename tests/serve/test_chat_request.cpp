@@ -1,4 +1,4 @@
-// /v1/chat/completions bodies → ApiRequest (runtime/serve/chat_request.h): messages
+// /v1/chat/completions bodies → ApiRequest (runtime/serve/api/chat_request.h): messages
 // checked and rendered, the rendered text tokenized as `tokenizers` does, the chat fields,
 // and refusals naming messages[i] or the field.
 #include <gmock/gmock.h>

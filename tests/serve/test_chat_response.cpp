@@ -1,4 +1,4 @@
-// /v1/chat/completions responses (runtime/serve/chat_response.h): the chat.completion
+// /v1/chat/completions responses (runtime/serve/api/chat_response.h): the chat.completion
 // body, chat.completion.chunk events (role in the first delta, an empty last delta),
 // include_usage, chat logprobs, echo.
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// /v1/completions bodies → ApiRequest (runtime/serve/completion_request.h): every field's
+// /v1/completions bodies → ApiRequest (runtime/serve/api/completion_request.h): every field's
 // value, every refusal a 400 naming its field, batches, n / best_of, echo, per-choice KV
 // room, numbers that overflow, unknown fields.
 #include <gmock/gmock.h>

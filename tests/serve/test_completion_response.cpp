@@ -1,4 +1,4 @@
-// /v1/completions responses from engine chunks (runtime/serve/completion_response.h):
+// /v1/completions responses from engine chunks (runtime/serve/api/completion_response.h):
 // choice order over a batch and n, best_of, echo, usage, text_offset, stream events with
 // and without include_usage, errors, response ids.
 #include <gmock/gmock.h>

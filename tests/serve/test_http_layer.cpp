@@ -11,11 +11,11 @@
 #include <future>
 #include <thread>
 
-#include "runtime/serve/completion_api.h"
+#include "runtime/serve/api/api_error.h"
 #include "runtime/serve/http/response_writer.h"
 #include "runtime/serve/http/router.h"
 #include "runtime/serve/http/worker_pool.h"
-#include "runtime/serve/json_body.h"
+#include "runtime/serve/api/json_body.h"
 
 namespace olmo2 {
 namespace {

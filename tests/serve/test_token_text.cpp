@@ -1,4 +1,4 @@
-// How tokens appear in logprobs (runtime/serve/token_text.h, logprobs_json.h): display
+// How tokens appear in logprobs (runtime/serve/api/token_text.h, logprobs_json.h): display
 // texts that keep every dolma2 id apart, top_logprobs that lose no alternative, chat
 // entries with bytes, the −9999 floor.
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// /tokenize, /detokenize and /v1/models bodies (runtime/serve/tokenize_api.h).
+// /tokenize, /detokenize and /v1/models bodies (runtime/serve/api/tokenize_api.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reading and steering a served model's activations with the openai SDK (README.md,
+"""Reading and steering a served model's activations with the openai SDK (docs/guides/activations.md,
 "Reading and steering activations"; docs/architecture.md §13). Against a running
 `olmo2 serve`:
 

@@ -5,7 +5,7 @@
   --layout single  test_completions, test_sampling_fields, test_chat, test_api
                    (label integration)
   --layout tp2|pp2 test_layouts: mpirun -np 2 olmo2 serve --tp 2 / --pp 2 (label mpi)
-  --module NAME    only that module, e.g. test_activations_example (the README's
+  --module NAME    only that module, e.g. test_activations_example (docs/guides/activations.md's
                    activations example, its own ctest entry)
 
 Each module's unittest cases run against the one server (harness.Context); the server

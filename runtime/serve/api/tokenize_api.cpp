@@ -1,9 +1,9 @@
-#include "runtime/serve/tokenize_api.h"
+#include "runtime/serve/api/tokenize_api.h"
 
-#include "runtime/serve/api_error.h"
-#include "runtime/serve/json_fields.h"
-#include "runtime/serve/sampling_fields.h"
-#include "runtime/serve/token_text.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/json_fields.h"
+#include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/token_text.h"
 
 namespace olmo2 {
 

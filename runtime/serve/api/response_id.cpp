@@ -1,4 +1,4 @@
-#include "runtime/serve/response_id.h"
+#include "runtime/serve/api/response_id.h"
 
 #include <cstdint>
 #include <random>

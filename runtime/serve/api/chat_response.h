@@ -2,7 +2,7 @@
 // bodies and "chat.completion.chunk" stream events.
 #pragma once
 
-#include "runtime/serve/response_assembler.h"
+#include "runtime/serve/api/response_assembler.h"
 
 namespace olmo2 {
 

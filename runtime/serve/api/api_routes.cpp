@@ -1,4 +1,4 @@
-#include "runtime/serve/api_routes.h"
+#include "runtime/serve/api/api_routes.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,12 +6,14 @@
 #include <optional>
 #include <random>
 
-#include "runtime/serve/chat_response.h"
-#include "runtime/serve/completion_request.h"
-#include "runtime/serve/completion_response.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/chat_request.h"
+#include "runtime/serve/api/chat_response.h"
+#include "runtime/serve/api/completion_request.h"
+#include "runtime/serve/api/completion_response.h"
+#include "runtime/serve/api/response_id.h"
+#include "runtime/serve/api/tokenize_api.h"
 #include "runtime/serve/http/response_writer.h"
-#include "runtime/serve/response_id.h"
-#include "runtime/serve/tokenize_api.h"
 
 namespace olmo2 {
 

@@ -1,6 +1,6 @@
-#include "runtime/serve/json_body.h"
+#include "runtime/serve/api/json_body.h"
 
-#include "runtime/serve/completion_api.h"
+#include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
 

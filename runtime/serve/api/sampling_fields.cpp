@@ -1,10 +1,10 @@
-#include "runtime/serve/sampling_fields.h"
+#include "runtime/serve/api/sampling_fields.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "runtime/serve/api_error.h"
+#include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
 

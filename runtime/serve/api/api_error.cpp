@@ -1,4 +1,4 @@
-#include "runtime/serve/api_error.h"
+#include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
 

@@ -1,9 +1,9 @@
-#include "runtime/serve/chat_request.h"
+#include "runtime/serve/api/chat_request.h"
 
-#include "runtime/serve/api_error.h"
-#include "runtime/serve/json_fields.h"
-#include "runtime/serve/sampling_fields.h"
-#include "runtime/serve/trace_fields.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/json_fields.h"
+#include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/trace_fields.h"
 
 namespace olmo2 {
 

@@ -1,12 +1,12 @@
-#include "runtime/serve/completion_request.h"
+#include "runtime/serve/api/completion_request.h"
 
 #include <algorithm>
 
-#include "runtime/serve/api_error.h"
-#include "runtime/serve/json_fields.h"
-#include "runtime/serve/sampling_fields.h"
-#include "runtime/serve/token_text.h"
-#include "runtime/serve/trace_fields.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/json_fields.h"
+#include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/token_text.h"
+#include "runtime/serve/api/trace_fields.h"
 
 namespace olmo2 {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/serve/json_fields.h"
-#include "runtime/serve/served_model.h"
+#include "runtime/serve/api/json_fields.h"
+#include "runtime/serve/api/served_model.h"
 #include "runtime/serve/serve_request.h"
 #include "runtime/trace/trace_spec.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/serve/token_text.h"
+#include "runtime/serve/api/token_text.h"
 
 #include <cmath>
 

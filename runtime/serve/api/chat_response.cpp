@@ -1,6 +1,6 @@
-#include "runtime/serve/chat_response.h"
+#include "runtime/serve/api/chat_response.h"
 
-#include "runtime/serve/logprobs_json.h"
+#include "runtime/serve/api/logprobs_json.h"
 
 namespace olmo2 {
 

@@ -1,9 +1,9 @@
-#include "runtime/serve/response_assembler.h"
+#include "runtime/serve/api/response_assembler.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/serve/api_error.h"
+#include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
 

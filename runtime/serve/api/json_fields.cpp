@@ -1,9 +1,9 @@
-#include "runtime/serve/json_fields.h"
+#include "runtime/serve/api/json_fields.h"
 
 #include <cmath>
 
-#include "runtime/serve/api_error.h"
-#include "runtime/serve/json_body.h"
+#include "runtime/serve/api/api_error.h"
+#include "runtime/serve/api/json_body.h"
 
 namespace olmo2 {
 

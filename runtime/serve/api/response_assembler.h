@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/serve/api_request.h"
-#include "runtime/serve/token_text.h"
+#include "runtime/serve/api/api_request.h"
+#include "runtime/serve/api/token_text.h"
 
 namespace olmo2 {
 

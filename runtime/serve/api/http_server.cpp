@@ -1,9 +1,9 @@
-#include "runtime/serve/http_server.h"
+#include "runtime/serve/api/http_server.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/serve/api_routes.h"
+#include "runtime/serve/api/api_routes.h"
 #include "runtime/serve/http/http_listener.h"
 
 namespace olmo2 {

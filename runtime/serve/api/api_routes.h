@@ -5,9 +5,9 @@
 #include <string>
 
 #include "monitoring/serve_metrics.h"
-#include "runtime/serve/activation_budget.h"
+#include "runtime/serve/api/activation_budget.h"
 #include "runtime/serve/chat/chat_template.h"
-#include "runtime/serve/completion_api.h"
+#include "runtime/serve/api/served_model.h"
 #include "runtime/serve/http/http_listener.h"
 #include "runtime/serve/serving_engine.h"
 #include "runtime/tokenizer/tokenizer.h"

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/serve/api_request.h"
-#include "runtime/serve/served_model.h"
+#include "runtime/serve/api/api_request.h"
+#include "runtime/serve/api/served_model.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {

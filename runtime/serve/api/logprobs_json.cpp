@@ -1,8 +1,8 @@
-#include "runtime/serve/logprobs_json.h"
+#include "runtime/serve/api/logprobs_json.h"
 
 #include <algorithm>
 
-#include "runtime/serve/token_text.h"
+#include "runtime/serve/api/token_text.h"
 
 namespace olmo2 {
 

@@ -2,8 +2,8 @@
 // and stream events.
 #pragma once
 
-#include "runtime/serve/logprobs_json.h"
-#include "runtime/serve/response_assembler.h"
+#include "runtime/serve/api/logprobs_json.h"
+#include "runtime/serve/api/response_assembler.h"
 
 namespace olmo2 {
 

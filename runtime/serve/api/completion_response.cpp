@@ -1,8 +1,8 @@
-#include "runtime/serve/completion_response.h"
+#include "runtime/serve/api/completion_response.h"
 
 #include <algorithm>
 
-#include "runtime/serve/logprobs_json.h"
+#include "runtime/serve/api/logprobs_json.h"
 
 namespace olmo2 {
 

@@ -1,4 +1,4 @@
-#include "runtime/serve/activation_budget.h"
+#include "runtime/serve/api/activation_budget.h"
 
 #include <chrono>
 

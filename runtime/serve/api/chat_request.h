@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/serve/api_request.h"
-#include "runtime/serve/served_model.h"
+#include "runtime/serve/api/api_request.h"
+#include "runtime/serve/api/served_model.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/serve/api_request.h"
-#include "runtime/serve/json_fields.h"
-#include "runtime/serve/served_model.h"
+#include "runtime/serve/api/api_request.h"
+#include "runtime/serve/api/json_fields.h"
+#include "runtime/serve/api/served_model.h"
 
 namespace olmo2 {
 

@@ -1,10 +1,10 @@
-#include "runtime/serve/trace_fields.h"
+#include "runtime/serve/api/trace_fields.h"
 
 #include <cctype>
 #include <cstdint>
 #include <string>
 
-#include "runtime/serve/api_error.h"
+#include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
 
