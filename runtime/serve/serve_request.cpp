@@ -10,12 +10,38 @@ uint64_t choice_seed(uint64_t seed, int32_t c) {
   return z ^ (z >> 31);
 }
 
+uint64_t Wakeup::epoch() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return epoch_;
+}
+
+void Wakeup::notify() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++epoch_;
+  }
+  cv_.notify_all();
+}
+
+void Wakeup::wait(uint64_t seen) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return epoch_ != seen; });
+}
+
 void ServeRequest::push(CompletionChunk chunk) {
+  std::shared_ptr<Wakeup> wakeup;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     chunks_.push_back(std::move(chunk));
+    wakeup = wakeup_;
   }
   cv_.notify_all();
+  if (wakeup) wakeup->notify();
+}
+
+void ServeRequest::bind(std::shared_ptr<Wakeup> wakeup) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wakeup_ = std::move(wakeup);
 }
 
 std::optional<CompletionChunk> ServeRequest::next(std::chrono::milliseconds timeout) {

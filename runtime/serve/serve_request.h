@@ -73,6 +73,24 @@ struct CompletionChunk {
   nlohmann::json activations;
 };
 
+/// Wakes a thread that waits on several things at once — the chunks of every request of
+/// one HTTP response, and its client hanging up — without polling: each event bumps a
+/// counter and notifies. The waiter reads epoch(), looks at everything, and when nothing
+/// was there waits for the epoch to move past what it read (so an event between the look
+/// and the wait is not lost). Thread-safe.
+class Wakeup {
+ public:
+  uint64_t epoch() const;
+  void notify();
+  /// Blocks until epoch() ≠ `seen`.
+  void wait(uint64_t seen);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t epoch_ = 0;
+};
+
 /// A request's channel between the engine thread (producer) and its HTTP thread.
 class ServeRequest {
  public:
@@ -86,8 +104,13 @@ class ServeRequest {
   /// Engine side: hand out a chunk. Each choice's last chunk has finish_reason set; a chunk
   /// with error set is the request's last (every choice ends with it).
   void push(CompletionChunk chunk);
-  /// HTTP side: waits up to `timeout` for the next chunk. nullopt on timeout.
+  /// HTTP side: waits up to `timeout` for the next chunk (0: only what is there).
+  /// nullopt on timeout.
   std::optional<CompletionChunk> next(std::chrono::milliseconds timeout);
+  /// HTTP side: every later push also notifies `wakeup` (one waiter for the chunks of
+  /// several requests; chunks pushed before are already queued, so the waiter's first
+  /// look finds them).
+  void bind(std::shared_ptr<Wakeup> wakeup);
 
   /// Either side: the client is gone (or the server is stopping). The engine drops the
   /// sequence and frees its blocks at its next step boundary.
@@ -101,6 +124,7 @@ class ServeRequest {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<CompletionChunk> chunks_;
+  std::shared_ptr<Wakeup> wakeup_;  // under mutex_
   std::atomic<bool> cancelled_{false};
 };
 

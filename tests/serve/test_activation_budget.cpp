@@ -68,6 +68,7 @@ TEST(ActivationBudget, AWaiterWhoseClientLeftGivesUpItsPlace) {
   std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(behind_in.load()) << "it waits behind the first in line";
   gone = true;
+  b.wake();  // what the API's on_client_gone does: no polling, so the waiter must be told
   leaver.join();
   EXPECT_EQ(abandoned.bytes(), 0) << "nothing reserved for a client that left";
   behind.join();

@@ -73,8 +73,10 @@ struct Recorder : http::ResponseChannel {
     return alive;
   }
   bool client_gone() const override { return !alive; }
+  void on_client_gone(std::function<void()> wake) override { this->wake = std::move(wake); }
   bool keep_alive() const override { return keep; }
   void finished(bool r) override { ++finishes, reusable = r; }
+  std::function<void()> wake;
 };
 
 TEST(HttpResponseWriter, SendFramesOneResponseWithItsLength) {

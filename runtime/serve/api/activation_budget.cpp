@@ -50,7 +50,7 @@ ActivationBudget::Lease ActivationBudget::acquire(int64_t bytes, const std::func
       cv_.notify_all();
       return {};
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(50));
+    cv_.wait(lock);
   }
   reserved_ += bytes;
   --waiting_;
@@ -74,6 +74,12 @@ void ActivationBudget::advance() {
       }
     }
   }
+}
+
+void ActivationBudget::wake() {
+  // Under the lock: a waiter between asking `abandoned` and waiting cannot miss it.
+  std::lock_guard<std::mutex> lock(mutex_);
+  cv_.notify_all();
 }
 
 int64_t ActivationBudget::reserved() const {

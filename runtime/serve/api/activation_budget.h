@@ -37,10 +37,14 @@ class ActivationBudget {
   };
 
   /// Reserves `bytes` (≥ 0; 0 returns at once), waiting behind the requests that asked
-  /// before while they do not fit. `abandoned` is polled every 50 ms while waiting (a
-  /// client that hung up): then returns an empty lease without reserving. Throws
-  /// InputError naming both sizes when bytes > capacity (it could never fit).
+  /// before while they do not fit. `abandoned` (a client that hung up) is asked before
+  /// the wait and whenever the waiter is woken — by a lease's release, another waiter
+  /// giving up, or wake(): then returns an empty lease without reserving. There is no
+  /// timeout: whoever makes `abandoned` true must call wake() after. Throws InputError
+  /// naming both sizes when bytes > capacity (it could never fit).
   Lease acquire(int64_t bytes, const std::function<bool()>& abandoned);
+  /// Wakes every waiter of acquire() to ask its `abandoned` again (thread-safe).
+  void wake();
 
   /// The budget in bytes, as constructed.
   int64_t capacity() const { return capacity_; }

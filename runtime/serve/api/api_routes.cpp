@@ -53,12 +53,17 @@ ChatRenderer chat_renderer(const ApiContext& c) {
   };
 }
 
-/// Reads every request's chunks into the assembler until it is done: first what is
-/// there from every request, then, when nothing was, a short wait on one not yet
-/// finished. Streamed: each event is written as it comes; a client that hangs up has
-/// every request cancelled (the engine frees their KV blocks) and the response abandoned.
+/// Reads every request's chunks into the assembler until it is done: what is there from
+/// every request, then, when nothing was, a sleep until the next event — a chunk of any
+/// of them (ServeRequest::bind) or the client hanging up (ResponseWriter::on_client_gone)
+/// wakes it; no timeouts, no polling. Streamed: each event is written as it comes; a
+/// client that hangs up has every request cancelled (the engine frees their KV blocks)
+/// and the response abandoned.
 void drive(std::vector<std::shared_ptr<ServeRequest>>& requests, ResponseAssembler& a, http::ResponseWriter& w,
            bool stream) {
+  const auto wakeup = std::make_shared<Wakeup>();
+  for (auto& r : requests) r->bind(wakeup);
+  w.on_client_gone([wakeup] { wakeup->notify(); });
   // A request is finished when its error came, or the last of its choices finished.
   std::vector<bool> finished(requests.size(), false);
   std::vector<int32_t> ended(requests.size(), 0);
@@ -72,9 +77,8 @@ void drive(std::vector<std::shared_ptr<ServeRequest>>& requests, ResponseAssembl
     }
     return true;
   };
-  // One request: a long wait returns as soon as its chunk comes; several: a short one.
-  const auto wait = std::chrono::milliseconds(requests.size() == 1 ? 200 : 20);
   while (!a.done()) {
+    const uint64_t seen = wakeup->epoch();  // before looking: an event after it ends the wait
     bool ok = !w.client_gone(), got = false;
     for (size_t i = 0; ok && i < requests.size() && !a.done(); ++i) {
       while (ok && !finished[i]) {
@@ -84,16 +88,13 @@ void drive(std::vector<std::shared_ptr<ServeRequest>>& requests, ResponseAssembl
         ok = take(i, *ch);
       }
     }
-    if (ok && !got && !a.done()) {
-      const size_t i = static_cast<size_t>(std::find(finished.begin(), finished.end(), false) - finished.begin());
-      if (i < requests.size()) {
-        if (std::optional<CompletionChunk> ch = requests[i]->next(wait)) ok = take(i, *ch);
-      }
-    }
     if (!ok) {
       for (auto& r : requests) r->cancel();
       return w.abort();
     }
+    // Every request has ended: nothing more will come (the assembler is done by now).
+    if (std::all_of(finished.begin(), finished.end(), [](bool f) { return f; })) break;
+    if (!got && !a.done()) wakeup->wait(seen);
   }
   // An error ended the response: the batch's other prompts are not needed any more.
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -129,7 +130,9 @@ void generate(const ApiContext& c, const http::Request& req, http::ResponseWrite
   ActivationBudget::Lease reads;
   if (api.activation_bytes > 0 && c.activation_budget) {
     try {
-      reads = c.activation_budget->acquire(api.activation_bytes, [&] { return w.client_gone(); });
+      ActivationBudget* budget = c.activation_budget;
+      w.on_client_gone([budget] { budget->wake(); });  // a hang-up ends the wait at once
+      reads = budget->acquire(api.activation_bytes, [&] { return w.client_gone(); });
     } catch (const InputError& e) {
       return refuse(c, w, 400, e.what(), "activations", extra);
     }

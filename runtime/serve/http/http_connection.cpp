@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <limits>
+#include <utility>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -310,6 +311,7 @@ void Connection::run_handler(const Handler& handler, const Request& request) {
       fail("internal server error");
     }
   }
+  drop_on_gone();
   core_.handler_done();
 }
 
@@ -332,8 +334,7 @@ void Connection::watch_client(uint64_t gen) {
       self->probe_half_close(gen);
       return;
     }
-    self->gone_ = true;  // a reset: nobody will read the answer
-    self->written_cv_.notify_all();
+    self->mark_gone();  // a reset: nobody will read the answer
   });
 }
 
@@ -364,8 +365,7 @@ void Connection::probe_half_close(uint64_t gen) {
     const bool reset = (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &n) == 0 && info.tcpi_state == TCP_CLOSE) ||
                        (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &en) == 0 && err != 0);
     if (reset) {
-      self->gone_ = true;  // nobody will read the answer
-      self->written_cv_.notify_all();
+      self->mark_gone();  // nobody will read the answer
     }
   });
 }
@@ -475,6 +475,33 @@ void Connection::mark_dead() {
     dead_ = true;
   }
   written_cv_.notify_all();
+  fire_on_gone();
+}
+
+void Connection::mark_gone() {
+  gone_ = true;
+  written_cv_.notify_all();
+  fire_on_gone();
+}
+
+void Connection::fire_on_gone() {
+  std::lock_guard<std::mutex> lock(gone_mutex_);
+  if (on_gone_) std::exchange(on_gone_, nullptr)();
+}
+
+void Connection::drop_on_gone() {
+  std::lock_guard<std::mutex> lock(gone_mutex_);
+  on_gone_ = nullptr;
+}
+
+void Connection::on_client_gone(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(gone_mutex_);
+  if (client_gone()) {
+    if (wake) wake();
+    on_gone_ = nullptr;
+    return;
+  }
+  on_gone_ = std::move(wake);
 }
 
 void Connection::close() {

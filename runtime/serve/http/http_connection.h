@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -65,6 +66,7 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
 
   bool queue(std::string bytes, bool wait) override;
   bool client_gone() const override { return gone_.load() || dead_.load(); }
+  void on_client_gone(std::function<void()> wake) override;
   bool keep_alive() const override;
   void finished(bool reusable) override;
 
@@ -96,6 +98,9 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   void drain();
   void close();
   void mark_dead();
+  void mark_gone();      // the client hung up: gone_, and the handler's wake-up
+  void fire_on_gone();   // calls and drops on_gone_
+  void drop_on_gone();   // the handler returned: its wake-up is not wanted any more
 
   ServerCore& core_;
   tcp::socket socket_;
@@ -124,6 +129,8 @@ class Connection : public ResponseChannel, public std::enable_shared_from_this<C
   // Shared with the worker thread.
   std::atomic<bool> close_after_{false}, request_keep_alive_{true}, gone_{false}, dead_{false};
   std::mutex write_mutex_;
+  std::mutex gone_mutex_;             // guards on_gone_; held while it runs
+  std::function<void()> on_gone_;     // the running handler's wake-up (on_client_gone)
   std::condition_variable written_cv_;
   uint64_t queued_ = 0, written_ = 0;  // under write_mutex_
   uint64_t response_base_ = 0;         // under write_mutex_: queued_ when the current request began

@@ -2,6 +2,7 @@
 // from the worker thread that runs it (docs/architecture.md §8, "HTTP front").
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,12 @@ class ResponseChannel {
   virtual bool queue(std::string bytes, bool wait) = 0;
   /// True once the client has hung up (seen while the handler runs, or a failed write).
   virtual bool client_gone() const = 0;
+  /// `wake` is called once, from the transport's thread, when the client is gone (at
+  /// once, on this thread, when it already is), so that a handler blocked on its own
+  /// work can wait without polling client_gone(). Replaces an earlier callback; the
+  /// transport drops it when the handler returns. `wake` must only notify (it runs with
+  /// the transport's lock held).
+  virtual void on_client_gone(std::function<void()> wake) = 0;
   /// Whether the connection may carry another request after this response.
   virtual bool keep_alive() const = 0;
   /// The response is complete (its bytes queued). `reusable`: false when it was cut
@@ -52,6 +59,8 @@ class ResponseWriter {
   void abort();
 
   bool client_gone() const { return channel_->client_gone(); }
+  /// See ResponseChannel::on_client_gone.
+  void on_client_gone(std::function<void()> wake) { channel_->on_client_gone(std::move(wake)); }
   /// True once send() or begin_stream() was called.
   bool started() const { return state_ != State::fresh; }
   /// True once the response is complete (sent, ended or aborted).
