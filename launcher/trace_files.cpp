@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/generation/request_rules.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {
@@ -39,29 +40,25 @@ std::vector<int32_t> prompt_of(const nlohmann::json& j, const std::string& where
     }
     out = tokenizer->encode(p.get_ref<const std::string&>());
     if (out.empty()) OLMO2_THROW(InputError, where, ": \"prompt\" encodes to no tokens");
-    for (size_t i = 0; i < out.size(); ++i) {  // a tokenizer larger than the model's vocabulary
-      if (out[i] >= c.vocab_size) {
-        OLMO2_THROW(InputError, where, ": \"prompt\" token ", i, " is id ", out[i],
-                    ", outside the model's vocabulary [0, ", c.vocab_size, ")");
-      }
-    }
+    // A tokenizer larger than the model's vocabulary.
+    throw_if_broken(prompt_rule(out, c.vocab_size, PromptNames{"prompt", where + ": \"prompt\"", true, ""}));
   } else {
     const nlohmann::json& p = j["prompt_ids"];
     if (!p.is_array() || p.empty()) {
       OLMO2_THROW(InputError, where, ": \"prompt_ids\" must be a non-empty array of token ids, got ", p.dump());
     }
     for (size_t i = 0; i < p.size(); ++i) {
-      if (!p[i].is_number_integer() || p[i].get<int64_t>() < 0 || p[i].get<int64_t>() >= c.vocab_size) {
-        OLMO2_THROW(InputError, where, ": prompt_ids[", i, "] = ", p[i].dump(),
-                    " is not a token id in the vocabulary [0, ", c.vocab_size, ")");
+      if (!p[i].is_number_integer()) {
+        OLMO2_THROW(InputError, where, ": prompt_ids[", i, "] = ", p[i].dump(), " is not a token id");
       }
+      throw_if_broken(token_id_rule("prompt_ids", where + ": prompt_ids[" + std::to_string(i) + "]",
+                                    p[i].get<int64_t>(), c.vocab_size));
       out.push_back(static_cast<int32_t>(p[i].get<int64_t>()));
     }
   }
-  if (static_cast<int64_t>(out.size()) > c.max_position_embeddings) {
-    OLMO2_THROW(InputError, where, ": prompt of ", out.size(), " tokens exceeds the context length ",
-                c.max_position_embeddings);
-  }
+  // Scored only (nothing generated): as long as the context at most.
+  throw_if_broken(context_rule(static_cast<int64_t>(out.size()), 0, c.max_position_embeddings,
+                               PromptNames{"prompt", where + ": the prompt", false, ""}));
   return out;
 }
 }  // namespace

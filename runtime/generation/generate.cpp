@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "runtime/generation/request_rules.h"
 #include "runtime/generation/token_selection.h"
 #include "runtime/trace/activation_recorder.h"
 
@@ -59,19 +60,10 @@ class GenerationTrace {
 
 void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt,
                             int64_t max_tokens) {
-  if (prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty (no BOS is added, so there is nothing to condition on)");
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= c.vocab_size) {
-      OLMO2_THROW(InputError, "prompt id ", prompt[i], " at position ", i,
-                  " is outside the vocabulary [0, ", c.vocab_size, ")");
-    }
-  }
-  if (max_tokens < 1) OLMO2_THROW(InputError, "max tokens must be at least 1, got ", max_tokens);
-  const int64_t plen = static_cast<int64_t>(prompt.size());
-  if (max_tokens > c.max_position_embeddings - plen) {  // not plen + max_tokens: that can overflow
-    OLMO2_THROW(InputError, "prompt of ", plen, " tokens + max tokens ", max_tokens,
-                " exceeds the context length ", c.max_position_embeddings);
-  }
+  const PromptNames names{"prompt", "the prompt", false, "max_tokens"};
+  throw_if_broken(prompt_rule(prompt, c.vocab_size, names));
+  throw_if_broken(max_tokens_rule(max_tokens, false, names));
+  throw_if_broken(context_rule(static_cast<int64_t>(prompt.size()), max_tokens, c.max_position_embeddings, names));
 }
 
 GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_t>& prompt,

@@ -73,7 +73,7 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
                         const SamplingParams& sampling, const ParallelContext& ctx = {},
                         const GenerateTrace& trace = {});
 
-/// The checks generate_greedy makes before any work (empty prompt, ids outside the
+/// The checks generate_greedy makes before any work (request_rules.h: empty prompt, ids outside the
 /// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a
 /// sharded run makes them identically. Throws InputError naming the numbers.
 void check_generate_request(const ModelConfig& config, const std::vector<int32_t>& prompt,

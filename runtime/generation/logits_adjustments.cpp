@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "runtime/generation/request_rules.h"
 
 namespace olmo2 {
 
@@ -40,8 +41,7 @@ void apply_logits_adjustments(std::span<float> logits, int64_t first_id, const L
     if (const int64_t j = local(t, first_id, n); j >= 0) logits[static_cast<size_t>(j)] += bias;
   }
   if (adjust.repetition_penalty != 1) {
-    OLMO2_CHECK(adjust.repetition_penalty > 0 && std::isfinite(adjust.repetition_penalty),
-                "repetition penalty must be a finite number > 0, got ", adjust.repetition_penalty);
+    if (const RuleVerdict v = repetition_penalty_rule(adjust.repetition_penalty)) OLMO2_THROW(Error, v->reason);
     const float r = static_cast<float>(adjust.repetition_penalty);
     auto penalise = [&](int32_t t) {
       if (const int64_t j = local(t, first_id, n); j >= 0) {

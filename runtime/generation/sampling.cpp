@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/generation/request_rules.h"
 
 namespace olmo2 {
 
@@ -17,14 +18,7 @@ int32_t argmax(const float* values, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-void validate(const SamplingParams& p) {
-  if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) {
-    OLMO2_THROW(InputError, "temperature must be a finite number ≥ 0, got ", p.temperature);
-  }
-  if (p.top_k < 0) OLMO2_THROW(InputError, "top_k must be ≥ 0 (0: no limit), got ", p.top_k);
-  if (!(p.top_p > 0 && p.top_p <= 1)) OLMO2_THROW(InputError, "top_p must be in (0, 1], got ", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1)) OLMO2_THROW(InputError, "min_p must be in [0, 1], got ", p.min_p);
-}
+void validate(const SamplingParams& p) { throw_if_broken(sampling_rules(p)); }
 
 namespace {
 /// splitmix64 (Steele, Lea, Flood 2014): draw n uses state seed + (n+1)·γ; 53 bits → [0, 1).

@@ -27,8 +27,9 @@ struct SamplingParams {
 /// Index of the largest of n values (first on ties, as `torch.argmax`).
 int32_t argmax(const float* values, int64_t n);
 
-/// Throws InputError naming the field: temperature < 0 or not finite, top_k < 0,
-/// top_p outside (0, 1], min_p outside [0, 1].
+/// Throws InputError naming the field when one of sampling_rules (request_rules.h) is
+/// broken: temperature < 0 or not finite, top_p outside (0, 1], top_k < 0, min_p outside
+/// [0, 1].
 void validate(const SamplingParams& p);
 
 /// A logit and its token id; candidates are ordered most likely first (higher logit,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "runtime/generation/request_rules.h"
 #include "runtime/serve/stop_strings.h"
 #include "runtime/trace/activation_recorder.h"
 
@@ -91,22 +92,20 @@ bool ServingEngine::prefix_caching() const {
 }
 
 std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
-  if (params.prompt.empty()) OLMO2_THROW(InputError, "the prompt is empty");
-  if (params.max_tokens < 0) OLMO2_THROW(InputError, "max_tokens must be ≥ 0, got ", params.max_tokens);
-  validate(params.sampling);
-  const auto& bias = params.adjust.logit_bias;
-  for (size_t i = 1; i < bias.size(); ++i) {
-    if (bias[i - 1].first >= bias[i].first) {
-      OLMO2_THROW(InputError, "logit_bias token ids must be ascending and unique: ", bias[i - 1].first, " then ",
-                  bias[i].first);
-    }
+  // The rule book of request fields (runtime/generation/request_rules.h): the API has
+  // applied the same rules already, with a 400; here they guard every other caller.
+  const int64_t vocab = model_.config().vocab_size;
+  const PromptNames names;
+  throw_if_broken(prompt_rule(params.prompt, vocab, names));
+  throw_if_broken(max_tokens_rule(params.max_tokens, true, names));
+  throw_if_broken(min_tokens_rule(params.min_tokens, params.max_tokens, names));
+  throw_if_broken(sampling_rules(params.sampling));
+  throw_if_broken(adjustment_rules(params.adjust, vocab));
+  for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
+    throw_if_broken(token_id_rule("stop_token_ids", "stop_token_ids[" + std::to_string(i) + "]",
+                                  params.stop_token_ids[i], vocab));
   }
-  if (!(params.adjust.repetition_penalty > 0) || !std::isfinite(params.adjust.repetition_penalty)) {
-    OLMO2_THROW(InputError, "repetition_penalty must be a finite number > 0, got ", params.adjust.repetition_penalty);
-  }
-  if (params.trace && !params.trace->reads.empty() && params.choices > 1) {
-    OLMO2_THROW(InputError, "activations need one choice (n = 1 and best_of = 1), got ", params.choices);
-  }
+  throw_if_broken(reads_choices_rule(params.trace && !params.trace->reads.empty(), params.choices));
   if (stop_.load()) OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
   if (in_flight_.fetch_add(1) >= opt_.max_waiting + opt_.scheduler.max_running) {
     in_flight_.fetch_sub(1);

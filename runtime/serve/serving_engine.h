@@ -59,11 +59,12 @@ class ServingEngine {
                 const EngineOptions& options, const EngineRanks& ranks);
   ~ServingEngine();
 
-  /// Rank 0, any thread: queues a request. Throws InputError for parameters the engine
-  /// cannot run (naming the value: an empty prompt, max_tokens < 0, sampling parameters
-  /// outside their ranges, logit_bias ids not ascending and unique, a repetition penalty
-  /// ≤ 0) — the API (runtime/serve/api/) refuses these first; ServiceUnavailable when max_running +
-  /// max_waiting requests are already in the server, or after request_stop().
+  /// Rank 0, any thread: queues a request. Throws InputError with the reason of the
+  /// first broken rule of runtime/generation/request_rules.h (the prompt, max_tokens ≥ 0,
+  /// min_tokens, sampling, penalties and logit_bias, stop_token_ids, reads with one
+  /// choice) — the API (runtime/serve/api/) applies the same rules first, as 400s;
+  /// ServiceUnavailable when max_running + max_waiting requests are already in the
+  /// server, or after request_stop().
   std::shared_ptr<ServeRequest> submit(CompletionParams params);
   /// Any thread (a signal watcher): stop accepting and wind down; `now`: without the
   /// grace period (requests in flight are cancelled at the next step boundary).

@@ -213,7 +213,7 @@ TEST(CliErrors, BadModelsExitOneWithOneLine) {
   std::ofstream(dir.file("config.json")) << cfg.dump();
   expect_one_line_error(run_olmo2("info --model " + dir.path()), 1, "architecture \"LlamaForCausalLM\" is not supported");
   expect_one_line_error(run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids 1,500"), 1,
-                        "prompt id 500 at position 1 is outside the vocabulary [0, 160)");
+                        "the prompt: token id 500 at position 1 is outside the vocabulary [0, 160)");
 }
 
 TEST(CliServe, HelpListsOnlyTheOptionsServeAccepts) {

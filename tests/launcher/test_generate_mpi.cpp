@@ -60,7 +60,7 @@ TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
   EXPECT_THAT(r.err, HasSubstr("world 2"));
   r = mpirun(2, "generate --model " + dir + " --prompt-ids 1,999 --tp 2");
   EXPECT_NE(r.status, 0);
-  EXPECT_THAT(r.err, HasSubstr("prompt id 999 at position 1 is outside the vocabulary [0, 202)"));
+  EXPECT_THAT(r.err, HasSubstr("the prompt: token id 999 at position 1 is outside the vocabulary [0, 202)"));
   EXPECT_EQ(r.out, "");
 }
 

@@ -197,7 +197,7 @@ TEST(TraceCli, BadPromptsAndNamesAreOneErrorNamingLineAndField) {
   const std::string base = "trace --model " + fx.dir + " --activations '[\"logits\"]' --prompts ";
   auto r = test::run_olmo2(base + dir.file("bad.jsonl"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("line 3: prompt_ids[1] = 192 is not a token id in the vocabulary [0, 192)"));
+  EXPECT_THAT(r.err, HasSubstr("line 3: prompt_ids[1]: token id 192 is outside the vocabulary [0, 192)"));
   EXPECT_EQ(r.out, "");
   {
     std::ofstream out(dir.file("text.jsonl"));

@@ -132,9 +132,9 @@ TEST(Generate, RefusesBadPromptsWithTheNumbers) {
     return std::string("no error");
   };
   EXPECT_THAT(err({}, 4), HasSubstr("prompt is empty"));
-  EXPECT_THAT(err({1, 2, 999}, 4), HasSubstr("prompt id 999 at position 2"));
+  EXPECT_THAT(err({1, 2, 999}, 4), HasSubstr("token id 999 at position 2"));
   EXPECT_THAT(err({1}, 0), HasSubstr("at least 1"));
-  EXPECT_THAT(err(std::vector<int32_t>(60, 1), 5), HasSubstr("prompt of 60 tokens + max tokens 5 exceeds the context length 64"));
+  EXPECT_THAT(err(std::vector<int32_t>(60, 1), 5), HasSubstr("prompt of 60 tokens + max_tokens 5 exceeds the context length 64"));
   // No overflow of prompt + max tokens on the way to the refusal.
   EXPECT_THAT(err({1, 2, 3}, INT64_MAX - 1), HasSubstr("exceeds the context length 64"));
 }

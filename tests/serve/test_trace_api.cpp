@@ -118,7 +118,7 @@ TEST(TraceApi, RefusalsNameTheField) {
       completions(R"({"prompt": [1], "activations": ["logits"], )" + choices + "}");
     });
     EXPECT_EQ((std::tuple(many.status, many.param)), (std::tuple(400, std::string("activations")))) << choices;
-    EXPECT_THAT(many.message, HasSubstr("activations need n = 1 and best_of = 1")) << choices;
+    EXPECT_THAT(many.message, HasSubstr("activations need one choice (n = 1 and best_of = 1)")) << choices;
   }
   const Refusal chat_many = refusal("chat n 2", [] {
     chat(R"({"messages": [{"role": "user", "content": "Hi"}], "n": 2, "activations": ["logits"]})");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/generation/request_rules.h"
 #include "runtime/serve/api/api_error.h"
 #include "runtime/serve/api/json_fields.h"
 #include "runtime/serve/api/sampling_fields.h"
@@ -99,9 +100,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   r.echo = f.boolean("echo", false);
   CompletionParams base;
   base.max_tokens = f.integer("max_tokens", 16, 0, INT64_MAX);
-  if (base.max_tokens == 0 && !r.echo) {
-    f.fail("max_tokens", "max_tokens must be at least 1 (0 only with echo: the prompt is scored), got 0");
-  }
+  if (const RuleVerdict v = max_tokens_rule(base.max_tokens, r.echo, PromptNames{})) f.fail(v->field, v->reason);
   if (f.get("logprobs")) {
     r.want_logprobs = true;
     r.top_logprobs = static_cast<int32_t>(f.integer("logprobs", 0, 0, 20));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/generation/request_rules.h"
 #include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
@@ -13,16 +14,19 @@ using nlohmann::json;
 namespace {
 constexpr double kAny = std::numeric_limits<double>::max();
 
-/// A token id given by the client: an integer in [0, vocab).
+/// A broken rule of the rule book (runtime/generation/request_rules.h) as a 400 naming
+/// its field.
+void check(const Fields& f, const RuleVerdict& v) {
+  if (v) f.fail(v->field, v->reason);
+}
+
+/// A token id given by the client: a JSON integer, in [0, vocab) (token_id_rule).
 int32_t token_id(const Fields& f, const std::string& name, const json& v, const std::string& where, int64_t vocab) {
   if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
     f.fail(name, where + " is not a token id: " + brief(v));
   }
   const int64_t id = v.get<int64_t>();
-  if (id < 0 || id >= vocab) {
-    f.fail(name, where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) +
-                     ")");
-  }
+  check(f, token_id_rule(name, where, id, vocab));
   return static_cast<int32_t>(id);
 }
 
@@ -39,22 +43,13 @@ void read_logit_bias(Fields& f, const ServedModel& served, LogitsAdjustments& ad
                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) f.fail("logit_bias", where + ": the key must be a token id in decimal digits");
     const int64_t id = std::stoll(key);
-    if (id >= served.vocab_size) {
-      f.fail("logit_bias", where + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                               std::to_string(served.vocab_size) + ")");
-    }
-    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
-      f.fail("logit_bias", where + " must be a number in [-100, 100], got " + brief(value));
-    }
-    adjust.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    if (!value.is_number()) f.fail("logit_bias", where + " must be a number in [-100, 100], got " + brief(value));
+    // Ids past int32 are outside every vocabulary: clamp so the rule names them as such.
+    adjust.logit_bias.emplace_back(static_cast<int32_t>(std::min<int64_t>(id, INT32_MAX)), value.get<float>());
+    check(f, logit_bias_rule({adjust.logit_bias.back()}, served.vocab_size));
   }
   std::sort(adjust.logit_bias.begin(), adjust.logit_bias.end());
-  for (size_t i = 1; i < adjust.logit_bias.size(); ++i) {
-    if (adjust.logit_bias[i].first == adjust.logit_bias[i - 1].first) {
-      f.fail("logit_bias", "logit_bias names token id " + std::to_string(adjust.logit_bias[i].first) +
-                               " twice (keys such as \"7\" and \"07\" are the same id)");
-    }
-  }
+  check(f, logit_bias_rule(adjust.logit_bias, served.vocab_size));
 }
 
 void read_stop(Fields& f, const ServedModel& served, CompletionParams& p) {
@@ -96,15 +91,14 @@ void check_model_field(Fields& f, const ServedModel& served) {
 void read_generation_fields(Fields& f, const ServedModel& served, uint64_t fallback_seed, CompletionParams& p) {
   SamplingParams& s = p.sampling;
   s.temperature = f.number("temperature", 1.0, -kAny, kAny);
-  if (s.temperature < 0) {
-    f.fail("temperature", "temperature must be a finite number ≥ 0 (0: greedy), got " + brief(*f.get("temperature")));
-  }
+  check(f, temperature_rule(s.temperature));
   s.top_p = f.number("top_p", 1.0, -kAny, kAny);
-  if (!(s.top_p > 0 && s.top_p <= 1)) f.fail("top_p", "top_p must be in (0, 1], got " + brief(*f.get("top_p")));
+  check(f, top_p_rule(s.top_p));
   s.top_k = f.integer("top_k", 0, INT64_MIN, INT64_MAX);
-  if (s.top_k == -1) s.top_k = 0;
-  if (s.top_k < 0) f.fail("top_k", "top_k must be ≥ 0 (or −1 for no limit), got " + std::to_string(s.top_k));
-  s.min_p = f.number("min_p", 0.0, 0.0, 1.0);
+  if (s.top_k == -1) s.top_k = 0;  // vLLM's "no limit"
+  check(f, top_k_rule(s.top_k));
+  s.min_p = f.number("min_p", 0.0, -kAny, kAny);
+  check(f, min_p_rule(s.min_p));
   if (const json* seed = f.get("seed")) {
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
                                         : static_cast<uint64_t>(f.integer("seed", 0, INT64_MIN, INT64_MAX));
@@ -112,14 +106,14 @@ void read_generation_fields(Fields& f, const ServedModel& served, uint64_t fallb
     s.seed = fallback_seed;
   }
   read_stop(f, served, p);
-  p.adjust.presence_penalty = f.number("presence_penalty", 0.0, -2.0, 2.0);
-  p.adjust.frequency_penalty = f.number("frequency_penalty", 0.0, -2.0, 2.0);
+  p.adjust.presence_penalty = f.number("presence_penalty", 0.0, -kAny, kAny);
+  check(f, presence_penalty_rule(p.adjust.presence_penalty));
+  p.adjust.frequency_penalty = f.number("frequency_penalty", 0.0, -kAny, kAny);
+  check(f, frequency_penalty_rule(p.adjust.frequency_penalty));
   p.adjust.repetition_penalty = f.number("repetition_penalty", 1.0, -kAny, kAny);
-  if (!(p.adjust.repetition_penalty > 0)) {
-    f.fail("repetition_penalty", "repetition_penalty must be > 0 (1: none), got " + brief(*f.get("repetition_penalty")));
-  }
+  check(f, repetition_penalty_rule(p.adjust.repetition_penalty));
   read_logit_bias(f, served, p.adjust);
-  p.min_tokens = f.integer("min_tokens", 0, 0, INT64_MAX);
+  p.min_tokens = f.integer("min_tokens", 0, INT64_MIN, INT64_MAX);  // min_tokens_rule: check_lengths
   p.include_stop_str_in_output = f.boolean("include_stop_str_in_output", false);
   p.skip_special_tokens = f.boolean("skip_special_tokens", true);
   p.ignore_eos = f.boolean("ignore_eos", false);
@@ -182,41 +176,13 @@ void read_unimplemented_fields(Fields& f) {
 
 void check_lengths(const CompletionParams& p, const ServedModel& served, const PromptLabel& label,
                    const std::string& max_tokens_param) {
-  const auto bad = [&](const std::string& param, const std::string& message) { throw ApiError(400, param, message); };
-  for (size_t i = 0; i < p.prompt.size(); ++i) {
-    if (p.prompt[i] >= 0 && p.prompt[i] < served.vocab_size) continue;
-    if (label.from_text) {
-      bad(label.param, label.name + ": the tokenizer gives token id " + std::to_string(p.prompt[i]) + " at position " +
-                           std::to_string(i) + ", outside the model's vocabulary [0, " +
-                           std::to_string(served.vocab_size) + "): the tokenizer does not fit this model");
-    }
-    bad(label.param, label.name + ": token id " + std::to_string(p.prompt[i]) + " at position " + std::to_string(i) +
-                         " is outside the vocabulary [0, " + std::to_string(served.vocab_size) + ")");
-  }
-  if (p.prompt.empty()) {
-    bad(label.param, label.name + " is empty (no BOS token is added, so there is nothing to condition on)");
-  }
+  const PromptNames names{label.param, label.name, label.from_text, max_tokens_param};
   const int64_t plen = static_cast<int64_t>(p.prompt.size());
-  const int64_t ctx = served.context_length;
-  if (p.max_tokens == 0 ? plen > ctx : plen >= ctx) {
-    bad(label.param, label.name + " has " + std::to_string(plen) + " tokens and the context length is " +
-                         std::to_string(ctx) + (p.max_tokens == 0 ? "" : ": no room for even one generated token"));
-  }
-  if (p.max_tokens > ctx - plen) {  // not plen + max_tokens: it may overflow
-    bad(max_tokens_param, label.name + " of " + std::to_string(plen) + " tokens + " + max_tokens_param + " " +
-                              std::to_string(p.max_tokens) + " exceeds the context length " + std::to_string(ctx) +
-                              " (at most " + std::to_string(ctx - plen) + " for this prompt)");
-  }
-  const int64_t choices = std::max<int64_t>(p.choices, 1);
-  if (plen > served.cache_tokens || p.max_tokens > (served.cache_tokens - plen) / choices) {
-    bad(max_tokens_param,
-        label.name + " of " + std::to_string(plen) + " tokens + " + max_tokens_param + " " +
-            std::to_string(p.max_tokens) + (choices > 1 ? " × " + std::to_string(choices) + " choices" : "") +
-            " exceeds the KV cache of " + std::to_string(served.cache_tokens) + " positions (--kv-cache-memory)");
-  }
-  if (p.min_tokens > p.max_tokens) {
-    bad("min_tokens", "min_tokens " + std::to_string(p.min_tokens) + " is more than " + max_tokens_param + " " +
-                          std::to_string(p.max_tokens));
+  for (const RuleVerdict& v : {prompt_rule(p.prompt, served.vocab_size, names),
+                               context_rule(plen, p.max_tokens, served.context_length, names),
+                               kv_cache_rule(plen, p.max_tokens, p.choices, served.cache_tokens, names),
+                               min_tokens_rule(p.min_tokens, p.max_tokens, names)}) {
+    if (v) throw ApiError(400, v->field, v->reason);
   }
 }
 

@@ -15,7 +15,8 @@ namespace olmo2 {
 /// `model`, when given, must be `served.name` (else ApiError 400 naming both).
 void check_model_field(Fields& f, const ServedModel& served);
 
-/// Reads into `p` (vLLM's and OpenAI's definitions and defaults):
+/// Reads into `p` (vLLM's and OpenAI's definitions and defaults), each value checked by
+/// its rule in runtime/generation/request_rules.h (the JSON types here):
 /// temperature (≥ 0, default 1; 0 greedy), top_p ((0, 1]), top_k (≥ 0, −1 none), min_p
 /// ([0, 1]), seed (a 64-bit integer, signed or not; `fallback_seed` when absent), stop (a
 /// string or a list of at most 16 non-empty strings), stop_token_ids (ids in
@@ -57,7 +58,8 @@ struct PromptLabel {
   bool from_text = false;
 };
 
-/// Checks one prompt against the model: ids in [0, vocab_size) (a tokenizer wider than
+/// Checks one prompt against the model with the rule book (runtime/generation/request_rules.h:
+/// prompt_rule, context_rule, kv_cache_rule, min_tokens_rule): ids in [0, vocab_size) (a tokenizer wider than
 /// the model costs the request a 400, not the server); the prompt non-empty and shorter
 /// than the context (as long as the context with max_tokens 0, echo's scoring only);
 /// room for every choice: prompt + max_tokens ≤ context length and prompt + choices ×

@@ -1,9 +1,11 @@
 #include "runtime/serve/api/trace_fields.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <string>
 
+#include "runtime/generation/request_rules.h"
 #include "runtime/serve/api/api_error.h"
 
 namespace olmo2 {
@@ -49,10 +51,7 @@ std::shared_ptr<const trace::TraceSpec> read_trace_fields(Fields& f, const Serve
   if (activations) spec.reads = parse_one(activations, true, served).reads;
   if (interventions) spec.interventions = parse_one(interventions, false, served).interventions;
   if (spec.empty()) return nullptr;
-  if (!spec.reads.empty() && (n != 1 || best_of != 1)) {
-    f.fail("activations", "activations need n = 1 and best_of = 1 (one choice per prompt), got n " +
-                              std::to_string(n) + " and best_of " + std::to_string(best_of));
-  }
+  if (const RuleVerdict v = reads_choices_rule(!spec.reads.empty(), std::max(n, best_of))) f.fail(v->field, v->reason);
   return std::make_shared<const trace::TraceSpec>(std::move(spec));
 }
 
