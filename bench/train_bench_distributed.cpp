@@ -161,10 +161,8 @@ int run_distributed(const Options& o) {
     to.lr = 3e-4;
     to.schedule = "constant";
     to.seed = 1234;
-    to.tp = l.tp, to.pp = l.pp, to.dp = l.dp;
     to.zero_stage = o.zero_stage;
     to.precision = o.precision;
-    to.collective_timeout = 600;
 
     if (rank == 0) {
       std::printf(

@@ -18,14 +18,12 @@
 
 #include "launcher/device_options.h"
 #include "launcher/exit_status.h"
-#include "launcher/placement_log.h"
-#include "launcher/rank_errors.h"
+#include "launcher/rank_session.h"
 #include "launcher/trace_files.h"
 #include "ops/bf16_gemm.h"
 #include "ops/blas_core.h"
 #include "parallel/agreement.h"
 #include "parallel/mpi_runtime.h"
-#include "parallel/process_groups.h"
 #include "runtime/model/config.h"
 #include "runtime/generation/generate.h"
 #include "runtime/io/checkpoint_files.h"
@@ -40,10 +38,7 @@ void run_info(const CliConfig& cfg, std::ostream& out) {
   const ModelConfig c = ModelConfig::load(cfg.model);
   // The plan first: a layout the model cannot take is refused before anything is printed.
   std::string plan;
-  if (cfg.plan) {
-    plan = parallel::describe(
-        parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, cfg.dp, cfg.pp_layers), c.dtype);
-  }
+  if (cfg.layout.given) plan = parallel::describe(rank_plan(cfg.layout, /*world=*/0, c), c.dtype);
   out << "model " << cfg.model << "\n" << c.summary();
   const double gib = static_cast<double>(c.parameter_count()) * dtype_size(c.dtype) / (1u << 30);
   out << "weight bytes            " << c.parameter_count() * static_cast<int64_t>(dtype_size(c.dtype))
@@ -97,51 +92,29 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   trace::TraceSpec spec;  // named activations (docs/architecture.md §13): empty unless asked
   std::ofstream activations_out;
   std::ofstream* const reads_file = cfg.trace.activations_out.empty() ? nullptr : &activations_out;
-  const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
-  if (!layout && !under_mpi_launcher) {
-    place_single_process(cfg.threads);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
-    if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
-    verify_model_directory(cfg.model, {}, &std::cerr);
-    const ModelConfig c = ModelConfig::load(cfg.model);
-    if (cfg.trace.any()) spec = cfg.trace.spec(c);
-    if (reads_file) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::whole(c), cfg.precision, dev.device);
-    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, {}, GenerateTrace{&spec});
-    print_result(cfg, r, out, reads_file);
-    return;
-  }
-  parallel::MpiRuntime mpi;
-  const int rank = mpi.world_rank();
-  // 1. Checks every rank makes alike, before any communication.
-  parallel::PartitionPlan plan;
-  parallel::Topology topology;
-  checks_alike_on_every_rank(mpi, [&] {
-    const ModelConfig c = ModelConfig::load(cfg.model);
-    topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, cfg.dp_given ? cfg.dp : 0);
-    plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, topology.layout().dp, cfg.pp_layers);
-    check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
-    if (cfg.trace.any()) spec = cfg.trace.spec(c);
-  });
-  // 2. Anything later may fail on some ranks only: report it and end the whole job.
-  report_errors_on_every_rank(rank, [&] {
-    parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
-    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
-    if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
+  const RankSessionSpec session{.layout = cfg.layout,
+                                .threads = cfg.threads,
+                                .device = cfg.device_options,
+                                .under_mpi_launcher = under_mpi_launcher,
+                                .model = cfg.model,
+                                .checks = [&](const ModelConfig& c) {
+                                  check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
+                                  if (cfg.trace.any()) spec = cfg.trace.spec(c);
+                                },
+                                .print_device = true};
+  run_rank_session(session, [&](RankSession& s) {
+    const int rank = s.rank();
     // A checkpoint's files are verified before any weight is read, each rank its share.
     // (And rank 0 opens --activations-out: a path it cannot write ends every rank alike.)
-    parallel::agree(groups.world.get(), [&] {
-      verify_model_directory(cfg.model, {rank, groups.world->size()}, rank == 0 ? &std::cerr : nullptr);
+    parallel::agree(s.world(), [&] {
+      verify_model_directory(cfg.model, {rank, s.world_size()}, rank == 0 ? &std::cerr : nullptr);
       if (reads_file && rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
     });
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
+    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device);
     // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
-    const GenerateTrace traced{&spec, groups.world.get(), groups.coords().dp == 0};
-    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling,
-                                      ParallelContext{groups.tp.get(), groups.pp.get()}, traced);
+    const GenerateTrace traced{&spec, s.world(), s.coords().dp == 0};
+    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, s.parallel_context(), traced);
     if (rank == 0) print_result(cfg, r, out, reads_file);
-    groups.world->barrier();
   });
 }
 
@@ -232,55 +205,46 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   // SIGTERM/SIGINT (Slurm pre-emption, Ctrl-C) and SIGUSR1 (which mpirun forwards to
   // every rank without killing the job) stop after the current step, with a checkpoint.
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
-  const bool layout = o.tp > 1 || o.pp > 1 || o.dp > 1 || !o.pp_layers.empty();
-  if (!layout && !under_mpi_launcher) {
-    const std::string placement = place_single_process(cfg.threads);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
-    Trainer trainer(o);
-    print_banner(trainer, o, " on " + placement, dev);
-    return train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, true);
-  }
-  std::optional<parallel::MpiRuntime> runtime(std::in_place);
-  parallel::MpiRuntime& mpi = *runtime;
-  const int rank = mpi.world_rank();
-  parallel::Topology topology;
-  checks_alike_on_every_rank(mpi, [&] { topology = parallel::Topology::make(mpi.world_size(), o.tp, o.pp, o.dp); });
   int status = kExitFailed;
   int64_t exit_at_us = 0;  // rank 0's system clock, in µs since the epoch
-  report_errors_on_every_rank(rank, [&] {
-    parallel::ProcessGroups groups = parallel::make_process_groups(topology, o.collective_timeout);
-    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
-    Trainer trainer(o, &groups);
-    const parallel::Layout l = topology.layout();
-    if (rank == 0) {
-      print_banner(trainer, o, " on " + std::to_string(mpi.world_size()) + " ranks (tp " + std::to_string(l.tp) +
-                                   ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
-                                   (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")",
-                   dev);
+  bool distributed = false;
+  const RankSessionSpec session{.layout = cfg.layout,
+                                .threads = cfg.threads,
+                                .device = cfg.device_options,
+                                .under_mpi_launcher = under_mpi_launcher};
+  run_rank_session(session, [&](RankSession& s) {
+    distributed = s.distributed();
+    Trainer trainer(o, s.groups.get());
+    const parallel::Layout l = s.topology.layout();
+    if (s.rank() == 0) {
+      print_banner(trainer, o,
+                   !distributed ? " on " + s.placement
+                                : " on " + std::to_string(s.world_size()) + " ranks (tp " + std::to_string(l.tp) +
+                                      ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
+                                      (o.zero_stage == 1 ? ", ZeRO-1" : "") + ")",
+                   s.device);
     }
     try {
-      status = train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, rank == 0);
+      status = train_exit_status(trainer.run([] { return g_stop_signal != 0; }), trainer, s.rank() == 0);
     } catch (const TrainingStopped& e) {  // decided on every rank alike
-      if (rank == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
+      if (s.rank() == 0) std::cerr << "olmo2: error: " << e.what() << std::endl;
       throw SilentExit{};
     }
-    if (status != kExitFinished) {  // alike on every rank
+    if (distributed && status != kExitFinished) {  // alike on every rank
       exit_at_us = std::chrono::duration_cast<std::chrono::microseconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count() + kExitDelayUs;
-      groups.world->broadcast(std::span<int64_t>(&exit_at_us, 1), 0);
+      s.world()->broadcast(std::span<int64_t>(&exit_at_us, 1), 0);
     }
   });
-  // Every rank has let go of the run (checkpoint written, groups freed) before any ends.
-  mpi.barrier();
-  if (status == kExitFinished) return status;
+  // The session ended with a barrier: every rank has let go of the run (checkpoint
+  // written, groups freed) before any ends.
+  if (!distributed || status == kExitFinished) return status;
   // Open MPI's mpirun answers the first non-zero exit by signalling the ranks still
   // running: SIGCONT, SIGTERM and, measured here, SIGKILL within a few milliseconds. A
   // rank a little behind its peers in MPI_Finalize would end killed, not with `status`
   // (3 of 15 runs of tp 2 × pp 2 lost one rank so). So every rank finalizes, then exits
   // at the moment rank 0 set (0 of 15 lost one); the stop handlers stay installed, so a
   // SIGTERM changes nothing (docs/architecture.md §12 "Exit status").
-  runtime.reset();
   parallel::MpiRuntime::finalize_now();  // also when main's runtime initialised MPI
   std::cout.flush();
   std::cerr.flush();

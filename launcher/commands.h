@@ -1,4 +1,5 @@
-// Subcommands of the olmo2 binary.
+// Subcommands of the olmo2 binary. generate, trace, train and serve start every rank through
+// run_rank_session, info plans through rank_plan (launcher/rank_session.h).
 #pragma once
 
 #include <istream>
@@ -11,8 +12,9 @@
 namespace olmo2 {
 
 /// `olmo2 info`: the configuration and parameter count, from config.json alone; with
-/// --tp/--pp/--dp/--pp-layers also the partition plan per rank (parallel::describe).
-/// Throws InputError for a bad config.json or a layout the model cannot be split into.
+/// --tp/--pp/--dp/--pp-layers also the partition plan per rank (rank_plan over the
+/// layout's own tp × pp × dp ranks, parallel::describe). Throws InputError for a bad
+/// config.json or a layout the model cannot be split into.
 void run_info(const CliConfig& cfg, std::ostream& out);
 
 /// `olmo2 generate`: loads the model and prints greedy output ids (text or JSON).
@@ -51,8 +53,9 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher = false);
 /// --host:--port, until SIGTERM, SIGINT or SIGUSR1 (mpirun forwards SIGUSR1 to every
 /// rank): then it stops accepting, lets in-flight requests finish for --shutdown-grace
 /// seconds, cancels the rest, and every rank returns normally. On one process unless
-/// --tp/--pp/--pp-layers is given or `under_mpi_launcher`; then the world must be
-/// tp × pp ranks, each loading its shard, rank 0 serving HTTP. Start-up errors every
+/// --tp/--pp/--pp-layers splits the model or `under_mpi_launcher`; then the world must be
+/// tp × pp ranks (the rank session's max_dp 1: no data parallelism), each loading its
+/// shard, rank 0 serving HTTP. Start-up errors every
 /// rank sees are printed once by rank 0 (SilentExit); later ones on one rank abort the
 /// job with the rank named. Throws InputError for a bad model directory, a cache too
 /// small for one block, a port that cannot be bound.

@@ -95,8 +95,7 @@ int main(int argc, char** argv) {
     }
     if (mpi_job) {
       mpi.emplace();
-      agree_on_the_job(usage_error, cfg.job_options,
-                       cfg.command == "train" ? cfg.train.collective_timeout : cfg.collective_timeout);
+      agree_on_the_job(usage_error, cfg.job_options, cfg.layout.collective_timeout);
     }
     if (cfg.help) {
       std::cout << cfg.help_text;
@@ -110,9 +109,9 @@ int main(int argc, char** argv) {
       preflight_on_every_rank(mpi_job, [] {
         ops::bf16_gemm_path();
         ops::batch_invariant_path();
-      }, kExitFailed, cfg.command == "train" ? cfg.train.collective_timeout : cfg.collective_timeout);
+      }, kExitFailed, cfg.layout.collective_timeout);
       preflight_on_every_rank(mpi_job, [&] { check_device_available(cfg.device_options.device); }, kExitUsage,
-                              cfg.command == "train" ? cfg.train.collective_timeout : cfg.collective_timeout);
+                              cfg.layout.collective_timeout);
     }
     int status = kExitFinished;
     if (cfg.command == "info") run_info(cfg, std::cout);

@@ -10,6 +10,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "launcher/layout_options.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "launcher/train_options.h"
@@ -56,6 +57,7 @@ po::options_description describe(const std::string& command, bool for_help = fal
       "its affinity mask; tokenize: all cores)");
   if (command == "train") {
     add_train_options(d);
+    add_layout_options(d, command);
     add_device_options(d);
     return d;
   }
@@ -70,23 +72,14 @@ po::options_description describe(const std::string& command, bool for_help = fal
   d.add_options()("model", po::value<std::string>(),
                   serve ? "model directory (config.json + safetensors, and tokenizer.json unless --tokenizer)"
                         : "model directory (config.json + safetensors)");
-  d.add_options()("tp", po::value<int>(),
-                  command == "info" ? "tensor-parallel ranks (info: print the partition plan)"
-                                    : "tensor-parallel ranks (under mpirun)")(
-      "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)");
-  if (!(serve && for_help)) {
-    d.add_options()("dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp), info: 1)");
-  }
-  d.add_options()("pp-layers", po::value<std::string>(), "layers per stage, e.g. 8,8,7,7 (default: balanced)");
+  add_layout_options(d, command, for_help);
   if (command == "serve") add_serve_options(d);
   if (command == "serve" || command == "generate" || command == "trace") add_device_options(d);
   if (command == "generate" || command == "trace") {
     d.add_options()("tokenizer", po::value<std::string>(),
                     command == "trace" ? "tokenizer.json for text prompts (default: the model's)"
                                        : "tokenizer.json for --prompt (default: the model's)")(
-        "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
-        "collective-timeout", po::value<double>(),
-        "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
+        "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)");
     add_trace_options(d, command);
   }
   if (command == "generate") {
@@ -205,6 +198,8 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (cfg.command == "train") {
     cfg.train = read_train_options(vm);  // train.device too
+    cfg.layout = read_layout_options(vm, cfg.command);
+    cfg.train.pp_layers = cfg.layout.pp_layers;  // the Trainer plans over its resolved config
     return cfg;
   }
   if (cfg.command == "tokenize") {
@@ -225,34 +220,12 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (!vm.count("model")) OLMO2_THROW(UsageError, cfg.command, ": --model DIR is required");
   cfg.model = vm["model"].as<std::string>();
-  {
-    const std::pair<const char*, int*> axes[] = {{"tp", &cfg.tp}, {"pp", &cfg.pp}, {"dp", &cfg.dp}};
-    cfg.dp_given = vm.count("dp") != 0;
-    for (const auto& [axis, field] : axes) {
-      if (!vm.count(axis)) continue;
-      *field = vm[axis].as<int>();
-      if (*field < 1) OLMO2_THROW(UsageError, "--", axis, " must be at least 1, got ", *field);
-      cfg.plan = true;
-    }
-    if (vm.count("pp-layers")) {
-      cfg.pp_layers = parse_layer_list(vm["pp-layers"].as<std::string>(), "pp-layers");
-      if (!vm.count("pp")) cfg.pp = static_cast<int>(cfg.pp_layers.size());
-      cfg.plan = true;
-    }
-  }
-  if (cfg.command == "serve") {
-    if (cfg.dp > 1) OLMO2_THROW(UsageError, "serve: --dp is not supported (run one server per replica)");
-    cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
-    if (vm.count("collective-timeout")) cfg.collective_timeout = cfg.serve.collective_timeout;
-  }
+  cfg.layout = read_layout_options(vm, cfg.command);
+  if (cfg.command == "serve") cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
   if (cfg.command == "generate" || cfg.command == "trace") {
     cfg.trace = read_trace_options(vm, cfg.command);
     cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
     if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
-    if (vm.count("collective-timeout")) cfg.collective_timeout = vm["collective-timeout"].as<double>();
-    if (!(cfg.collective_timeout >= 0)) {
-      OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", cfg.collective_timeout);
-    }
   }
   if (cfg.command == "generate") {
     if (vm.count("prompt-ids") == vm.count("prompt")) {

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "launcher/device_options.h"
 #include "launcher/job_options.h"
+#include "launcher/layout_options.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "runtime/generation/sampling.h"
@@ -43,13 +44,9 @@ struct CliConfig {
   std::string output;               ///< --output DIR
   std::vector<std::string> inputs;  ///< positional input files
   bool ids_mode = false;            ///< --ids: stdin text → JSON ids on stdout
-  bool plan = false;                ///< info: --tp, --pp, --dp or --pp-layers given: print the plan
-  int tp = 1;                       ///< --tp N (info: tensor-parallel ranks to plan for)
-  int pp = 1;                       ///< --pp N (default: --pp-layers' entry count, else 1)
-  int dp = 1;                       ///< --dp N
-  std::vector<int64_t> pp_layers;   ///< --pp-layers 8,8,7,7 (empty: balanced stages)
-  bool dp_given = false;            ///< --dp was given (generate: else world / (tp·pp))
-  double collective_timeout = 300;  ///< --collective-timeout seconds (0: wait forever)
+  /// info, generate, trace, train, serve: --tp --pp --dp --pp-layers --collective-timeout
+  /// (info: with any of the first four, print the plan: `layout.given`)
+  LayoutOptions layout;
   /// train, generate, serve: --device, --share-gpu (train: device also in train.device)
   DeviceOptions device_options;
   /// What every rank of an MPI job must share (launcher/job_options.h), for the agreement

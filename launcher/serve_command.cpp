@@ -15,14 +15,10 @@
 #include <thread>
 
 #include "launcher/commands.h"
-#include "launcher/device_options.h"
-#include "launcher/placement_log.h"
-#include "launcher/rank_errors.h"
+#include "launcher/rank_session.h"
 #include "ops/batch_invariant_gemm.h"
 #include "ops/bf16_gemm.h"
 #include "parallel/agreement.h"
-#include "parallel/mpi_runtime.h"
-#include "parallel/process_groups.h"
 #include "runtime/io/checkpoint_files.h"
 #include "runtime/io/port_file.h"
 #include "runtime/serve/chat/chat_template.h"
@@ -108,24 +104,21 @@ int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
   return n;
 }
 
-/// Loads and starts this rank's part on the device `dev` (chosen already); `groups` null
-/// for one process, whose thread placement (place_single_process) `placement` names.
-void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, const parallel::PartitionPlan* plan,
-           const DeviceChoice& dev, const std::string& placement = "") {
+/// Loads and starts this rank's part of the session `rs` (its shard, on its device); on one
+/// process the start line names its thread placement (RankSession::placement).
+void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   const ServeOptions& o = cfg.serve;
-  const int rank = groups ? groups->world->rank() : 0;
+  const int rank = rs.rank();
   if (rank == 0 && !o.port_file.empty()) check_port_file(o.port_file);
   // A checkpoint's files are verified before any weight is read, each rank its share
   // (under MPI build runs inside parallel::agree, so every rank learns the verdict).
-  verify_model_directory(o.model, {rank, groups ? groups->world->size() : 1}, rank == 0 ? &std::cerr : nullptr);
-  const ModelConfig config = ModelConfig::load(o.model);
-  const ShardSpec shard = plan ? ShardSpec::from_plan(*plan, rank) : ShardSpec::whole(config);
+  verify_model_directory(o.model, {rank, rs.world_size()}, rank == 0 ? &std::cerr : nullptr);
+  const ModelConfig& config = *rs.config;
+  const parallel::PartitionPlan& plan = *rs.plan;
   // Every rank's pool has the same block count: the one the fullest rank can hold.
-  int64_t per_block = KVCache::bytes_per_block(config, shard, o.block_size);
-  if (plan) {
-    for (int r = 0; r < static_cast<int>(plan->ranks.size()); ++r) {
-      per_block = std::max(per_block, KVCache::bytes_per_block(config, ShardSpec::from_plan(*plan, r), o.block_size));
-    }
+  int64_t per_block = 0;
+  for (int r = 0; r < static_cast<int>(plan.ranks.size()); ++r) {
+    per_block = std::max(per_block, KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, r), o.block_size));
   }
   EngineOptions eo;
   eo.scheduler.num_blocks = blocks_for_memory(o, per_block);
@@ -133,14 +126,14 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
   eo.scheduler.max_running = o.max_running;
   eo.scheduler.max_batch_tokens = o.max_batch_tokens;
   eo.scheduler.prefix_caching = o.prefix_caching;
-  eo.scheduler.micro_batches = plan ? static_cast<int32_t>(plan->topology.layout().pp) : 1;
+  eo.scheduler.micro_batches = static_cast<int32_t>(rs.topology.layout().pp);
   eo.max_waiting = o.max_waiting;
   eo.shutdown_grace_s = o.shutdown_grace;
   EngineRanks er;
-  if (groups) {
-    er.world = groups->world.get();
-    er.groups = ParallelContext{groups->tp.get(), groups->pp.get()};
-    er.results_root = groups->topology.rank(parallel::Coords{0, 0, groups->topology.layout().pp - 1});
+  if (rs.distributed()) {
+    er.world = rs.world();
+    er.groups = rs.parallel_context();
+    er.results_root = rs.topology.rank(parallel::Coords{0, 0, rs.topology.layout().pp - 1});
   }
   if (rank == 0) {
     // --tokenizer (checked readable by read_serve_options), else the model directory's.
@@ -154,7 +147,8 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
     s.chat_extra = chat_special_tokens(o, s.chat_template);
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
-  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, shard, o.precision, dev.device));
+  const DeviceChoice& dev = rs.device;
+  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, rs.shard, o.precision, dev.device));
   // The products' code path, named before the engine and the HTTP server start, so that a
   // bad OLMO2_BF16_GEMM or OLMO2_BATCH_INVARIANT_GEMM stops serve here with its InputError.
   // On a GPU the products are the CUDA backend's.
@@ -185,7 +179,7 @@ void build(ServeRank& s, const CliConfig& cfg, parallel::ProcessGroups* groups, 
               << " with " << product_path << " batch-invariant products, prefix caching "
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
-              << (groups ? ", " + std::to_string(groups->world->size()) + " ranks" : ", " + placement) << "; "
+              << (rs.distributed() ? ", " + std::to_string(rs.world_size()) + " ranks" : ", " + rs.placement) << "; "
               << dev.description << "; chat template: "
               << (!s.chat_template ? std::string("none")
                   : o.chat_template_file.empty() ? std::string("the model's") : o.chat_template_file)
@@ -251,35 +245,17 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   raise_open_files_limit();
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_serve_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
-  const bool layout = cfg.tp > 1 || cfg.pp > 1 || !cfg.pp_layers.empty();
-  if (!layout && !under_mpi_launcher) {
-    const std::string placement = place_single_process(cfg.threads);
+  // serve has no data parallelism: one server per replica (max_dp 1).
+  const RankSessionSpec session{.layout = cfg.layout,
+                                .threads = cfg.threads,
+                                .device = cfg.device_options,
+                                .under_mpi_launcher = under_mpi_launcher,
+                                .max_dp = 1,
+                                .model = cfg.serve.model};
+  run_rank_session(session, [&](RankSession& rs) {
     ServeRank s;
-    build(s, cfg, nullptr, nullptr, use_device_of_rank(cfg.device_options, nullptr), placement);
-    serve(s, true);
-    return;
-  }
-  parallel::MpiRuntime mpi;
-  const int rank = mpi.world_rank();
-  parallel::Topology topology;
-  parallel::PartitionPlan plan;
-  checks_alike_on_every_rank(mpi, [&] {
-    const ModelConfig c = ModelConfig::load(cfg.serve.model);
-    if (mpi.world_size() != cfg.tp * cfg.pp) {
-      OLMO2_THROW(InputError, "serve runs on tp × pp = ", cfg.tp, " × ", cfg.pp, " = ", cfg.tp * cfg.pp,
-                  " ranks, but the job has ", mpi.world_size(), " (no data parallelism: one server per replica)");
-    }
-    topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, 1);
-    plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, 1, cfg.pp_layers);
-  });
-  report_errors_on_every_rank(rank, [&] {
-    parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.serve.collective_timeout);
-    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
-    ServeRank s;
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
-    parallel::agree(groups.world.get(), [&] { build(s, cfg, &groups, &plan, dev); });
-    serve(s, rank == 0);
-    groups.world->barrier();
+    parallel::agree(rs.world(), [&] { build(s, cfg, rs); });
+    serve(s, rs.rank() == 0);
   });
 }
 

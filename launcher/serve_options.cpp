@@ -43,9 +43,7 @@ void add_serve_options(po::options_description& d) {
       "wait for earlier ones (default: the larger of --kv-cache-memory and --max-activation-bytes)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 25, under Slurm's default KillWait of 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
-      "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
-      "collective-timeout", po::value<double>(),
-      "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)");
+      "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)");
 }
 
 namespace {
@@ -151,10 +149,6 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     if (o.http_threads < 1 || o.http_threads > 4096) {
       OLMO2_THROW(UsageError, "--http-threads must be in 1…4096, got ", o.http_threads);
     }
-  }
-  if (vm.count("collective-timeout")) o.collective_timeout = vm["collective-timeout"].as<double>();
-  if (!(o.collective_timeout >= 0)) {
-    OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);
   }
   if (vm.count("precision")) o.precision = read_precision(vm["precision"].as<std::string>());
   return o;

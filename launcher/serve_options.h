@@ -37,7 +37,6 @@ struct ServeOptions {
   /// --kv-cache-memory and --max-activation-bytes.
   int64_t max_activation_memory = 0;
   double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
-  double collective_timeout = 300;  ///< --collective-timeout seconds
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
   std::optional<Precision> precision;  ///< --precision (unset: the checkpoint's, default_precision)
 };

@@ -8,13 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/commands.h"
-#include "launcher/device_options.h"
-#include "launcher/placement_log.h"
-#include "launcher/rank_errors.h"
+#include "launcher/rank_session.h"
 #include "launcher/trace_files.h"
 #include "parallel/agreement.h"
-#include "parallel/mpi_runtime.h"
-#include "parallel/process_groups.h"
 #include "runtime/generation/trace_prompts.h"
 #include "runtime/io/checkpoint_files.h"
 #include "runtime/model/model.h"
@@ -37,48 +33,26 @@ void run_trace(const CliConfig& cfg, std::ostream& stdout_stream, bool under_mpi
   std::ofstream file;  // --output, written by world rank 0
   auto out = [&]() -> std::ostream& { return cfg.trace.output.empty() ? stdout_stream : file; };
   // Everything about the input, checked alike by every rank before any collective.
-  auto check_input = [&](const ModelConfig& c) {
-    spec = cfg.trace.spec(c);
-    prompts = read_trace_prompts(cfg.trace.prompts, cfg.tokenizer, c);
-  };
-  const bool layout = cfg.tp > 1 || cfg.pp > 1 || cfg.dp > 1 || !cfg.pp_layers.empty();
-  if (!layout && !under_mpi_launcher) {
-    place_single_process(cfg.threads);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, nullptr);
-    if (dev.device != Device::CPU) std::cerr << dev.description << std::endl;
-    const ModelConfig c = ModelConfig::load(cfg.model);
-    check_input(c);
-    if (!cfg.trace.output.empty()) file = open_output_file(cfg.trace.output, "--output");
-    verify_model_directory(cfg.model, {}, &std::cerr);
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::whole(c), cfg.precision, dev.device);
-    trace_prompts(model, prompts, spec, {}, {},
-                  [&](size_t i, nlohmann::json a) { write_line(out(), i, prompts[i], std::move(a)); });
-    return;
-  }
-  parallel::MpiRuntime mpi;
-  const int rank = mpi.world_rank();
-  parallel::PartitionPlan plan;
-  parallel::Topology topology;
-  checks_alike_on_every_rank(mpi, [&] {
-    const ModelConfig c = ModelConfig::load(cfg.model);
-    topology = parallel::Topology::make(mpi.world_size(), cfg.tp, cfg.pp, cfg.dp_given ? cfg.dp : 0);
-    plan = parallel::make_partition_plan(model_shape(c), cfg.tp, cfg.pp, topology.layout().dp, cfg.pp_layers);
-    check_input(c);
-  });
-  report_errors_on_every_rank(rank, [&] {
-    parallel::ProcessGroups groups = parallel::make_process_groups(topology, cfg.collective_timeout);
-    place_and_log(*groups.world, topology, cfg.threads, std::cerr);
-    const DeviceChoice dev = use_device_of_rank(cfg.device_options, &groups);
-    if (rank == 0 && dev.device != Device::CPU) std::cerr << dev.description << std::endl;
-    parallel::agree(groups.world.get(), [&] {
+  const RankSessionSpec session{.layout = cfg.layout,
+                                .threads = cfg.threads,
+                                .device = cfg.device_options,
+                                .under_mpi_launcher = under_mpi_launcher,
+                                .model = cfg.model,
+                                .checks = [&](const ModelConfig& c) {
+                                  spec = cfg.trace.spec(c);
+                                  prompts = read_trace_prompts(cfg.trace.prompts, cfg.tokenizer, c);
+                                },
+                                .print_device = true};
+  run_rank_session(session, [&](RankSession& s) {
+    const int rank = s.rank();
+    parallel::agree(s.world(), [&] {
       if (rank == 0 && !cfg.trace.output.empty()) file = open_output_file(cfg.trace.output, "--output");
-      verify_model_directory(cfg.model, {rank, groups.world->size()}, rank == 0 ? &std::cerr : nullptr);
+      verify_model_directory(cfg.model, {rank, s.world_size()}, rank == 0 ? &std::cerr : nullptr);
     });
-    const Olmo2Model model = Olmo2Model::load(cfg.model, ShardSpec::from_plan(plan, rank), cfg.precision, dev.device);
-    const TraceJob job{groups.world.get(), groups.coords().dp, topology.layout().dp};
-    trace_prompts(model, prompts, spec, ParallelContext{groups.tp.get(), groups.pp.get()}, job,
+    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device);
+    const TraceJob job{s.world(), s.coords().dp, s.topology.layout().dp};
+    trace_prompts(model, prompts, spec, s.parallel_context(), job,
                   [&](size_t i, nlohmann::json a) { write_line(out(), i, prompts[i], std::move(a)); });
-    groups.world->barrier();
   });
 }
 

@@ -44,10 +44,6 @@ void add_train_options(po::options_description& d) {
       ("debug-scale-loss", po::value<std::string>(), "STEP:FACTOR multiplies one step's loss (testing)")
       ("debug-stop-after", po::value<int64_t>(), "stop after step N as on SIGTERM (testing)")
       ("debug-scale-rank", po::value<int>(), "apply --debug-scale-loss on this world rank only (testing)")
-      ("tp", po::value<int>(), "tensor-parallel ranks (under mpirun; default 1)")
-      ("pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)")
-      ("dp", po::value<int>(), "data-parallel replicas (default: world / (tp * pp))")
-      ("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)")
       ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
       ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
@@ -63,9 +59,7 @@ void add_train_options(po::options_description& d) {
       ("metrics-per-node", po::value<bool>()->implicit_value(true),
        "one metrics endpoint on each node's first rank, for that node's ranks (default: one, on rank 0)")
       ("diag-interval", po::value<int64_t>(), "steps between per-layer diagnostics in the metrics (default 10)")
-      ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start, noisy on a busy machine)")
-      ("collective-timeout", po::value<double>(),
-       "seconds a rank waits in one collective before reporting it (default 300, 0: forever)");
+      ("peak-tflops", po::value<double>(), "peak TFLOP/s per node for MFU (default: an sgemm measured at start, noisy on a busy machine)");
 }
 
 TrainOptions read_train_options(const po::variables_map& vm) {
@@ -88,13 +82,6 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   str("log-format", o.log_format), str("on-nonfinite", o.on_nonfinite);
   if (vm.count("seed")) o.seed = vm["seed"].as<uint64_t>();
   if (vm.count("debug-scale-rank")) o.debug_scale_rank = vm["debug-scale-rank"].as<int>();
-  if (vm.count("tp")) o.tp = vm["tp"].as<int>();
-  if (vm.count("dp")) o.dp = vm["dp"].as<int>();
-  if (vm.count("pp-layers")) {
-    o.pp_layers = parse_layer_list(vm["pp-layers"].as<std::string>(), "pp-layers");
-    o.pp = static_cast<int>(o.pp_layers.size());
-  }
-  if (vm.count("pp")) o.pp = vm["pp"].as<int>();
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
@@ -114,14 +101,6 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   dbl("spike-sigma", o.spike_sigma);
   if (vm.count("skip-spikes")) o.skip_spikes = vm["skip-spikes"].as<bool>();
   if (vm.count("resume-fallback")) o.resume_fallback = vm["resume-fallback"].as<bool>();
-  dbl("collective-timeout", o.collective_timeout);
-  if (!(o.collective_timeout >= 0)) {
-    OLMO2_THROW(UsageError, "--collective-timeout must be at least 0 seconds, got ", o.collective_timeout);
-  }
-  for (const auto& [name, v] : {std::pair{"tp", o.tp}, std::pair{"pp", o.pp}}) {
-    if (v < 1) OLMO2_THROW(UsageError, "--", name, " must be at least 1, got ", v);
-  }
-  if (vm.count("dp") && o.dp < 1) OLMO2_THROW(UsageError, "--dp must be at least 1, got ", o.dp);
   if (vm.count("keep")) o.keep = vm["keep"].as<int>();
   if (vm.count("micro-batch") && o.micro_batch < 1) {
     OLMO2_THROW(UsageError, "--micro-batch must be at least 1, got ", o.micro_batch);

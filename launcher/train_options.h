@@ -8,7 +8,8 @@
 
 namespace olmo2 {
 
-/// Adds every `olmo2 train` option (the same keys work in an INI --config file).
+/// Adds the options of `olmo2 train` alone (the same keys work in an INI --config file);
+/// its layout and device options are add_layout_options' and add_device_options'.
 void add_train_options(boost::program_options::options_description& d);
 
 /// Reads the parsed options into TrainOptions and validates them (runtime validate()).

@@ -10,9 +10,6 @@ namespace olmo2::parallel {
 
 namespace {
 
-// More ranks than any real job; keeps tp·pp·dp and the plan's size far from overflow.
-constexpr int64_t kMaxWorld = int64_t{1} << 20;
-
 std::string join(const std::vector<int64_t>& v) {
   std::ostringstream s;
   for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
@@ -34,16 +31,9 @@ void check_shape(const ModelShape& s) {
   }
 }
 
-void check_layout(const ModelShape& s, int tp, int pp, int dp) {
-  const std::pair<const char*, int> dims[] = {{"tp", tp}, {"pp", pp}, {"dp", dp}};
-  for (const auto& [name, v] : dims) {
-    if (v < 1) OLMO2_THROW(InputError, name, " must be at least 1, got ", v);
-  }
-  const int64_t world = int64_t{tp} * pp * dp;
-  if (world > kMaxWorld) {
-    OLMO2_THROW(InputError, "tp ", tp, " x pp ", pp, " x dp ", dp, " = ", world, " ranks exceeds ",
-                kMaxWorld);
-  }
+// The model's sizes against the axes (the axes themselves and the world are
+// Topology::make's to check).
+void check_layout(const ModelShape& s, int tp, int pp) {
   if (s.heads % tp != 0) {
     OLMO2_THROW(InputError, "num_attention_heads ", s.heads, " is not divisible by tp ", tp);
   }
@@ -159,13 +149,19 @@ std::vector<int64_t> balanced_stage_layers(int64_t layers, int pp) {
 
 PartitionPlan make_partition_plan(const ModelShape& shape, int tp, int pp, int dp,
                                   const std::vector<int64_t>& pp_layers) {
+  return make_partition_plan(shape, Topology::make(Layout{tp, pp, dp}), pp_layers);
+}
+
+PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topology,
+                                  const std::vector<int64_t>& pp_layers) {
+  const int tp = topology.layout().tp, pp = topology.layout().pp;
   check_shape(shape);
-  check_layout(shape, tp, pp, dp);
+  check_layout(shape, tp, pp);
   if (!pp_layers.empty()) check_stage_layers(pp_layers, pp, shape.layers);
 
   PartitionPlan plan;
   plan.shape = shape;
-  plan.topology = Topology::make(tp * pp * dp, tp, pp, dp);
+  plan.topology = topology;
   plan.stage_layers = pp_layers.empty() ? balanced_stage_layers(shape.layers, pp) : pp_layers;
   plan.padded_vocab = (shape.vocab + tp - 1) / tp * tp;
 

@@ -89,14 +89,22 @@ struct PartitionPlan {
   const RankPartition& at(const Coords& c) const { return ranks[topology.rank(c)]; }
 };
 
-/// Builds the plan for `shape` over tp × pp × dp ranks (docs/architecture.md §5). `pp_layers` gives the
-/// layers per stage explicitly; empty means balanced, earlier stages taking the extra
-/// layer (30 over 4 → 8,8,7,7). Query heads, MLP rows and (padded) vocab rows split evenly
-/// over TP; kv heads split when kv ≥ tp, each replicated on tp/kv consecutive ranks when
-/// kv < tp. Throws InputError, before anything else is done, naming the numbers: tp, pp or
-/// dp < 1; heads % tp ≠ 0; kv heads neither divisible by nor dividing tp; intermediate %
-/// tp ≠ 0; layers < pp; a pp_layers list with ≠ pp entries, an entry < 1, or a sum ≠
-/// layers; an inconsistent shape (a size < 1, heads % kv heads ≠ 0).
+/// Builds the plan for `shape` over the ranks of `topology` (docs/architecture.md §5), the
+/// one check of the model's sizes against a layout. `pp_layers` gives the layers per stage
+/// explicitly; empty means balanced, earlier stages taking the extra layer (30 over 4 →
+/// 8,8,7,7). Query heads, MLP rows and (padded) vocab rows split evenly over TP; kv heads
+/// split when kv ≥ tp, each replicated on tp/kv consecutive ranks when kv < tp. Throws
+/// InputError, before anything else is done, naming the numbers: heads % tp ≠ 0; kv
+/// heads neither divisible by nor dividing tp; intermediate % tp ≠ 0; layers < pp; a
+/// pp_layers list with ≠ pp entries, an entry < 1, or a sum ≠ layers; an inconsistent
+/// shape (a size < 1, heads % kv heads ≠ 0). The axes and the world are the topology's
+/// (Topology::make checked them).
+PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topology,
+                                  const std::vector<int64_t>& pp_layers = {});
+
+/// The plan over exactly tp × pp × dp ranks: make_partition_plan(shape,
+/// Topology::make(Layout{tp, pp, dp}), pp_layers), whose InputError names an axis < 1 or
+/// more than Topology::kMaxWorld ranks.
 PartitionPlan make_partition_plan(const ModelShape& shape, int tp, int pp, int dp,
                                   const std::vector<int64_t>& pp_layers = {});
 

@@ -1,6 +1,7 @@
 #include "parallel/topology.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 
@@ -14,11 +15,12 @@ std::string to_string(const Coords& c) {
   return detail::concat("(tp ", c.tp, ", dp ", c.dp, ", pp ", c.pp, ")");
 }
 
-Topology Topology::make(int world, int tp, int pp, int dp) {
+Topology Topology::make(int world, int tp, int pp, int dp, int max_dp) {
   if (world < 1 || tp < 1 || pp < 1 || dp < 0) {
     OLMO2_THROW(InputError, "invalid layout: world ", world, ", tp ", tp, ", pp ", pp, ", dp ", dp,
                 ": world, tp and pp must be ≥ 1 and dp ≥ 0 (0 = world / (tp × pp))");
   }
+  if (max_dp < 0) OLMO2_THROW(InputError, "invalid layout: max_dp ", max_dp, " must be ≥ 0 (0 = any dp)");
   // 64-bit products: absurd factors must be refused, not overflow into a match.
   const int64_t tp_pp = int64_t{tp} * pp;
   if (dp == 0) {
@@ -31,7 +33,28 @@ Topology Topology::make(int world, int tp, int pp, int dp) {
     OLMO2_THROW(InputError, "invalid layout: tp ", tp, " × pp ", pp, " × dp ", dp, " = ",
                 tp_pp * dp, " ≠ world ", world);
   }
+  if (max_dp > 0 && dp > max_dp) {
+    const int64_t ranks = tp_pp * max_dp;
+    OLMO2_THROW(InputError, "invalid layout: tp ", tp, " × pp ", pp, " × dp ", dp, " = world ", world,
+                ", but this command takes at most dp ", max_dp, ": start it on tp × pp × ", max_dp, " = ", ranks,
+                ranks == 1 ? " rank" : " ranks");
+  }
   return Topology(world, Layout{tp, pp, dp});
+}
+
+Topology Topology::make(const Layout& l) {
+  const std::pair<const char*, int> axes[] = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}};
+  for (const auto& [name, v] : axes) {
+    if (v < 1) OLMO2_THROW(InputError, "invalid layout: ", name, " must be at least 1, got ", v);
+  }
+  // tp × pp < 2^62 in 64 bits; times dp only once that is at most kMaxWorld.
+  const int64_t tp_pp = int64_t{l.tp} * l.pp;
+  const int64_t world = tp_pp > kMaxWorld ? tp_pp : tp_pp * l.dp;
+  if (world > kMaxWorld) {
+    OLMO2_THROW(InputError, "invalid layout: tp ", l.tp, " x pp ", l.pp, " x dp ", l.dp,
+                tp_pp > kMaxWorld ? std::string() : detail::concat(" = ", world), " ranks exceeds ", kMaxWorld);
+  }
+  return Topology(static_cast<int>(world), l);
 }
 
 void Topology::check_rank(int rank) const {

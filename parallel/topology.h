@@ -2,6 +2,7 @@
 // Pure arithmetic: no MPI, no I/O. The one place that knows the rank order (docs/architecture.md §4).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,9 +45,22 @@ class Topology {
   Topology() = default;
 
   /// The layout of a `world`-rank job. `dp` = 0 derives dp = world / (tp × pp).
-  /// Throws InputError, naming every number, when world, tp or pp < 1, dp < 0,
-  /// world is not divisible by tp × pp (dp derived) or world ≠ tp × pp × dp.
-  static Topology make(int world, int tp, int pp, int dp = 0);
+  /// `max_dp` > 0 caps the data-parallel replicas (a command that runs one job per
+  /// replica, e.g. serve: 1); 0 leaves dp free. The one check of a job's layout
+  /// arithmetic (docs/architecture.md §4): throws InputError, one message per mistake
+  /// naming every number, when world, tp or pp < 1, dp or max_dp < 0, world is not
+  /// divisible by tp × pp (dp derived), world ≠ tp × pp × dp, or dp > max_dp.
+  static Topology make(int world, int tp, int pp, int dp = 0, int max_dp = 0);
+
+  /// The layout `layout` on exactly tp × pp × dp ranks, for a plan made without a job
+  /// (`olmo2 info`, tests). Throws InputError naming the axis when one is < 1
+  /// ("invalid layout: tp must be at least 1, got 0"), and naming the product when it
+  /// exceeds kMaxWorld ranks.
+  static Topology make(const Layout& layout);
+
+  /// More ranks than any real job (2^20): keeps tp × pp × dp, and a partition plan's one
+  /// entry per rank, far from overflow.
+  static constexpr int64_t kMaxWorld = int64_t{1} << 20;
 
   /// Number of ranks (tp × pp × dp).
   int world() const { return world_; }

@@ -53,10 +53,6 @@ void validate(const TrainOptions& o) {
     OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
   }
   if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
-  if (o.tp < 1 || o.pp < 1 || o.dp < 0) {
-    OLMO2_THROW(InputError, "--tp and --pp must be at least 1 and --dp at least 1, got tp ", o.tp, ", pp ", o.pp,
-                ", dp ", o.dp);
-  }
   monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
   if (!o.data_changed.empty() && o.data_changed != "ok") {
     OLMO2_THROW(InputError, "--data-changed must be ok (a resume may read other data), got \"", o.data_changed, "\"");

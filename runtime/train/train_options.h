@@ -65,13 +65,11 @@ struct TrainOptions {
   double debug_grad_error = 0.0;
   int debug_grad_error_rank = -1;
 
-  // Layout (used when the Trainer is given process groups).
-  int tp = 1, pp = 1;              ///< --tp, --pp
-  int dp = 0;                      ///< --dp (0: world / (tp · pp))
+  // The layout is the process groups' (the launcher's rank session makes them from
+  // --tp --pp --dp); only the split of layers over its stages is the plan's to take.
   std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
   int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
-  double collective_timeout = 300; ///< --collective-timeout seconds (0: forever): a hung peer becomes an error
 
   // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
   int64_t spike_window = 128;  ///< --spike-window steps

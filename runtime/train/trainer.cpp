@@ -102,16 +102,6 @@ void Trainer::check_options_and_layout() {
   validate(opt);
   loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
   grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
-  if (world_) {
-    const parallel::Layout l = groups_->topology.layout();
-    if (l.tp != opt.tp || l.pp != opt.pp || (opt.dp > 0 && l.dp != opt.dp)) {
-      OLMO2_THROW(InputError, "the process groups' layout (tp ", l.tp, ", pp ", l.pp, ", dp ", l.dp,
-                  ") differs from the options' (tp ", opt.tp, ", pp ", opt.pp, ", dp ", opt.dp, ")");
-    }
-  } else if (opt.tp * opt.pp * std::max(opt.dp, 1) > 1) {
-    OLMO2_THROW(InputError, "--tp ", opt.tp, " --pp ", opt.pp, " --dp ", opt.dp,
-                " needs that many ranks: start olmo2 train under mpirun -np ", opt.tp * opt.pp * std::max(opt.dp, 1));
-  }
   faults_.check_rank(world_ ? world_->size() : 1);
   if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
     OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
@@ -167,8 +157,10 @@ ShardSpec Trainer::plan_layout(const ModelConfig& config) {
   ShardSpec shard = ShardSpec::whole(config);
   if (world_) {
     const parallel::Layout l = groups_->topology.layout();
+    // The config is this run's own (a resumed checkpoint's), so the plan is made here,
+    // over the topology the launcher's rank session checked.
     const parallel::PartitionPlan plan =
-        parallel::make_partition_plan(model_shape(config), l.tp, l.pp, l.dp, options_.pp_layers);
+        parallel::make_partition_plan(model_shape(config), groups_->topology, options_.pp_layers);
     shard = ShardSpec::from_plan(plan, world_->rank());
     if (config.tie_word_embeddings && l.pp > 1) {
       OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "

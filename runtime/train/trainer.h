@@ -53,8 +53,9 @@ enum class RunEnd {
 /// --steps), and the save
 /// directory: created, writable, locked (flock on save_dir/.lock, so two runs cannot
 /// share it) and, unless resuming from it, free of earlier checkpoints; under MPI also the
-/// layout (world = tp·pp·dp, heads/kv heads/intermediate against tp, layers against pp,
-/// global batch divisible by micro-batch × dp, tied embeddings with pp > 1). Throws
+/// model against the groups' layout (heads/kv heads/intermediate against tp, layers and
+/// --pp-layers against pp, global batch divisible by micro-batch × dp, tied embeddings
+/// with pp > 1; the layout itself is the groups' topology, checked by Topology::make). Throws
 /// InputError naming what is wrong; under MPI every rank throws parallel::AgreedError
 /// with the same message (no rank is left in a collective).
 class Trainer {

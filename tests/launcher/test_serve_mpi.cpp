@@ -194,11 +194,25 @@ TEST(ServeUnderMpirun, Olmo3AnswersEqualOneProcessInEveryLayout) {
   }
 }
 
-TEST(ServeUnderMpirun, ALayoutTheModelCannotTakeIsReportedOnce) {
-  test::TempDir logs;
-  const auto r = test::run_olmo2_with(kMpirun + " " + OLMO2_BINARY, "serve --model " + model().path + " --tp 2 --pp 2");
+/// How many error lines olmo2 printed (mpirun adds its own lines about the exit).
+size_t errors(const std::string& err) {
+  size_t n = 0;
+  for (size_t at = err.find("olmo2: error:"); at != std::string::npos; at = err.find("olmo2: error:", at + 1)) ++n;
+  return n;
+}
+
+// A world other than tp × pp is one message from Topology::make (the rank session's
+// max_dp 1: serve has no data parallelism), printed once.
+TEST(ServeUnderMpirun, ALayoutTheJobCannotTakeIsReportedOnce) {
+  auto r = test::run_olmo2_with(kMpirun + " " + OLMO2_BINARY, "serve --model " + model().path + " --tp 2 --pp 2");
   EXPECT_NE(r.status, 0);
-  EXPECT_THAT(r.err, ::testing::HasSubstr("serve runs on tp × pp = 2 × 2 = 4 ranks, but the job has 2"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("olmo2: error: invalid layout: world 2 is not divisible by tp 2 × pp 2 = 4"));
+  EXPECT_EQ(errors(r.err), 1) << r.err;
+  r = test::run_olmo2_with(kMpirun + " " + OLMO2_BINARY, "serve --model " + model().path);
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("olmo2: error: invalid layout: tp 1 × pp 1 × dp 2 = world 2, but this "
+                                          "command takes at most dp 1: start it on tp × pp × 1 = 1 rank"));
+  EXPECT_EQ(errors(r.err), 1) << r.err;
 }
 
 }  // namespace

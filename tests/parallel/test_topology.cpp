@@ -189,6 +189,40 @@ TEST(Topology, RefusalsNameTheNumbers) {
             std::string::npos);
 }
 
+// max_dp: a command without data parallelism (serve) takes tp × pp ranks and no more,
+// one message naming the numbers; the other refusals are unchanged by it.
+TEST(Topology, MaxDpCapsTheReplicas) {
+  EXPECT_EQ(Topology::make(4, 2, 2, 0, 1).layout(), (Layout{2, 2, 1}));
+  EXPECT_EQ(Topology::make(4, 2, 2, 1, 1).layout(), (Layout{2, 2, 1}));
+  EXPECT_EQ(Topology::make(8, 2, 2, 0, 2).layout(), (Layout{2, 2, 2}));
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(8, 2, 2, 0, 1); }),
+            "invalid layout: tp 2 × pp 2 × dp 2 = world 8, but this command takes at most dp 1: "
+            "start it on tp × pp × 1 = 4 ranks");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(2, 1, 1, 0, 1); }),
+            "invalid layout: tp 1 × pp 1 × dp 2 = world 2, but this command takes at most dp 1: "
+            "start it on tp × pp × 1 = 1 rank");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(2, 2, 2, 0, 1); }),
+            "invalid layout: world 2 is not divisible by tp 2 × pp 2 = 4 (dp derived as world / (tp × pp))");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(2, 1, 1, 0, -1); }),
+            "invalid layout: max_dp -1 must be ≥ 0 (0 = any dp)");
+}
+
+// A layout without a job (info's plan): exactly tp × pp × dp ranks.
+TEST(Topology, MakeOfALayoutTakesItsOwnRanks) {
+  const Topology t = Topology::make(Layout{2, 3, 2});
+  EXPECT_EQ(t.world(), 12);
+  EXPECT_EQ(t.layout(), (Layout{2, 3, 2}));
+  EXPECT_EQ(t.coords(11), (Coords{1, 1, 2}));
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(Layout{0, 1, 1}); }),
+            "invalid layout: tp must be at least 1, got 0");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(Layout{1, 1, -1}); }),
+            "invalid layout: dp must be at least 1, got -1");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(Layout{1, 2, 1 << 20}); }),
+            "invalid layout: tp 1 x pp 2 x dp 1048576 = 2097152 ranks exceeds 1048576");
+  EXPECT_EQ(message_of<InputError>([] { Topology::make(Layout{INT_MAX, INT_MAX, INT_MAX}); }),
+            "invalid layout: tp 2147483647 x pp 2147483647 x dp 2147483647 ranks exceeds 1048576");
+}
+
 TEST(Topology, OutOfRangeRanksAndCoords) {
   const Topology t = Topology::make(8, 2, 2, 0);
   EXPECT_EQ(message_of<ShapeError>([&] { t.coords(8); }),

@@ -142,7 +142,7 @@ TEST(StreamedCheckpoint, EqualsTheWholeStateGatheredOnRankZero) {
                              std::to_string(l.dp) + (l.zero ? "-zero1" : "");
     auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
     TrainOptions o = run.options(name + "-streamed");
-    o.tp = l.tp, o.pp = l.pp, o.dp = l.dp, o.zero_stage = l.zero;
+    o.zero_stage = l.zero;
     Trainer t(o, &groups);
     for (int i = 0; i < 2; ++i) t.step();
     const std::string streamed = t.save();
@@ -173,7 +173,7 @@ TEST(StreamedCheckpoint, OnTheDeviceEqualsTheWholeStateGatheredOnRankZero) {
       return parallel::make_device_communicator(std::move(c), /*distinct_gpus=*/false);  // host-staged
     });
     TrainOptions o = run.options(name + "-streamed");
-    o.tp = l.tp, o.pp = l.pp, o.dp = l.dp, o.zero_stage = l.zero, o.device = Device::CUDA;
+    o.zero_stage = l.zero, o.device = Device::CUDA;
     Trainer t(o, &groups);
     ASSERT_EQ(t.parameters().front().value->device(), Device::CUDA);
     for (int i = 0; i < 2; ++i) t.step();
@@ -194,7 +194,6 @@ TEST(StreamedCheckpoint, AWriterFailureOnRankZeroStopsEveryRankWithOneError) {
   if (world != 2 && world != 4) GTEST_SKIP() << "needs 2 or 4 ranks, have " << world;
   auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 60.0);
   TrainOptions o = run.options("failing");
-  o.tp = l.tp, o.pp = l.pp, o.dp = l.dp;
   Trainer t(o, &groups);
   t.step();
   if (world_rank() == 0) set_checkpoint_fault_for_testing(3);  // config, generation config, model

@@ -271,15 +271,10 @@ std::string verdict(const Reference& ref, const Reference& got, const test::Traj
   return test::TrajectoryBounds(y).first_violation(s, first_step);
 }
 
-TrainOptions with_layout(TrainOptions o, const Layout& l) {
-  o.tp = l.tp, o.pp = l.pp, o.dp = l.dp;
-  return o;
-}
-
 /// Trains `steps` steps in layout `l` (saving at the end when `o` has a save_dir).
 std::vector<StepRecord> run_layout(const TrainOptions& o, const Layout& l, int steps) {
   auto groups = parallel::make_process_groups(Topology::make(world_size(), l.tp, l.pp, l.dp), 120.0);
-  Trainer t(with_layout(o, l), &groups);
+  Trainer t(o, &groups);
   std::vector<StepRecord> out;
   for (int i = 0; i < steps; ++i) out.push_back(t.step());
   if (!o.save_dir.empty()) t.save();
@@ -448,7 +443,7 @@ TEST(DistributedTraining, OneRanksNonFiniteLossIsSkippedOnEveryRank) {
     TrainOptions o = s.options();
     o.debug_scale_step = 3, o.debug_scale_factor = std::nan(""), o.debug_scale_rank = bad;
     auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
-    Trainer t(with_layout(o, l), &groups);
+    Trainer t(o, &groups);
     t.step(), t.step();
     std::vector<std::vector<float>> before;
     for (const Parameter& p : t.parameters()) before.emplace_back(p.value->f32(), p.value->f32() + p.numel());
@@ -473,7 +468,7 @@ TEST(DistributedTraining, AStopSeenByOneRankStopsEveryRank) {
   TinyRun s(4);
   const Layout l = world == 8 ? Layout{2, 2, 2} : world == 4 ? Layout{1, 2, 2} : Layout{1, 1, 2};
   auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
-  Trainer t(with_layout(s.options("stop"), l), &groups);
+  Trainer t(s.options("stop"), &groups);
   EXPECT_EQ(t.run([&] { return world_rank() == world - 1 && t.steps_done() == 2; }), RunEnd::kStoppedWithCheckpoint)
       << "rank " << world_rank();
   EXPECT_EQ(t.steps_done(), 2) << "rank " << world_rank();
@@ -494,7 +489,7 @@ TEST(DistributedTraining, AStopDuringASaveStopsOnThatCheckpoint) {
   auto groups = parallel::make_process_groups(Topology::make(world, l.tp, l.pp, l.dp), 120.0);
   TrainOptions o = s.options("during");
   o.save_interval = 1;
-  Trainer t(with_layout(o, l), &groups);
+  Trainer t(o, &groups);
   int asked = 0;
   EXPECT_EQ(t.run([&] { return world_rank() == world - 1 && ++asked == 4; }), RunEnd::kStoppedWithCheckpoint)
       << "rank " << world_rank();
@@ -572,7 +567,7 @@ TEST(DistributedTraining, BatchesThatDoNotDivideAreRefusedOnEveryRank) {
   const int world = world_size();
   TinyRun s(4);
   auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
-  TrainOptions o = with_layout(s.options(), {1, 1, world});
+  TrainOptions o = s.options();
   o.global_batch = 2 * world + 2, o.micro_batch = 2;  // divides by micro-batch, not by micro × dp
   const std::string m = message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); });
   EXPECT_THAT(m, HasSubstr("--global-batch " + std::to_string(2 * world + 2) + " is not divisible by --micro-batch 2 × dp " +
@@ -595,7 +590,7 @@ TEST(DistributedTraining, RanksReadingDifferentDataAreRefused) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   auto groups = parallel::make_process_groups(Topology::make(world, 1, 1, world), 60.0);
-  TrainOptions o = with_layout(s.options(), {1, 1, world});
+  TrainOptions o = s.options();
   o.micro_batch = 1;
   if (world_rank() == world - 1) o.data = {s.dir.file("other.npy")};
   EXPECT_THAT(message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); }),

@@ -52,7 +52,7 @@ std::vector<StepRecord> on_the_gpu(TrainOptions o, const Layout& l) {
   parallel::wrap_communicators(groups, [](std::unique_ptr<parallel::Communicator> c) {
     return parallel::make_device_communicator(std::move(c), /*distinct_gpus=*/false);  // host-staged
   });
-  o.tp = l.tp, o.pp = l.pp, o.dp = l.dp, o.device = Device::CUDA;
+  o.device = Device::CUDA;
   Trainer t(o, &groups);
   for (const Parameter& p : t.parameters()) EXPECT_EQ(p.value->device(), Device::CUDA) << p.name;
   std::vector<StepRecord> out;
