@@ -216,7 +216,7 @@ TEST(TraceCli, BadPromptsAndNamesAreOneErrorNamingLineAndField) {
   // Text whose dolma2 ids lie past this tiny model's vocabulary of 192.
   r = test::run_olmo2(base + dir.file("text.jsonl") + " --tokenizer " + test::source_path("data/dolma2-tokenizer.json"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\" token 0 is id 2201"));
+  EXPECT_THAT(r.err, HasSubstr("line 1: \"prompt\": the tokenizer gives token id 2201 at position 0"));
   EXPECT_THAT(r.err, HasSubstr("outside the model's vocabulary [0, 192)"));
   const std::string good = prompts_file(dir, {{1, 2, 3}});
   const std::string traced = "trace --model " + fx.dir + " --prompts " + good;
