@@ -170,6 +170,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     ServedModel sm{o.served_model_name, config.max_position_embeddings, config.vocab_size,
                    s.engine->cache_capacity_tokens(), o.max_running};
     sm.config = config;  // what activations and interventions are checked against
+    sm.max_prompts = o.max_running + o.max_waiting;
     sm.max_activation_bytes = o.max_activation_bytes;
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
                                           s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);

@@ -24,6 +24,11 @@ Topology Topology::make(int world, int tp, int pp, int dp, int max_dp) {
   // 64-bit products: absurd factors must be refused, not overflow into a match.
   const int64_t tp_pp = int64_t{tp} * pp;
   if (dp == 0) {
+    if (max_dp == 1 && world % tp_pp != 0) {  // a command without data parallelism: say so, not "dp derived"
+      OLMO2_THROW(InputError, "invalid layout: world ", world, " ≠ tp ", tp, " × pp ", pp, " = ", tp_pp,
+                  ": this command takes no data parallelism (dp 1), so start it on ", tp_pp,
+                  tp_pp == 1 ? " rank" : " ranks");
+    }
     if (world % tp_pp != 0) {
       OLMO2_THROW(InputError, "invalid layout: world ", world, " is not divisible by tp ", tp,
                   " × pp ", pp, " = ", tp_pp, " (dp derived as world / (tp × pp))");

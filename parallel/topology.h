@@ -49,7 +49,7 @@ class Topology {
   /// replica, e.g. serve: 1); 0 leaves dp free. The one check of a job's layout
   /// arithmetic (docs/architecture.md §4): throws InputError, one message per mistake
   /// naming every number, when world, tp or pp < 1, dp or max_dp < 0, world is not
-  /// divisible by tp × pp (dp derived), world ≠ tp × pp × dp, or dp > max_dp.
+  /// divisible by tp × pp (dp derived; with max_dp 1 the message says the command takes no dp), world ≠ tp × pp × dp, or dp > max_dp.
   static Topology make(int world, int tp, int pp, int dp = 0, int max_dp = 0);
 
   /// The layout `layout` on exactly tp × pp × dp ranks, for a plan made without a job

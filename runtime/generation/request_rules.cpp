@@ -158,6 +158,14 @@ RuleVerdict min_tokens_rule(int64_t min_tokens, int64_t max_tokens, const Prompt
                                   std::to_string(max_tokens));
 }
 
+RuleVerdict batch_rule(int64_t prompts, int64_t max_prompts) {
+  if (prompts <= max_prompts) return std::nullopt;
+  return broken("prompt", "a batch of " + std::to_string(prompts) + " prompts is more than the " +
+                              std::to_string(max_prompts) +
+                              " requests this server holds at once (--max-running-requests + "
+                              "--max-waiting-requests): send them in smaller batches");
+}
+
 RuleVerdict reads_choices_rule(bool reads, int64_t choices) {
   if (!reads || choices <= 1) return std::nullopt;
   return broken("activations", "activations need one choice (n = 1 and best_of = 1), got " + std::to_string(choices));

@@ -80,6 +80,9 @@ RuleVerdict kv_cache_rule(int64_t prompt_len, int64_t max_tokens, int64_t choice
                           const PromptNames& names);
 /// min_tokens: ≥ 0 and ≤ max_tokens.
 RuleVerdict min_tokens_rule(int64_t min_tokens, int64_t max_tokens, const PromptNames& names);
+/// A batch of `prompts` prompts in one request: at most `max_prompts`, the requests a
+/// server holds at once (a larger batch could never be admitted).
+RuleVerdict batch_rule(int64_t prompts, int64_t max_prompts);
 /// Activation reads need one choice (n = 1 and best_of = 1).
 RuleVerdict reads_choices_rule(bool reads, int64_t choices);
 

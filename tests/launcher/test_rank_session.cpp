@@ -173,7 +173,9 @@ TEST(RankLayout, AWrongLayoutIsOneMessageNamingTheNumbersForEveryCommand) {
   for (const Command& c : kCommands) {
     const LayoutOptions tp3 = parse(command_line(c.name, kModel, {"--tp", "3"})).layout;
     EXPECT_EQ(message_of<InputError>([&] { rank_topology(tp3, 4, c.max_dp); }),
-              "invalid layout: world 4 is not divisible by tp 3 × pp 1 = 3 (dp derived as world / (tp × pp))")
+              c.max_dp == 1 ? "invalid layout: world 4 ≠ tp 3 × pp 1 = 3: this command takes no data parallelism (dp 1), "
+                              "so start it on 3 ranks"
+                            : "invalid layout: world 4 is not divisible by tp 3 × pp 1 = 3 (dp derived as world / (tp × pp))")
         << c.name;
     const LayoutOptions tp2 = parse(command_line(c.name, kModel, {"--tp", "2"})).layout;
     if (c.max_dp == 1) {  // a world of two replicas

@@ -206,7 +206,8 @@ size_t errors(const std::string& err) {
 TEST(ServeUnderMpirun, ALayoutTheJobCannotTakeIsReportedOnce) {
   auto r = test::run_olmo2_with(kMpirun + " " + OLMO2_BINARY, "serve --model " + model().path + " --tp 2 --pp 2");
   EXPECT_NE(r.status, 0);
-  EXPECT_THAT(r.err, ::testing::HasSubstr("olmo2: error: invalid layout: world 2 is not divisible by tp 2 × pp 2 = 4"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("olmo2: error: invalid layout: world 2 ≠ tp 2 × pp 2 = 4: this command takes no data "
+                                          "parallelism (dp 1), so start it on 4 ranks"));
   EXPECT_EQ(errors(r.err), 1) << r.err;
   r = test::run_olmo2_with(kMpirun + " " + OLMO2_BINARY, "serve --model " + model().path);
   EXPECT_NE(r.status, 0);

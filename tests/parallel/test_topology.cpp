@@ -202,7 +202,8 @@ TEST(Topology, MaxDpCapsTheReplicas) {
             "invalid layout: tp 1 × pp 1 × dp 2 = world 2, but this command takes at most dp 1: "
             "start it on tp × pp × 1 = 1 rank");
   EXPECT_EQ(message_of<InputError>([] { Topology::make(2, 2, 2, 0, 1); }),
-            "invalid layout: world 2 is not divisible by tp 2 × pp 2 = 4 (dp derived as world / (tp × pp))");
+            "invalid layout: world 2 ≠ tp 2 × pp 2 = 4: this command takes no data parallelism (dp 1), so start it "
+            "on 4 ranks");
   EXPECT_EQ(message_of<InputError>([] { Topology::make(2, 1, 1, 0, -1); }),
             "invalid layout: max_dp -1 must be ≥ 0 (0 = any dp)");
 }

@@ -82,6 +82,8 @@ TEST(RequestRules, PromptAndLengthsAtTheirEdges) {
   EXPECT_TRUE(holds(reads_choices_rule(true, 1)));
   EXPECT_TRUE(holds(reads_choices_rule(false, 4)));
   EXPECT_EQ(reads_choices_rule(true, 2)->field, "activations");
+  EXPECT_TRUE(holds(batch_rule(320, 320)));
+  EXPECT_EQ(batch_rule(321, 320)->field, "prompt");
 }
 
 /// One broken rule through the API (a 400 naming the field) and through `validate`, the
@@ -119,6 +121,14 @@ TEST(RequestRules, TheApiAndTheEngineSideSayTheSame) {
   });
   EXPECT_EQ(bias.param, "logit_bias");
   EXPECT_EQ(bias.message, logit_bias_rule({{7, 1.f}, {7, 2.f}}, kModel.vocab_size)->reason);
+  ServedModel small = kModel;
+  small.max_prompts = 2;
+  const api_test::Refusal batch = api_test::refusal("batch", [&] {
+    parse_completions(R"({"prompt":[[1],[2],[3]]})", small, api_test::tokenizer(), kFallbackSeed);
+  });
+  EXPECT_EQ(batch.status, 400);
+  EXPECT_EQ(batch.param, "prompt");
+  EXPECT_EQ(batch.message, batch_rule(3, 2)->reason);
   const api_test::Refusal penalty = api_test::refusal("presence_penalty", [&] {
     parse_completions(R"({"prompt":[1],"presence_penalty":2.5})", kModel, api_test::tokenizer(), kFallbackSeed);
   });

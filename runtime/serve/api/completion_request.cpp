@@ -86,6 +86,9 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   r.endpoint = ApiEndpoint::Completions;
   check_model_field(f, served);
   const std::vector<Prompt> prompts = read_prompts(f, tokenizer);
+  if (const RuleVerdict v = batch_rule(static_cast<int64_t>(prompts.size()), served.max_prompts)) {
+    f.fail(v->field, v->reason);
+  }
   const int64_t most = std::max<int64_t>(served.max_choices, 1);
   r.n = static_cast<int32_t>(f.integer("n", 1, 1, most));
   r.best_of = static_cast<int32_t>(f.integer("best_of", r.n, 1, most));

@@ -17,6 +17,10 @@ struct ServedModel {
   /// Most sequences one prompt may fork into (max(n, best_of)); launcher sets it to
   /// --max-running-requests, since every choice runs as its own sequence.
   int64_t max_choices = 128;
+  /// Most prompts one request may carry: the requests the engine holds at once
+  /// (--max-running-requests + --max-waiting-requests); a larger batch could never be
+  /// admitted, so it is a 400 naming `prompt`, not a 503 "retry later".
+  int64_t max_prompts = 320;
   /// The model's configuration: names, layers, heads and sizes that a request's
   /// `activations` and `interventions` are checked against (docs/architecture.md §13).
   ModelConfig config{};
