@@ -12,12 +12,14 @@
 #include "launcher/options.h"
 #include "launcher/rank_session.h"
 #include "parallel/node_ranks.h"
+#include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
 namespace {
 
 using ::testing::HasSubstr;
+using parallel::test::message_of;
 
 const std::string kModel = test::source_path("tests/golden/fixtures/mha-f32");
 const std::string kConfigs = test::source_path("tests/golden/fixtures/configs");
@@ -52,16 +54,6 @@ struct Command {
 };
 const Command kCommands[] = {{"generate", 0}, {"trace", 0}, {"train", 0}, {"serve", 1}};
 
-template <typename E, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
 
 void expect_same_fields(const ShardSpec& a, const ShardSpec& b) {
   EXPECT_EQ(a.layers, b.layers);
