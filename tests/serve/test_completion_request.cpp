@@ -113,6 +113,16 @@ TEST(CompletionRequest, MessagesStateTheValues) {
   EXPECT_THAT(r.message, AllOf(HasSubstr("the bias of token id 5"), HasSubstr("100.5")));
   r = refused(R"({"prompt": [1], "n": 129})");
   EXPECT_THAT(r.message, AllOf(HasSubstr("[1, 128]"), HasSubstr("129")));
+  // Whole numbers past 64 bits are too large, not "not an integer".
+  r = refused(R"({"prompt": [1], "top_k": 1e20})");
+  EXPECT_EQ(r.param, "top_k");
+  EXPECT_EQ(r.message, "top_k is too large: 1e+20 (it must be an integer of at most 64 bits)");
+  r = refused(R"({"prompt": [1], "seed": 18446744073709551616})");
+  EXPECT_THAT(r.message, HasSubstr("seed is too large: 1.8446744073709552e+19"));
+  r = refused(R"({"prompt": [1], "max_tokens": 1e20})");
+  EXPECT_EQ(r.message, "max_tokens is too large: 1e+20 (it must be an integer ≥ 0)");
+  r = refused(R"({"prompt": [1], "top_k": 2.5})");
+  EXPECT_THAT(r.message, HasSubstr("top_k must be an integer, got 2.5"));
   r = refused(R"({"prompt": [1], "foo": 1})");
   EXPECT_THAT(r.message, HasSubstr("unknown field foo"));
   r = refused(R"({"prompt": [1], "min_tokens": 17})");

@@ -51,13 +51,18 @@ int64_t Fields::integer(const std::string& name, int64_t fallback, int64_t min, 
                                                : "";
   int64_t x = 0;
   bool ok = false;
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    fail(name, param(name) + " is too large: " + brief(*v));
-  }
+  // A whole number past 64 bits (an unsigned one, or one JSON could only give as a
+  // double, such as 1e20 or 2^64) is out of range, not "not an integer".
+  const auto too_large = [&] {
+    fail(name, param(name) + " is too large: " + brief(*v) + " (it must be an integer" +
+                   (range.empty() ? " of at most 64 bits" : range) + ")");
+  };
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) too_large();
   if (v->is_number_integer()) {
     x = v->get<int64_t>(), ok = true;
   } else if (v->is_number_float()) {
     const double d = v->get<double>();
+    if (d == std::floor(d) && std::fabs(d) >= 9e18) too_large();
     ok = d == std::floor(d) && std::fabs(d) < 9e18;
     x = ok ? static_cast<int64_t>(d) : 0;
   }
