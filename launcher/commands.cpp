@@ -92,16 +92,13 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   trace::TraceSpec spec;  // named activations (docs/architecture.md §13): empty unless asked
   std::ofstream activations_out;
   std::ofstream* const reads_file = cfg.trace.activations_out.empty() ? nullptr : &activations_out;
-  const RankSessionSpec session{.layout = cfg.layout,
-                                .threads = cfg.threads,
-                                .device = cfg.device_options,
-                                .under_mpi_launcher = under_mpi_launcher,
-                                .model = cfg.model,
-                                .checks = [&](const ModelConfig& c) {
-                                  check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
-                                  if (cfg.trace.any()) spec = cfg.trace.spec(c);
-                                },
-                                .print_device = true};
+  RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
+  session.model = cfg.model;
+  session.checks = [&](const ModelConfig& c) {
+    check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
+    if (cfg.trace.any()) spec = cfg.trace.spec(c);
+  };
+  session.print_device = true;
   run_rank_session(session, [&](RankSession& s) {
     const int rank = s.rank();
     // A checkpoint's files are verified before any weight is read, each rank its share.
@@ -208,10 +205,7 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
   int status = kExitFailed;
   int64_t exit_at_us = 0;  // rank 0's system clock, in µs since the epoch
   bool distributed = false;
-  const RankSessionSpec session{.layout = cfg.layout,
-                                .threads = cfg.threads,
-                                .device = cfg.device_options,
-                                .under_mpi_launcher = under_mpi_launcher};
+  const RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
   run_rank_session(session, [&](RankSession& s) {
     distributed = s.distributed();
     Trainer trainer(o, s.groups.get());

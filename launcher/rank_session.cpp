@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "launcher/options.h"
 #include "launcher/placement_log.h"
 #include "launcher/rank_errors.h"
 #include "parallel/mpi_runtime.h"
@@ -16,6 +17,15 @@ parallel::Topology rank_topology(const LayoutOptions& layout, int world, int max
 
 parallel::PartitionPlan rank_plan(const LayoutOptions& layout, int world, const ModelConfig& config, int max_dp) {
   return parallel::make_partition_plan(model_shape(config), rank_topology(layout, world, max_dp), layout.pp_layers);
+}
+
+RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher) {
+  RankSessionSpec spec;
+  spec.layout = cfg.layout;
+  spec.threads = cfg.threads;
+  spec.device = cfg.device_options;
+  spec.under_mpi_launcher = under_mpi_launcher;
+  return spec;
 }
 
 int RankSession::rank() const { return groups ? groups->world->rank() : 0; }

@@ -52,6 +52,12 @@ struct RankSessionSpec {
   bool print_device = false;
 };
 
+struct CliConfig;
+/// The part of a spec every command fills alike from its parsed command line: the
+/// layout options, --threads and the device options; the caller adds its model, checks,
+/// max_dp and print_device.
+RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher);
+
 /// One rank's part of a job, as the rank session made it.
 struct RankSession {
   parallel::Topology topology;                       ///< the layout; 1 × 1 × 1 on one process

@@ -247,12 +247,9 @@ void run_serve(const CliConfig& cfg, bool under_mpi_launcher) {
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_serve_signal);
   std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not death
   // serve has no data parallelism: one server per replica (max_dp 1).
-  const RankSessionSpec session{.layout = cfg.layout,
-                                .threads = cfg.threads,
-                                .device = cfg.device_options,
-                                .under_mpi_launcher = under_mpi_launcher,
-                                .max_dp = 1,
-                                .model = cfg.serve.model};
+  RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
+  session.max_dp = 1;
+  session.model = cfg.serve.model;
   run_rank_session(session, [&](RankSession& rs) {
     ServeRank s;
     parallel::agree(rs.world(), [&] { build(s, cfg, rs); });

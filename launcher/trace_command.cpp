@@ -33,16 +33,13 @@ void run_trace(const CliConfig& cfg, std::ostream& stdout_stream, bool under_mpi
   std::ofstream file;  // --output, written by world rank 0
   auto out = [&]() -> std::ostream& { return cfg.trace.output.empty() ? stdout_stream : file; };
   // Everything about the input, checked alike by every rank before any collective.
-  const RankSessionSpec session{.layout = cfg.layout,
-                                .threads = cfg.threads,
-                                .device = cfg.device_options,
-                                .under_mpi_launcher = under_mpi_launcher,
-                                .model = cfg.model,
-                                .checks = [&](const ModelConfig& c) {
-                                  spec = cfg.trace.spec(c);
-                                  prompts = read_trace_prompts(cfg.trace.prompts, cfg.tokenizer, c);
-                                },
-                                .print_device = true};
+  RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
+  session.model = cfg.model;
+  session.checks = [&](const ModelConfig& c) {
+    spec = cfg.trace.spec(c);
+    prompts = read_trace_prompts(cfg.trace.prompts, cfg.tokenizer, c);
+  };
+  session.print_device = true;
   run_rank_session(session, [&](RankSession& s) {
     const int rank = s.rank();
     parallel::agree(s.world(), [&] {
