@@ -15,11 +15,12 @@ void add_layout_options(po::options_description& d, const std::string& command, 
                        : "tensor-parallel ranks (under mpirun; default 1)")(
       "pp", po::value<int>(), "pipeline stages (default: --pp-layers' entry count, else 1)");
   if (!(command == "serve" && for_help)) {
-    d.add_options()("dp", po::value<int>(), info ? "data-parallel replicas (info: default 1)"
-                                                 : "data-parallel replicas (default: world / (tp * pp))");
+    d.add_options()("dp", po::value<int>(), info                ? "data-parallel replicas (info: default 1)"
+                                            : command == "plan" ? "data-parallel replicas (default 1)"
+                                                                : "data-parallel replicas (default: world / (tp * pp))");
   }
   d.add_options()("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)");
-  if (info) return;
+  if (info || command == "plan") return;  // no collectives: nothing runs on ranks
   d.add_options()("collective-timeout", po::value<double>(),
                   command == "serve"
                       ? "seconds a rank waits in one collective of a step before reporting it (default 300, 0: forever)"

@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
     }
     int status = kExitFinished;
     if (cfg.command == "info") run_info(cfg, std::cout);
+    else if (cfg.command == "plan") status = run_plan(cfg.plan, std::cout, std::cerr);
     else if (cfg.command == "generate") run_generate(cfg, std::cout, launched_by_mpi());
     else if (cfg.command == "trace") run_trace(cfg, std::cout, launched_by_mpi());
     else if (cfg.command == "train") status = run_train(cfg, launched_by_mpi());

@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "launcher/layout_options.h"
+#include "launcher/plan_command.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "launcher/train_options.h"
@@ -27,6 +28,11 @@ const char* kUsage =
     "  info      --model DIR [--tp N --pp N --dp N --pp-layers a,b,...]\n"
     "                                                print the configuration, parameter count\n"
     "                                                and the partition plan per rank\n"
+    "  plan      --model-config FILE|--model DIR --seq-len N [--tp N --pp N --dp N --zero-stage S]\n"
+    "            [--recompute M --precision P --micro-batch N --device D --memory-per-rank SIZE]\n"
+    "            [--serve --kv-cache-memory SIZE] [--format text|json]\n"
+    "                                                the memory of every rank of a layout, and\n"
+    "                                                whether it fits (exit 1 if not)\n"
     "  train     --model-config FILE|--model DIR --data FILES... --seq-len N --global-batch N\n"
     "            --steps N [--micro-batch N --lr X --save-dir DIR --resume ...]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
@@ -60,6 +66,11 @@ po::options_description describe(const std::string& command, bool for_help = fal
     add_train_options(d);
     add_layout_options(d, command);
     add_device_options(d);
+    return d;
+  }
+  if (command == "plan") {
+    add_plan_options(d);
+    add_layout_options(d, command);
     return d;
   }
   if (command == "tokenize") {
@@ -159,9 +170,9 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     return cfg;
   }
   if (cfg.command != "info" && cfg.command != "generate" && cfg.command != "trace" && cfg.command != "tokenize" &&
-      cfg.command != "train" && cfg.command != "serve") {
+      cfg.command != "train" && cfg.command != "serve" && cfg.command != "plan") {
     OLMO2_THROW(UsageError, "unknown subcommand \"", cfg.command,
-                "\" (expected info, generate, trace, train, serve or tokenize)");
+                "\" (expected info, plan, generate, trace, train, serve or tokenize)");
   }
   const po::options_description desc = describe(cfg.command);
   po::variables_map vm;
@@ -201,6 +212,13 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.train = read_train_options(vm);  // train.device too
     cfg.layout = read_layout_options(vm, cfg.command);
     cfg.train.pp_layers = cfg.layout.pp_layers;  // the Trainer plans over its resolved config
+    return cfg;
+  }
+  if (cfg.command == "plan") {
+    cfg.plan = read_plan_options(vm);
+    cfg.layout = read_layout_options(vm, cfg.command);
+    cfg.plan.options.layout = {cfg.layout.tp, cfg.layout.pp, cfg.layout.dp > 0 ? cfg.layout.dp : 1};
+    cfg.plan.options.pp_layers = cfg.layout.pp_layers;
     return cfg;
   }
   if (cfg.command == "tokenize") {

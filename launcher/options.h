@@ -10,6 +10,7 @@
 #include "launcher/device_options.h"
 #include "launcher/job_options.h"
 #include "launcher/layout_options.h"
+#include "launcher/plan_command.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "runtime/generation/sampling.h"
@@ -26,13 +27,14 @@ class UsageError : public InputError {
 
 /// Everything a subcommand needs, parsed and validated once.
 struct CliConfig {
-  std::string command;              ///< "info", "generate", "trace", "train", "serve", "tokenize"
+  std::string command;              ///< "info", "plan", "generate", "trace", "train", "serve", "tokenize"
   bool help = false;                ///< --help: `help_text` holds the usage
   std::string help_text;
   std::string model;                ///< --model DIR
   std::vector<int32_t> prompt_ids;  ///< --prompt-ids 1,2,3
   std::string prompt;               ///< --prompt TEXT (generate: encoded with `tokenizer`)
   TrainOptions train;               ///< train: every option
+  PlanRequest plan;                 ///< plan: every option but the layout's (in plan.options.layout)
   ServeOptions serve;               ///< serve: every option
   TraceOptions trace;               ///< generate, trace: named activations (docs/architecture.md §13)
   SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed

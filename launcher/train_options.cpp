@@ -4,6 +4,7 @@
 
 #include "launcher/device_options.h"
 #include "launcher/options.h"
+#include "runtime/serve/memory_size.h"
 
 namespace olmo2 {
 
@@ -47,6 +48,8 @@ void add_train_options(po::options_description& d) {
       ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
       ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
+      ("memory-per-rank", po::value<std::string>(),
+       "memory of one rank, e.g. 80GB: refuse to start when the memory plan (olmo2 plan) of any rank exceeds it")
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
@@ -85,6 +88,13 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   i64("grad-bucket-mb", o.grad_bucket_mb);
+  if (vm.count("memory-per-rank")) {
+    try {
+      o.memory_per_rank = parse_memory_size(vm["memory-per-rank"].as<std::string>(), "--memory-per-rank");
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, e.what());
+    }
+  }
   i64("spike-window", o.spike_window);
   if (vm.count("metrics-port")) {
     o.metrics_port = vm["metrics-port"].as<int>();

@@ -22,6 +22,9 @@ struct StepRecord {
   bool skipped = false;      ///< the update was not applied (non-finite, or a spike with --skip-spikes)
   bool loss_spike = false;   ///< the loss spiked (SpikeDetector)
   bool grad_norm_spike = false;  ///< the grad norm spiked
+  /// Peak resident memory of the rank that made the record so far, bytes (VmHWM;
+  /// rank 0's in the JSON log; docs/architecture.md §7 "Memory plan").
+  int64_t peak_rss_bytes = 0;
   /// One object per step for --log-format json: these fields under their own names,
   /// except `seconds`, which is "step_time" (seconds). Throws nothing.
   nlohmann::json to_json() const;
@@ -32,7 +35,8 @@ inline nlohmann::json StepRecord::to_json() const {
           {"grad_norm", grad_norm}, {"lr", lr},       {"tokens", tokens},
           {"target_tokens", target_tokens}, {"step_time", seconds},
           {"tokens_per_second", tokens_per_second}, {"skipped", skipped},
-          {"loss_spike", loss_spike}, {"grad_norm_spike", grad_norm_spike}};
+          {"loss_spike", loss_spike}, {"grad_norm_spike", grad_norm_spike},
+          {"peak_rss_bytes", peak_rss_bytes}};
 }
 
 }  // namespace olmo2

@@ -70,6 +70,9 @@ struct TrainOptions {
   std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
   int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
+  /// --memory-per-rank: bytes one rank may hold; a run whose memory plan exceeds it on
+  /// any rank is refused before any work (docs/architecture.md §7 "Memory plan"). 0: no check.
+  int64_t memory_per_rank = 0;
 
   // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
   int64_t spike_window = 128;  ///< --spike-window steps

@@ -19,6 +19,8 @@
 #include "runtime/train/checkpoint_writer.h"
 #include "runtime/train/data_identity.h"
 #include "runtime/train/global_batch.h"
+#include "monitoring/peak_memory.h"
+#include "runtime/train/memory_report.h"
 #include "runtime/train/grad_norm.h"
 #include "runtime/train/sharded_state.h"
 #include "runtime/train/shared_storage.h"
@@ -82,6 +84,10 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
   parallel::agree(world_, [&] {
     const ModelConfig config = resolve_config(resume_dir);
     const ShardSpec shard = plan_layout(config);
+    // The memory plan of every rank, computed alike on each: over --memory-per-rank it
+    // is refused here, before any allocation (docs/architecture.md §7 "Memory plan").
+    planned_memory_ = check_run_memory(config, options_, world_ ? groups_->topology.layout() : parallel::Layout{},
+                                       micro_batch());
     open_data(config);
     if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
@@ -413,6 +419,7 @@ StepRecord Trainer::step() {
   r.tokens = tokens_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = static_cast<double>(o.global_batch * o.seq_len) / r.seconds;
+  r.peak_rss_bytes = monitoring::peak_resident_bytes();
   metrics_->record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
   return r;
 }
@@ -503,6 +510,9 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
   double loss_sum = 0;
   int64_t loss_n = 0;
   if (o.save_dir.empty() && root) std::cerr << "note: no --save-dir: no checkpoint will be written\n";
+  // Every rank's peak resident memory beside its plan, after the run's first step and
+  // at its end (collective: every rank reaches both alike).
+  const int64_t first_step = step_ + 1;
   while (step_ < o.steps) {
     StepRecord r;
     try {
@@ -529,6 +539,7 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
       std::cerr << line << std::flush;
     }
     if (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1) loss_sum = 0, loss_n = 0;
+    if (r.step == first_step && r.step != o.steps) report_peak_memory(world_, planned_memory_, std::cerr);
     // A signal may reach some ranks only: stop when any rank saw one (one vote).
     bool stop = parallel::any_rank(world_, stop_requested && stop_requested()) || faults_.stop_after(step_);
     if (!o.save_dir.empty() && ((o.save_interval > 0 && step_ % o.save_interval == 0) || step_ == o.steps || stop)) {
@@ -550,9 +561,11 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
         std::cerr << "stop requested: stopped after step " << step_
                   << (last_saved == step_ ? " (checkpoint written)" : "") << "\n";
       }
+      report_peak_memory(world_, planned_memory_, std::cerr);
       return last_saved == step_ ? RunEnd::kStoppedWithCheckpoint : RunEnd::kStoppedWithoutCheckpoint;
     }
   }
+  report_peak_memory(world_, planned_memory_, std::cerr);
   return RunEnd::kFinished;
 }
 

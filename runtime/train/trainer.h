@@ -145,6 +145,7 @@ class Trainer {
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
+  std::vector<int64_t> planned_memory_;  ///< the memory plan's total per world rank (bytes)
   FaultInjection faults_;
   std::unique_ptr<Olmo2Model> model_;  ///< computes: f32 weights, or bf16 copies of master_
   ModelWeights master_;                 ///< bf16 precision: the f32 master weights (params_ point here)

@@ -160,7 +160,7 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
                         "--precision must be fp32 or bf16, got \"fp16\"");
   expect_one_line_error(run_olmo2("serve" + m + " --precision BF16"), 2, "--precision must be fp32 or bf16, got \"BF16\"");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
-  expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, generate, trace, train, serve or tokenize)");
+  expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, plan, generate, trace, train, serve or tokenize)");
   expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");
   expect_one_line_error(run_olmo2("serve" + m + " --port 70000"), 2, "--port must be in 1…65535 (or 0: any free one), got 70000");
   expect_one_line_error(run_olmo2("serve" + m + " --port -1"), 2, "--port must be in 1…65535 (or 0: any free one), got -1");

@@ -1,0 +1,221 @@
+// The memory plan (runtime/train/memory_plan.h; docs/architecture.md §7 "Memory plan").
+// Every count below is an allocation of the training code, named where it is made.
+#include "runtime/train/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "core/error.h"
+#include "runtime/model/precision.h"
+
+namespace olmo2 {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Bytes a ring all-reduce of `bytes` sends from each of `n` ranks: 2(n−1)/n · B.
+int64_t ring_all_reduce(int n, int64_t bytes) { return n > 1 ? 2 * (n - 1) * bytes / n : 0; }
+
+/// This rank's shard widths (elements), from its partition (docs/architecture.md §5).
+struct Widths {
+  int64_t h = 0, qw = 0, kvw = 0, inter = 0, vocab = 0;
+};
+
+/// f32 values per token one layer keeps for its backward (docs/architecture.md §7
+/// "Activation recomputation"): none keeps x q0 k0 qr kr v attn p x1 gate up m;
+/// selective x q0 k0 v p gate up m; full x only.
+int64_t kept_per_token(const Widths& w, const std::string& recompute) {
+  if (recompute == "full") return w.h;
+  if (recompute == "selective") return 3 * w.h + w.qw + 2 * w.kvw + 2 * w.inter;
+  return 4 * w.h + 3 * w.qw + 3 * w.kvw + 2 * w.inter;
+}
+
+/// Elements of one decoder layer's parameters on this rank: q, o [qw, h]; k, v [kvw, h];
+/// q_norm [qw]; k_norm [kvw]; gate, up, down [inter, h]; two post-norms [h].
+int64_t layer_elements(const Widths& w) {
+  return 2 * w.qw * w.h + 2 * w.kvw * w.h + w.qw + w.kvw + 3 * w.inter * w.h + 2 * w.h;
+}
+
+void check_options(const MemoryPlanOptions& o, const ModelConfig& c) {
+  if (o.recompute != "none" && o.recompute != "selective" && o.recompute != "full") {
+    OLMO2_THROW(InputError, "--recompute must be none, selective or full, got \"", o.recompute, "\"");
+  }
+  parse_precision(o.precision, "--precision");
+  if (o.zero_stage < 0 || o.zero_stage > 3) {
+    OLMO2_THROW(InputError, "--zero-stage must be 0, 1, 2 or 3, got ", o.zero_stage);
+  }
+  if (o.zero_stage >= 1 && o.layout.dp == 1 && !o.serve) {
+    OLMO2_THROW(InputError, "--zero-stage ", o.zero_stage, " shards over data-parallel ranks; this layout has dp 1");
+  }
+  if (o.seq_len < 1) OLMO2_THROW(InputError, "--seq-len must be at least 1, got ", o.seq_len);
+  if (o.micro_batch < 1) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
+  const int64_t per_step = o.micro_batch * o.layout.dp;
+  if (o.global_batch < 0 || (o.global_batch > 0 && o.global_batch % per_step != 0)) {
+    OLMO2_THROW(InputError, "--global-batch ", o.global_batch, " is not a positive multiple of --micro-batch ",
+                o.micro_batch, " × dp ", o.layout.dp, " = ", per_step);
+  }
+  if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
+  if (o.kv_cache_bytes < 0) OLMO2_THROW(InputError, "--kv-cache-memory must not be negative, got ", o.kv_cache_bytes);
+  if (!o.serve && c.tie_word_embeddings && o.layout.pp > 1) {
+    OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
+                            "parallelism cannot split over stages: use --pp 1");
+  }
+}
+
+/// Training: fills every component of `m` for partition `rp` (docs/architecture.md §7).
+void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const parallel::PartitionPlan& plan,
+                        const parallel::RankPartition& rp, int64_t M, RankMemory& m) {
+  const parallel::Layout l = plan.topology.layout();
+  const Widths w{c.hidden_size, rp.q_rows.size(), rp.kv_rows.size(), rp.mlp_rows.size(), rp.vocab_rows.size()};
+  const bool first = rp.coords.pp == 0, last = rp.final_norm;
+  const int dp = l.dp, zero = o.zero_stage;
+  const int64_t cb = parse_precision(o.precision, "--precision") == Precision::BF16 ? 2 : 4;
+  const int64_t T = o.seq_len * o.micro_batch, s = o.seq_len;
+  // ZeRO units (docs/architecture.md §7): the embedding, each layer, the tail.
+  std::vector<int64_t> units;
+  if (rp.embedding || (last && c.tie_word_embeddings)) units.push_back(w.vocab * w.h);
+  for (int64_t i = 0; i < m.layers; ++i) units.push_back(layer_elements(w));
+  if (last) units.push_back(w.h + (c.tie_word_embeddings ? 0 : w.vocab * w.h));
+  int64_t N = 0, C = 0, unit_max = 0;
+  for (const int64_t u : units) N += u, C += ceil_div(u, dp), unit_max = std::max(unit_max, u);
+  OLMO2_CHECK(N == rp.parameters + rp.padding_elements, "memory plan: rank ", rp.rank, " holds ", N,
+              " elements by its units, the partition says ", rp.parameters + rp.padding_elements);
+  const int64_t c1 = ceil_div(N, dp);  // ZeRO-1's chunk of the flat parameter list
+
+  // The state: trainer.cpp's build_model_and_optimizer, data_parallel_adamw.cpp.
+  const int64_t held_params = zero == 3 ? C : N;
+  m.weights = held_params * cb;
+  m.master_weights = cb == 2 ? held_params * kF32 : 0;
+  m.gradients = (zero >= 2 ? C : N) * kF32;
+  m.optimizer = zero == 0 ? 2 * N * kF32 : zero == 1 ? 4 * c1 * kF32 : 2 * C * kF32;  // ZeRO-1: + staged values, grads
+
+  // Activations: StageActivations per micro-batch (train_step.cpp) — every layer's kept
+  // set, the ids, positions and targets (i32), and on the last stage d(output).
+  m.activations_per_micro_batch = T * (m.layers * kept_per_token(w, o.recompute) + (last ? w.h : 0)) * kF32 + T * 12;
+  m.micro_batches_held = l.pp > 1 ? std::min<int64_t>(l.pp - rp.coords.pp, M) : 1;
+  m.activations = m.activations_per_micro_batch * m.micro_batches_held;
+  // Pipeline buffers alive beside them (pipeline_schedule.cpp): the received input
+  // (not stage 0), the sent output and the received output gradient (not the last).
+  m.comm_buffers = l.pp > 1 ? T * w.h * kF32 * ((first ? 0 : 1) + (last ? 0 : 2)) : 0;
+
+  // Working memory while a micro-batch computes (the largest phase).
+  const int64_t keys = s;  // a full layer's keys (a sliding layer sees fewer)
+  const int64_t fwd = (2 * T * w.h + T * w.inter + s * keys) * kF32;  // x, ws.proj, ws.act, scores
+  const int64_t bwd = (T * (2 * w.h + 4 * w.inter + 2 * w.qw + 2 * w.kvw + (l.tp > 1 ? w.h : 0)) + 2 * s * keys) * kF32;
+  const int64_t loss = last ? (3 * T * w.h + std::min(o.loss_chunk_tokens, T) * w.vocab) * kF32 : 0;
+  int64_t recompute = 0;
+  if (o.recompute == "full") {  // one layer's `none` set but x, a copy of x, the forward's scratch
+    recompute = T * (kept_per_token(w, "none") - w.h + 2 * w.h + w.inter) * kF32 + s * keys * kF32;
+  } else if (o.recompute == "selective") {  // qr, kr, attn, x1 and the attention scores
+    recompute = (T * (2 * w.qw + w.kvw + w.h) + s * keys) * kF32;
+  }
+  const int64_t zero_units = zero == 2 ? unit_max * kF32 : zero == 3 ? unit_max * (2 * cb + kF32) : 0;
+  std::vector<std::pair<int64_t, std::string>> compute = {
+      {fwd, "a layer's forward"}, {bwd + recompute, o.recompute == "none" ? "a layer's backward"
+                                                                           : "a layer's backward and its recompute"}};
+  if (last) compute.emplace_back(loss, "the loss chunk's logits [" + std::to_string(std::min(o.loss_chunk_tokens, T)) +
+                                           ", " + std::to_string(w.vocab) + "]");
+  const auto top = *std::max_element(compute.begin(), compute.end());
+  const int64_t compute_working = top.first + zero_units;
+  // After the backward, with no activation held (grad_sync.cpp, data_parallel_adamw.cpp):
+  // the DP bucket (ZeRO 0/1), ZeRO-1/2's all-gather of the updated chunks ([c] and [c·dp]).
+  const int64_t bucket = dp > 1 && zero <= 1 ? std::min<int64_t>(o.grad_bucket_mb << 20, N * kF32) : 0;
+  const int64_t gather = zero == 1 || zero == 2 ? c1 * (dp + 1) * kF32 : 0;
+  const int64_t step_working = std::max(bucket, gather);
+  const int64_t during_compute = m.activations + m.comm_buffers + compute_working;
+  if (during_compute >= step_working) {
+    m.working = compute_working;
+    m.working_phase = top.second + (zero >= 2 ? std::string(" + ZeRO-") + std::to_string(zero) + " units" : "");
+  } else {
+    m.working = step_working - m.activations - m.comm_buffers;
+    m.working_phase = gather >= bucket ? "the optimizer step's all-gather (no activations held then)"
+                                       : "the DP gradient bucket (no activations held then)";
+  }
+
+  // Bytes sent per step (ring collectives: all-reduce 2(n−1)/n·B, all-gather and
+  // reduce-scatter (n−1)/n·B; docs/architecture.md §6).
+  const int tp = l.tp;
+  const int64_t hid = T * w.h * kF32;
+  int64_t per_layer = 2 * ring_all_reduce(tp, hid) + ring_all_reduce(tp, 8 * T)  // o, down; QK-norm [T, 2]
+                      + 2 * ring_all_reduce(tp, hid) + ring_all_reduce(tp, 16 * T);  // backward; QK-norm [T, 4]
+  if (o.recompute == "full") per_layer += 2 * ring_all_reduce(tp, hid) + ring_all_reduce(tp, 8 * T);
+  if (o.recompute == "selective") per_layer += ring_all_reduce(tp, 8 * T);
+  int64_t tp_bytes = m.layers * per_layer + (rp.embedding ? ring_all_reduce(tp, hid) : 0) +
+                     (last ? ring_all_reduce(tp, hid) + 3 * ring_all_reduce(tp, 4 * T) : 0);
+  tp_bytes *= M;
+  if (rp.kv_replicas > 1) {  // sum_kv_replica_gradients: the replicated k, v, k_norm at full size
+    const int64_t kv_full = c.num_key_value_heads * c.head_dim;
+    tp_bytes += ring_all_reduce(tp, m.layers * (2 * kv_full * w.h + kv_full) * kF32);
+  }
+  m.sent_tp = tp_bytes;
+  m.sent_pp = l.pp > 1 ? M * hid * ((last ? 0 : 1) + (first ? 0 : 1)) : 0;
+  if (dp > 1) {
+    if (zero <= 1) m.sent_dp = ring_all_reduce(dp, N * kF32) + (zero == 1 ? (dp - 1) * c1 * kF32 : 0);
+    if (zero == 2) m.sent_dp = M * (dp - 1) * C * kF32 + (dp - 1) * c1 * kF32;
+    if (zero == 3) m.sent_dp = M * (dp - 1) * C * kF32 + 2 * M * (dp - 1) * C * cb;
+  }
+}
+
+}  // namespace
+
+const RankMemory& MemoryPlan::largest() const {
+  OLMO2_CHECK(!ranks.empty(), "a memory plan without ranks");
+  return *std::max_element(ranks.begin(), ranks.end(),
+                           [](const RankMemory& a, const RankMemory& b) { return a.total < b.total; });
+}
+
+int64_t runtime_baseline_bytes(Device device) {
+  // CPU: peak RSS of `olmo2 train` on a model of a few MB (docs/architecture.md §7 "Memory plan").
+  return device == Device::CPU ? int64_t{220} << 20 : int64_t{1} << 30;
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanOptions& o) {
+  check_options(o, c);
+  const parallel::PartitionPlan plan = parallel::make_partition_plan(model_shape(c), o.layout.tp, o.layout.pp,
+                                                                     o.layout.dp, o.pp_layers);
+  MemoryPlan out;
+  out.options = o;
+  const int64_t per_step = o.micro_batch * o.layout.dp;
+  out.micro_batches = o.global_batch > 0 ? o.global_batch / per_step : 1;
+  const int64_t runtime = o.runtime_bytes >= 0 ? o.runtime_bytes : runtime_baseline_bytes(o.device);
+  for (const parallel::RankPartition& rp : plan.ranks) {
+    RankMemory m;
+    m.rank = rp.rank, m.coords = rp.coords, m.layers = rp.layers.size(), m.runtime = runtime;
+    if (o.serve) {
+      m.weights = (rp.parameters + rp.padding_elements) * static_cast<int64_t>(dtype_size(o.serve_dtype));
+      m.kv_cache = o.kv_cache_bytes;
+      m.working_phase = "not modelled for serving";
+    } else {
+      plan_training_rank(c, o, plan, rp, out.micro_batches, m);
+    }
+    m.total = m.runtime + m.weights + m.master_weights + m.gradients + m.optimizer + m.comm_buffers + m.kv_cache +
+              m.activations + m.working;
+    out.ranks.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string format_gb(int64_t bytes, int decimals) {
+  char s[48];
+  std::snprintf(s, sizeof s, "%.*f GB", decimals, static_cast<double>(bytes) / 1e9);
+  return s;
+}
+
+std::string largest_components(const RankMemory& m, int n) {
+  std::vector<std::pair<int64_t, const char*>> parts = {
+      {m.weights, "weights"},         {m.master_weights, "master weights"}, {m.gradients, "gradients"},
+      {m.optimizer, "optimizer moments"}, {m.activations, "activations"},   {m.working, "working memory"},
+      {m.comm_buffers, "communication buffers"}, {m.kv_cache, "KV cache"}, {m.runtime, "runtime"}};
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (int i = 0; i < n && i < static_cast<int>(parts.size()) && parts[static_cast<size_t>(i)].first > 0; ++i) {
+    out += (i ? ", " : "") + std::string(parts[static_cast<size_t>(i)].second) + " " +
+           format_gb(parts[static_cast<size_t>(i)].first);
+  }
+  return out;
+}
+
+}  // namespace olmo2
