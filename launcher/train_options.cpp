@@ -47,6 +47,8 @@ void add_train_options(po::options_description& d) {
       ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
       ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
+      ("recompute", po::value<std::string>(), "activations each layer keeps for its backward: none (default: all), "
+       "selective (recompute attention, QK-norm, RoPE) or full (the layer's input only); the same results, less memory")
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
@@ -84,6 +86,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("debug-scale-rank")) o.debug_scale_rank = vm["debug-scale-rank"].as<int>();
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
+  str("recompute", o.recompute);
   i64("grad-bucket-mb", o.grad_bucket_mb);
   i64("spike-window", o.spike_window);
   if (vm.count("metrics-port")) {

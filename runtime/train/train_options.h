@@ -70,6 +70,10 @@ struct TrainOptions {
   std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
   int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
+  /// --recompute none|selective|full: the activations each decoder layer keeps from its
+  /// forward to its backward, which recomputes the rest (docs/architecture.md §7
+  /// "Recomputation"); results are bit-identical in every mode, only memory and time change.
+  std::string recompute = "none";
 
   // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
   int64_t spike_window = 128;  ///< --spike-window steps
@@ -97,8 +101,8 @@ struct TrainOptions {
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
 /// out-of-range lr, betas, eps, ratio, keep, save_interval/resume without save_dir,
 /// resume_fallback without resume,
-/// a zero stage other than 0 or 1, a bucket size < 1, device CUDA in a build without
-/// CUDA.
+/// a zero stage other than 0 or 1, a bucket size < 1, a recompute mode other than none,
+/// selective or full, device CUDA in a build without CUDA.
 void validate(const TrainOptions& o);
 
 }  // namespace olmo2
