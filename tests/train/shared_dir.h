@@ -37,6 +37,7 @@ class SharedDir {
   }
   SharedDir(const SharedDir&) = delete;
   SharedDir& operator=(const SharedDir&) = delete;
+  const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 
  private:

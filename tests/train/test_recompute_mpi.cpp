@@ -6,14 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <fstream>
-#include <random>
-
-#include <nlohmann/json.hpp>
 
 #include "parallel/process_groups.h"
-#include "runtime/io/npy.h"
 #include "runtime/train/trainer.h"
+#include "tests/launcher/tiny_model.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/train/shared_dir.h"
 
@@ -24,36 +20,6 @@ using parallel::test::world_rank;
 using parallel::test::world_size;
 
 constexpr int kSteps = 3;
-
-/// A 4-layer GQA model (4 query, 2 kv heads of 8; vocab 67, which TP pads) and 2048
-/// tokens of a learnable pattern. `olmo3`: sliding, full, sliding, full layers (window 5
-/// inside the 16-token sequences; pp 2 gives each stage both types), YaRN on the full ones.
-void write_model(const test::SharedDir& dir, bool olmo3) {
-  if (world_rank() != 0) return;
-  nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 67},
-                      {"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 4},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
-                      {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
-                      {"eos_token_id", 66}, {"pad_token_id", 65}};
-  if (olmo3) {
-    c["architectures"] = {"Olmo3ForCausalLM"}, c["model_type"] = "olmo3", c.erase("rope_theta");
-    c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
-    c["sliding_window"] = 5;
-    c["rope_parameters"] = {
-        {"full_attention",
-         {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 8}}},
-        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
-  }
-  std::ofstream(dir.file("config.json")) << c.dump(1);
-  std::mt19937 rng(17);
-  std::vector<uint32_t> ids(2048);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<uint32_t>(i % 64 == 0 ? 66 : rng() % 6 == 0 ? rng() % 64 : (i * 5) % 29);
-  }
-  NpyWriter w(dir.file("tokens.npy"));
-  w.append(ids);
-  w.close();
-}
 
 struct Layout {
   int tp, pp, dp, zero;
@@ -94,8 +60,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 void expect_modes_bit_identical(bool olmo3) {
   const int world = world_size();
   const Layout all[] = {{2, 1, 1, 0}, {1, 2, 1, 0}, {1, 1, 2, 0}, {1, 1, 2, 1}, {2, 2, 1, 0}, {2, 1, 2, 1}};
-  test::SharedDir dir;
-  write_model(dir, olmo3);
+  test::SharedDir dir;  // the tiny model of the CLI tests (4 layers, GQA; Olmo 3: both layer types per stage)
+  if (world_rank() == 0) test::write_tiny_model(dir.path(), olmo3);
   MPI_Barrier(MPI_COMM_WORLD);
   int runs = 0;
   for (const Layout& l : all) {
