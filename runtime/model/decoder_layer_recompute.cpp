@@ -16,15 +16,8 @@ Recompute parse_recompute(const std::string& text, const std::string& option) {
 }
 
 const char* recompute_name(Recompute mode) {
-  switch (mode) {
-    case Recompute::None:
-      return "none";
-    case Recompute::Selective:
-      return "selective";
-    case Recompute::Full:
-      return "full";
-  }
-  return "none";
+  static constexpr const char* kNames[] = {"none", "selective", "full"};  // in the enum's order
+  return kNames[static_cast<int>(mode)];
 }
 
 namespace {
