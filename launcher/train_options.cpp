@@ -50,6 +50,8 @@ void add_train_options(po::options_description& d) {
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
       ("memory-per-rank", po::value<std::string>(),
        "memory of one rank, e.g. 80GB: refuse to start when the memory plan (olmo2 plan) of any rank exceeds it")
+      ("recompute", po::value<std::string>(), "activations each layer keeps for its backward: none (default: all), "
+       "selective (recompute attention, QK-norm, RoPE) or full (the layer's input only); the same results, less memory")
       ("spike-window", po::value<int64_t>(), "steps of the rolling loss / grad-norm spike window (default 128)")
       ("spike-sigma", po::value<double>(), "a spike is above mean + sigma * std of the window (default 6)")
       ("skip-spikes", po::value<bool>()->implicit_value(true), "do not apply a step whose loss or grad norm spikes")
@@ -87,6 +89,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("debug-scale-rank")) o.debug_scale_rank = vm["debug-scale-rank"].as<int>();
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
+  str("recompute", o.recompute);
   i64("grad-bucket-mb", o.grad_bucket_mb);
   if (vm.count("memory-per-rank")) {
     try {

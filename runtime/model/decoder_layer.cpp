@@ -1,5 +1,6 @@
 // The forward of one OLMo 2 decoder layer (runtime/model/decoder_layer.h).
 #include "runtime/model/decoder_layer.h"
+#include "runtime/model/decoder_layer_parts.h"
 
 #include <algorithm>
 
@@ -8,12 +9,8 @@
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/paged_attention.h"
-#include "ops/rmsnorm.h"
-#include "ops/rope.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
-#include "parallel/tp_qk_norm.h"
-#include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
 
@@ -42,21 +39,8 @@ KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
 
 namespace {
 
-/// `t` as a [rows, cols] f32 tensor on `device`: reused when it has that shape and
-/// device, else allocated.
-TensorView sized(Tensor& t, int64_t rows, int64_t cols, Device device) {
-  if (t.shape() != std::vector<int64_t>{rows, cols} || t.device() != device) {
-    t = Tensor::zeros({rows, cols}, DType::F32, device);
-  }
-  return t.view();
-}
-
-/// A new tensor holding a copy of `v`.
-Tensor copy_of(const TensorView& v) {
-  Tensor c = Tensor::zeros(v.shape(), v.dtype(), v.device());
-  ops::copy(v, c.view());
-  return c;
-}
+using layer_parts::copy_of;
+using layer_parts::sized;
 
 /// Hands the attention of each sequence whose probabilities the tap reads to it: its
 /// queries and the keys its window sees, from its own rows (no cache) or gathered from the cache
@@ -92,14 +76,11 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
   const int64_t window = ctx.config.attention_window(ctx.shard.layers.begin + layer);
   const size_t nseq = packed.sequences();
   if (!kv) {  // each sequence attends to its own new tokens only
-    for (size_t i = 0; i < nseq; ++i) {
-      ops::causal_attention(packed.rows_of(q, i), packed.rows_of(k, i), packed.rows_of(v, i), nh, nkv,
-                            packed.rows_of(out, i), act, window);
-      if (stats) {
-        stats->attention_logit_max =
-            std::max(stats->attention_logit_max,
-                     ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv, window));
-      }
+    layer_parts::attend_own_rows(ctx, ctx.shard.layers.begin + layer, packed, act, q, k, v, out);
+    for (size_t i = 0; stats && i < nseq; ++i) {
+      stats->attention_logit_max =
+          std::max(stats->attention_logit_max,
+                   ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv, window));
     }
     return;
   }
@@ -129,36 +110,57 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
 
 }  // namespace
 
+namespace {
+/// Whether a forward under `mode` keeps activation `member` for the backward
+/// (LayerOptions::recompute; docs/architecture.md §7 "Recomputation").
+bool keeps(Recompute mode, Tensor LayerActivations::*member) {
+  switch (mode) {
+    case Recompute::None:
+      return true;
+    case Recompute::Selective:
+      return member != &LayerActivations::qr && member != &LayerActivations::kr &&
+             member != &LayerActivations::attn && member != &LayerActivations::x1;
+    case Recompute::Full:
+      return member == &LayerActivations::x;
+  }
+  return true;
+}
+}  // namespace
+
 void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64_t layer, const PackedTokens& packed,
                            const KVCacheBinding* kv, const LayerOptions& options, const TensorView& x,
                            LayerWorkspace& ws, LayerActivations* saved, LayerStats* stats) {
   const ModelConfig& c = ctx.config;
   const ShardSpec& sh = ctx.shard;
   OLMO2_CHECK(!(saved && kv), "a layer forward keeps activations for a backward only without a KV cache");
+  if (options.tap && options.recompute != Recompute::None) {
+    OLMO2_THROW(InputError, "a forward tap cannot be combined with recomputation (", recompute_name(options.recompute),
+                "): a recomputed layer would not see the tap's changes");
+  }
   const int64_t n = packed.rows(), h = c.hidden_size, hd = c.head_dim;
   OLMO2_CHECK(x.shape() == std::vector<int64_t>({n, h}), "layer input ", x.shape_str(), " for ", n, " tokens of width ",
               h);
   const int nh = static_cast<int>(sh.q_heads.size()), nkv = static_cast<int>(sh.kv_heads.size());
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const ops::RopeFrequencies rope = rope_frequencies(c.rope_parameters(sh.layers.begin + layer), static_cast<int>(hd));
   const DType act = options.activations;
   const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
-  auto round = [&](const TensorView& t) {
-    if (act != DType::F32) ops::round_to(t, act);
-  };
+  auto round = [&](const TensorView& t) { layer_parts::round_to_activation(t, act); };
   auto reduce = [&](const TensorView& t) {  // the partial sums of a row-parallel product
     if (ctx.tp) parallel::all_reduce_sum(*ctx.tp, t);
   };
-  // A tensor the backward keeps, or a reused scratch one; activations and scratch live
-  // on the device of the residual stream.
+  // A tensor the backward keeps (those of the recompute mode), or a reused scratch one;
+  // activations and scratch live on the device of the residual stream.
   const Device dev = x.device();
   auto buffer = [&](Tensor LayerActivations::*member, Tensor& scratch, int64_t cols) {
-    if (!saved) return sized(scratch, n, cols, dev);
+    if (!saved || !keeps(options.recompute, member)) return sized(scratch, n, cols, dev);
     saved->*member = Tensor::zeros({n, cols}, DType::F32, dev);
     return (saved->*member).view();
   };
-  if (saved) saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
+  if (saved) {
+    saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
+    saved->recompute = options.recompute, saved->batch_invariant = options.batch_invariant;
+  }
   // Named activations (docs/architecture.md §13): each site is handed to the tap, which
   // may change it in place; without a tap nothing below differs.
   ForwardTap* const tap = options.tap;
@@ -177,23 +179,9 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   linear(x, w.v_proj.view(), v);
   round(q0), round(k0), round(v);
   // QK-norm over the whole projections; kept apart from q0/k0 only for a backward.
-  TensorView q = q0, k = k0;
-  if (saved) {
-    saved->qr = ctx.tp ? copy_of(q0) : Tensor::zeros({n, qw}, DType::F32, dev);
-    saved->kr = ctx.tp ? copy_of(k0) : Tensor::zeros({n, kvw}, DType::F32, dev);
-    q = saved->qr.view(), k = saved->kr.view();
-  }
-  if (ctx.tp) {  // one [T, 2] all-reduce of the sums of squares
-    parallel::tp_qk_norm(q, w.q_norm.view(), c.num_attention_heads * hd, k, w.k_norm.view(),
-                         c.num_key_value_heads * hd, sh.k_counts, eps, *ctx.tp);
-  } else {
-    ops::rmsnorm(q0, w.q_norm.view(), eps, q);
-    ops::rmsnorm(k0, w.k_norm.view(), eps, k);
-  }
-  round(q), round(k);
-  ops::rope(q, packed.positions.view(), nh, static_cast<int>(hd), rope);
-  ops::rope(k, packed.positions.view(), nkv, static_cast<int>(hd), rope);
-  round(q), round(k);
+  const TensorView q = saved ? buffer(&LayerActivations::qr, ws.qr, qw) : q0;
+  const TensorView k = saved ? buffer(&LayerActivations::kr, ws.kr, kvw) : k0;
+  layer_parts::qk_norm_rope(ctx, w, global, packed, act, q0, k0, q, k);
   site(TapSite::AttentionQueries, q), site(TapSite::AttentionKeys, k), site(TapSite::AttentionValues, v);
   const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
   attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);
@@ -203,14 +191,13 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   linear(attn, w.o_proj.view(), p);  // row-parallel: partial sums
   reduce(p);
   round(p);
-  const TensorView normed = saved ? sized(ws.proj, n, h, dev) : p;  // p itself is kept for the backward
-  ops::rmsnorm(p, w.post_attention_layernorm.view(), eps, normed);
-  round(normed);
+  const TensorView normed = saved ? sized(ws.normed, n, h, dev) : p;  // p itself is kept for the backward
+  layer_parts::post_norm(p, w.post_attention_layernorm, eps, act, normed);
   site(TapSite::AttentionOutput, normed);
   if (stats) stats->attention_norm_sum += ops::sum_row_norms(normed);
   ops::add_inplace(x, normed, act);
   site(TapSite::LayerMid, x);
-  if (saved) saved->x1 = copy_of(x);
+  if (saved && keeps(options.recompute, &LayerActivations::x1)) saved->x1 = copy_of(x);
 
   // ---- MLP block ----
   const TensorView gate = buffer(&LayerActivations::gate, ws.gate, inter);
@@ -221,13 +208,12 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   const TensorView mixed = sized(ws.act, n, inter, dev);
   ops::swiglu(gate, up, mixed, act);
   site(TapSite::MlpNeurons, mixed);
-  const TensorView m = saved ? buffer(&LayerActivations::m, ws.proj, h) : sized(ws.proj, n, h, dev);
+  const TensorView m = buffer(&LayerActivations::m, ws.proj, h);
   linear(mixed, w.down_proj.view(), m);  // row-parallel
   reduce(m);
   round(m);
-  const TensorView normed2 = saved ? sized(ws.proj, n, h, dev) : m;
-  ops::rmsnorm(m, w.post_feedforward_layernorm.view(), eps, normed2);
-  round(normed2);
+  const TensorView normed2 = saved ? sized(ws.normed, n, h, dev) : m;
+  layer_parts::post_norm(m, w.post_feedforward_layernorm, eps, act, normed2);
   site(TapSite::MlpOutput, normed2);
   ops::add_inplace(x, normed2, act);
   site(TapSite::LayerOutput, x);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -22,6 +23,26 @@
 #include "runtime/model/weights.h"
 
 namespace olmo2 {
+
+/// What a layer's forward keeps for its backward, and so what the backward recomputes
+/// first (activation recomputation; docs/architecture.md §7 "Recomputation"). Each kept
+/// tensor is f32 [tokens, width]; the recomputation runs the forward's own operations in
+/// the forward's order, so every mode gives bit-identical gradients:
+///  - None: every activation of LayerActivations;
+///  - Selective: x, q0, k0, v, p, gate, up, m — QK-norm + RoPE, core attention and the
+///    attention block's residual sum (x1) are recomputed (Megatron-LM's selective
+///    recomputation, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+///    Transformer Models");
+///  - Full: x only — the backward reruns the layer's whole forward (activation
+///    checkpointing per layer, Chen et al. 2016; torch.utils.checkpoint).
+enum class Recompute { None, Selective, Full };
+
+/// The mode named `text` ("none", "selective" or "full"). Throws InputError naming
+/// `option` and the value otherwise.
+Recompute parse_recompute(const std::string& text, const std::string& option);
+
+/// The name parse_recompute reads ("none", "selective", "full").
+const char* recompute_name(Recompute mode);
 
 /// How a layer computes.
 struct LayerOptions {
@@ -36,6 +57,9 @@ struct LayerOptions {
   /// Reads and changes named activations (docs/architecture.md §13); null: none, and the
   /// layer computes exactly as without the seam.
   ForwardTap* tap = nullptr;
+  /// With `saved` (training): which activations the forward keeps for its backward; the
+  /// rest go to scratch and are recomputed by decoder_layer_backward. Needs no tap.
+  Recompute recompute = Recompute::None;
 };
 
 /// Where attention finds keys and values: null (no cache) means each sequence's own new
@@ -58,7 +82,8 @@ KVCacheBinding bind_kv_cache(const KVCache& cache, const PackedTokens& packed,
                              const std::vector<std::span<const int32_t>>& block_tables);
 
 /// What one layer's backward needs from its forward, each [tokens, width] f32 (this
-/// rank's slices under TP).
+/// rank's slices under TP). Under a Recompute mode other than None the tensors the mode
+/// drops are empty until recompute_activations fills them in.
 struct LayerActivations {
   Tensor x;       ///< layer input (residual stream)
   Tensor q0, k0;  ///< q/k projections before QK-norm
@@ -71,6 +96,8 @@ struct LayerActivations {
   Tensor m;       ///< down_proj output (all-reduced), before post_feedforward_layernorm
   DType act = DType::F32;  ///< what the forward rounded activations to (LayerOptions::activations)
   int64_t layer = 0;       ///< the layer's index in the whole model (its window and RoPE)
+  Recompute recompute = Recompute::None;  ///< what the forward kept (LayerOptions::recompute)
+  bool batch_invariant = false;           ///< the forward's products (LayerOptions::batch_invariant)
 };
 
 /// One layer's forward statistics (monitoring: docs/architecture.md §9).
@@ -84,6 +111,7 @@ struct LayerStats {
 /// Scratch tensors one forward reuses across its layers (sized on first use).
 struct LayerWorkspace {
   Tensor q, k, v, attn, proj, gate, up, act;
+  Tensor qr, kr, normed;  ///< training: q/k after QK-norm + RoPE, a post-norm's output
 };
 
 /// Everything about the model a layer needs besides its weights.
@@ -96,8 +124,9 @@ struct LayerContext {
 /// Forward of local layer `layer` (0 = the shard's first) over the packed rows: x [T, h]
 /// f32 is the residual stream, updated in place. Under TP: q/k/v/gate/up
 /// column-parallel, the whole-projection QK-norm by one [T, 2] all-reduce, o/down
-/// row-parallel with an all-reduce each. With `saved` every activation the backward
-/// needs is kept there (no KV cache allowed); with `stats` the layer's norms (and, with
+/// row-parallel with an all-reduce each. With `saved` the activations the backward
+/// needs are kept there (no KV cache allowed), those of options.recompute only (the others
+/// go to scratch in `ws`, not allocated per layer; InputError with a tap); with `stats` the layer's norms (and, with
 /// no cache, its largest attention logit) are added. The layer's attention window and
 /// RoPE are those of its type (ModelConfig::attention_window, rope_parameters of
 /// shard.layers.begin + layer; docs/architecture.md §3). Throws ShapeError on mismatched
@@ -111,9 +140,25 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
 /// Scratch tensors one backward reuses across its layers.
 struct LayerBackwardWorkspace {
   Tensor dh, ds, dgate, dup, sw, dattn, dq, dk, dv, dxp;
+  LayerWorkspace forward;  ///< scratch of a forward rerun (Recompute::Full)
 };
 
-/// Backward of one layer (no cache), in f32: the derivative at the activations the
+/// Fills in the activations of `a` that its forward's mode (a.recompute) dropped, by
+/// the forward's own operations in its order on the kept ones, so that they are bit for
+/// bit what Recompute::None would have kept (docs/architecture.md §7 "Recomputation"):
+/// Selective recomputes qr, kr (QK-norm + RoPE of q0, k0: under TP the same one [T, 2]
+/// all-reduce), attn (core attention of qr, kr, v) and x1 (x + the rounded
+/// post_attention_layernorm(p)); Full reruns decoder_layer_forward from x keeping the
+/// None set (under TP its three all-reduces), `ws` holding its scratch. None: nothing.
+/// Afterwards a.recompute is None (the whole set is held; a second call does nothing).
+/// Every rank of a TP group must call it with the same mode. `w`, `packed` as the
+/// forward's. Throws ShapeError when `a` does not hold its mode's set; CollectiveTimeout
+/// if a TP peer never joins. Called by decoder_layer_backward.
+void recompute_activations(const LayerContext& ctx, const LayerWeights& w, const PackedTokens& packed,
+                           LayerActivations& a, LayerWorkspace& ws);
+
+/// Backward of one layer (no cache), in f32, after recompute_activations has restored
+/// what the forward's Recompute mode dropped: the derivative at the activations the
 /// forward kept — bf16-valued under bf16 activations, its roundings taken as the
 /// identity (down_proj's input is recomputed rounded as the forward rounded it; the
 /// attention backward recomputes its probabilities in f32). Given dx [T, h], the gradient at

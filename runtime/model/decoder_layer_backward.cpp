@@ -1,5 +1,6 @@
 // The backward of one OLMo 2 decoder layer (runtime/model/decoder_layer.h): the
-// derivative of decoder_layer_forward with f32 activations and no KV cache.
+// derivative of decoder_layer_forward with f32 activations and no KV cache, after the
+// activations a Recompute mode dropped are recomputed (decoder_layer_recompute.cpp).
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "ops/elementwise.h"
@@ -7,18 +8,11 @@
 #include "parallel/tensor_collectives.h"
 #include "parallel/tp_qk_norm.h"
 #include "runtime/model/decoder_layer.h"
+#include "runtime/model/decoder_layer_parts.h"
 #include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
-namespace {
-/// `t` as a [rows, cols] f32 tensor on `device`: reused when it fits, else allocated.
-TensorView sized(Tensor& t, int64_t rows, int64_t cols, Device device) {
-  if (t.shape() != std::vector<int64_t>{rows, cols} || t.device() != device) {
-    t = Tensor::zeros({rows, cols}, DType::F32, device);
-  }
-  return t.view();
-}
-}  // namespace
+using layer_parts::sized;
 
 void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, LayerWeights& g,
                             const PackedTokens& packed, LayerActivations& a, const TensorView& dx,
@@ -35,6 +29,7 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   OLMO2_CHECK(dx.shape() == std::vector<int64_t>({n, h}) && a.x.shape() == std::vector<int64_t>({n, h}),
               "layer backward: dx ", dx.shape_str(), " for ", n, " tokens (activations kept for ",
               shape_to_string(a.x.shape()), ")");
+  recompute_activations(ctx, w, packed, a, ws.forward);  // what the forward's Recompute mode dropped
   const Device dev = dx.device();  // scratch beside the gradients it holds
   const TensorView dh = sized(ws.dh, n, h, dev), ds = sized(ws.ds, n, inter, dev),
                    dgate = sized(ws.dgate, n, inter, dev), dup = sized(ws.dup, n, inter, dev),

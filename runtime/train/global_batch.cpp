@@ -40,7 +40,7 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);
     sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp},
-                                     nullptr, ctx.diag);
+                                     nullptr, ctx.diag, ctx.recompute);
   }
   if (inject) inject(sums);
   if (ctx.dp) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);

@@ -21,6 +21,7 @@ struct TrainContext {
   parallel::Communicator* dp = nullptr;
   int64_t bucket_bytes = int64_t{25} << 20;  ///< DP gradient all-reduce bucket (see all_reduce_gradients)
   LayerDiagnostics* diag = nullptr;          ///< if set, this rank's stage's forward statistics (not reduced)
+  Recompute recompute = Recompute::None;     ///< activations each layer keeps (docs/architecture.md §7 "Recomputation")
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this

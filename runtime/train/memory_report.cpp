@@ -12,6 +12,7 @@ MemoryPlanOptions run_plan_options(const TrainOptions& o, const parallel::Layout
   p.layout = layout;
   p.pp_layers = o.pp_layers;
   p.zero_stage = layout.dp > 1 ? o.zero_stage : 0;
+  p.recompute = o.recompute;
   p.precision = o.precision;
   p.seq_len = o.seq_len;
   p.micro_batch = micro_batch;

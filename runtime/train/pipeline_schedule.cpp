@@ -22,7 +22,7 @@ int64_t tokens_of(const std::vector<Sample>& samples) {
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                    float scale, int64_t chunk, const ParallelContext& ctx, PipelineStats* stats,
-                                   LayerDiagnostics* diag) {
+                                   LayerDiagnostics* diag, Recompute recompute) {
   const int64_t M = static_cast<int64_t>(micro_batches.size());
   if (M < 1) OLMO2_THROW(InputError, "a training step needs at least one micro-batch");
   PipelineStats local;
@@ -32,7 +32,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   LossSums sums;
   if (!pp) {
     for (const auto& mb : micro_batches) {
-      StageForward f = stage_forward(model, &grads, mb, Tensor(), z_coef, scale, chunk, ctx, diag);
+      StageForward f = stage_forward(model, &grads, mb, Tensor(), z_coef, scale, chunk, ctx, diag, recompute);
       stage_backward(model, grads, *f.saved, Tensor(), ctx);
       sums += f.sums;
       ++st.forwards, ++st.backwards, st.peak_live = 1;
@@ -57,7 +57,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   };
   auto forward = [&](const Tensor& in) {
     StageForward f = stage_forward(model, &grads, micro_batches[static_cast<size_t>(next_fwd)], in, z_coef, scale,
-                                   chunk, ctx, diag);
+                                   chunk, ctx, diag, recompute);
     sums += f.sums;
     live.push_back(std::move(f.saved));
     ++next_fwd, ++st.forwards;

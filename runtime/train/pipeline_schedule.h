@@ -31,11 +31,13 @@ struct PipelineStats {
 /// of the whole global batch over all DP ranks: docs/architecture.md §11.4). Gradients are
 /// ACCUMULATED into `grads`. Returns the sum of the micro-batches' loss sums on the last stage,
 /// zeros on other stages. Without ctx.pp (or with one stage) it is forward_backward per
-/// micro-batch. `diag`: see stage_forward. InputError for no micro-batches or a bad sample; CollectiveTimeout when
+/// micro-batch. `diag`, `recompute`: see stage_forward (every rank of a TP group passes
+/// the same mode). InputError for no micro-batches or a bad sample; CollectiveTimeout when
 /// a peer never answers.
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                    float scale, int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {},
-                                   PipelineStats* stats = nullptr, LayerDiagnostics* diag = nullptr);
+                                   PipelineStats* stats = nullptr, LayerDiagnostics* diag = nullptr,
+                                   Recompute recompute = Recompute::None);
 
 }  // namespace olmo2

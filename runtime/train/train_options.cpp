@@ -1,5 +1,6 @@
 #include "runtime/train/train_options.h"
 
+#include "runtime/model/decoder_layer.h"
 #include "runtime/model/precision.h"
 
 #include "core/error.h"
@@ -52,6 +53,7 @@ void validate(const TrainOptions& o) {
   if (o.zero_stage != 0 && o.zero_stage != 1) {
     OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
   }
+  parse_recompute(o.recompute, "--recompute");
   if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
   monitoring::SpikeDetector check_spike_options("loss", o.spike_window, o.spike_sigma);
   if (!o.data_changed.empty() && o.data_changed != "ok") {

@@ -73,6 +73,10 @@ struct TrainOptions {
   /// --memory-per-rank: bytes one rank may hold; a run whose memory plan exceeds it on
   /// any rank is refused before any work (docs/architecture.md §7 "Memory plan"). 0: no check.
   int64_t memory_per_rank = 0;
+  /// --recompute none|selective|full: the activations each decoder layer keeps from its
+  /// forward to its backward, which recomputes the rest (docs/architecture.md §7
+  /// "Recomputation"); results are bit-identical in every mode, only memory and time change.
+  std::string recompute = "none";
 
   // Spike detection (monitoring/spike_detector.h) on the loss and the grad norm.
   int64_t spike_window = 128;  ///< --spike-window steps
@@ -100,8 +104,8 @@ struct TrainOptions {
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
 /// out-of-range lr, betas, eps, ratio, keep, save_interval/resume without save_dir,
 /// resume_fallback without resume,
-/// a zero stage other than 0 or 1, a bucket size < 1, device CUDA in a build without
-/// CUDA.
+/// a zero stage other than 0 or 1, a bucket size < 1, a recompute mode other than none,
+/// selective or full, device CUDA in a build without CUDA.
 void validate(const TrainOptions& o);
 
 }  // namespace olmo2

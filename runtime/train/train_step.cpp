@@ -92,7 +92,7 @@ void LayerDiagnostics::reset(size_t layers) {
 
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t chunk,
-                           const ParallelContext& ctx, LayerDiagnostics* diag) {
+                           const ParallelContext& ctx, LayerDiagnostics* diag, Recompute recompute) {
   check_stage(model, ctx);
   OLMO2_CHECK(chunk > 0, "loss chunk ", chunk);
   const ModelConfig& c = model.config();
@@ -127,7 +127,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   }
   if (grads) saved->layers.resize(w.layers.size());
   const DType act = model.activation_dtype();  // bf16 precision: bf16-valued activations
-  model.forward_layers(b.packed, nullptr, LayerOptions{act, false}, x.view(), ctx,
+  model.forward_layers(b.packed, nullptr, LayerOptions{act, false, nullptr, recompute}, x.view(), ctx,
                        grads ? &saved->layers : nullptr, diag ? &stats : nullptr, nullptr);
   for (size_t l = 0; diag && l < stats.size(); ++l) {
     diag->attention_norm_sum[l] += stats[l].attention_norm_sum;
@@ -220,14 +220,16 @@ int64_t count_targets(const std::vector<Sample>& samples) {
 void StageActivationsDeleter::operator()(StageActivations* p) const { delete p; }
 
 LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads, const std::vector<Sample>& samples,
-                          float z_coef, float scale, int64_t loss_chunk_tokens, const ParallelContext& ctx) {
+                          float z_coef, float scale, int64_t loss_chunk_tokens, const ParallelContext& ctx,
+                          Recompute recompute) {
   const ModelWeights& w = model.weights();
   OLMO2_CHECK(grads.layers.size() == w.layers.size() && grads.embed_tokens.shape() == w.embed_tokens.shape() &&
                   grads.lm_head.shape() == w.lm_head.shape() && grads.norm.shape() == w.norm.shape(),
               "gradients do not match the model (use zeros_like_weights)");
   OLMO2_CHECK(model.shard().embedding && model.shard().final_norm,
               "forward_backward needs every layer on this rank (pipeline stages: pipeline_forward_backward)");
-  StageForward f = stage_forward(model, &grads, samples, Tensor(), z_coef, scale, loss_chunk_tokens, ctx);
+  StageForward f =
+      stage_forward(model, &grads, samples, Tensor(), z_coef, scale, loss_chunk_tokens, ctx, nullptr, recompute);
   stage_backward(model, grads, *f.saved, Tensor(), ctx);
   return f.sums;
 }

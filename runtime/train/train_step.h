@@ -74,9 +74,13 @@ struct StageForward {
 /// split of the transformer; the math is forward_backward's.
 /// With `diag` (reset to the stage's layer count) the per-layer norms and the largest
 /// attention logit are added to it (the logit costs one more pass over q·kᵀ).
+/// `recompute`: which activations each layer keeps for stage_backward, which recomputes
+/// the rest (runtime/model/decoder_layer.h Recompute; docs/architecture.md §7
+/// "Recomputation"): losses and gradients are bit-identical in every mode.
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
-                           const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr);
+                           const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr,
+                           Recompute recompute = Recompute::None);
 
 /// Backward of one micro-batch through this rank's stage: `grad_output` is the gradient
 /// at the stage's output received from the next stage ([tokens, hidden] f32; ignored on
@@ -114,10 +118,12 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& grads, StageActivat
 /// (runtime/train/grad_sync.h) adds them up. Needs every layer on this rank (pipeline stages:
 /// runtime/train/pipeline_schedule.h). Throws InputError for an empty
 /// sample, mismatched labels, or an id/label outside the vocabulary (naming it);
-/// ShapeError when `grads` does not match the model.
+/// ShapeError when `grads` does not match the model. `recompute`: as stage_forward's
+/// (the same bits in every mode, less memory kept between the forward and the backward).
 LossSums forward_backward(const Olmo2Model& model, ModelWeights& grads,
                           const std::vector<Sample>& samples, float z_coef, float scale,
-                          int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {});
+                          int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {},
+                          Recompute recompute = Recompute::None);
 
 /// The same loss sums without a backward (evaluation, finite-difference checks).
 LossSums compute_loss(const Olmo2Model& model, const std::vector<Sample>& samples, float z_coef,

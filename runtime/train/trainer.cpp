@@ -294,6 +294,10 @@ void Trainer::resume_from(const std::string& dir) {
                 << now.at(key).dump() << "); the run continues with the new one\n";
     }
   }
+  if (j.contains("recompute") && j.at("recompute") != now.at("recompute") && is_root()) {
+    std::cerr << "note: recompute differs from the checkpoint's (" << j.at("recompute").dump() << " -> "
+              << now.at("recompute").dump() << "); it changes memory and time only: the run continues bit for bit\n";
+  }
 }
 
 bool Trainer::check_resumed_data(const nlohmann::json& j, const std::string& dir) const {
@@ -335,6 +339,7 @@ nlohmann::json Trainer::state_json() const {
           {"micro_batch", micro_batch()},
           {"layout", layout_},
           {"zero_stage", options_.zero_stage},
+          {"recompute", options_.recompute},
           {"data_loader", loader_->state()},
           {"data_files", data_files_},
           {"schedule", {{"kind", options_.schedule}, {"peak_lr", options_.lr}, {"warmup_steps", options_.warmup_steps},
@@ -367,7 +372,8 @@ StepRecord Trainer::step() {
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
                                                       factor,
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
-                                                                   diag_step ? &diag : nullptr},
+                                                                   diag_step ? &diag : nullptr,
+                                                                   parse_recompute(o.recompute, "--recompute")},
                                                       inject);
   std::vector<double> layer_grad_sq;
   if (diag_step) layer_grad_sq = metrics_->layer_grad_squares(params_);  // before clipping changes them

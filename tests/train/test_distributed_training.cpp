@@ -27,6 +27,7 @@
 #include "runtime/train/trainer.h"
 #include "tests/golden/bf16_train_fixture.h"
 #include "tests/parallel/mpi_test_util.h"
+#include "tests/train/shared_dir.h"
 #include "tests/train/trajectory_bounds.h"
 #include "tests/test_util.h"
 
@@ -42,30 +43,6 @@ using ::testing::HasSubstr;
 
 constexpr int kSteps = 10;
 
-/// A directory every rank sees under the same name: rank 0 makes it, all learn its name.
-class SharedDir {
- public:
-  SharedDir() {
-    std::string path;
-    if (world_rank() == 0) {
-      std::string tmpl = (fs::temp_directory_path() / "olmo2-dist-XXXXXX").string();
-      if (!mkdtemp(tmpl.data())) std::abort();
-      path = tmpl;
-    }
-    auto g = parallel::make_process_groups(Topology::make(world_size(), 1, 1, 0), 60.0);
-    parallel::broadcast_string(*g.world, path, 0);
-    path_ = path;
-  }
-  ~SharedDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) fs::remove_all(path_);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 /// A 4-layer model (MHA: 4/4 heads, GQA: 4/2 — at tp 4 its kv heads are replicated)
 /// with a vocabulary of 131 that tp 2 and 4 pad, and 4096 tokens of a learnable pattern.
 /// `olmo3`: the GQA model as Olmo 3 (docs/architecture.md §3): sliding, full, sliding,
@@ -78,7 +55,7 @@ class SharedDir {
 /// 3.4e-2 with other windows); at 1e-3 the worst is 5.1e-5 (tp 4). The bounds the layouts
 /// are held to come from the run's own yardstick (tests/train/trajectory_bounds.h).
 struct TinyRun {
-  SharedDir dir;
+  test::SharedDir dir;
   bool olmo3;
   explicit TinyRun(int kv_heads, bool olmo3 = false) : olmo3(olmo3) {
     if (world_rank() == 0) {
@@ -348,7 +325,7 @@ void expect_bf16_layouts_follow_the_reference(const std::string& model) {
   const int world = world_size();
   const test::Bf16TrainReference ref(model);
   const ModelConfig config = ModelConfig::load_file(ref.model_dir() + "/config.json");
-  SharedDir dir;
+  test::SharedDir dir;
   if (world_rank() == 0) ref.write_tokens(dir.file("tokens.npy"));
   MPI_Barrier(MPI_COMM_WORLD);
   const TrainOptions base = ref.options(dir.file("tokens.npy"), "bf16");
