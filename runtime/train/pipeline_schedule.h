@@ -32,10 +32,12 @@ struct PipelineStats {
 /// ACCUMULATED into `grads`. Returns the sum of the micro-batches' loss sums on the last stage,
 /// zeros on other stages. Without ctx.pp (or with one stage) it is forward_backward per
 /// micro-batch. `diag`: see stage_forward. InputError for no micro-batches or a bad sample; CollectiveTimeout when
-/// a peer never answers.
+/// a peer never answers. `hooks` (ZeRO stages 2 and 3) go to every stage_forward and
+/// stage_backward.
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                    float scale, int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {},
-                                   PipelineStats* stats = nullptr, LayerDiagnostics* diag = nullptr);
+                                   PipelineStats* stats = nullptr, LayerDiagnostics* diag = nullptr,
+                                   UnitHooks* hooks = nullptr);
 
 }  // namespace olmo2

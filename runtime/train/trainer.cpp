@@ -87,6 +87,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
     build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
+    if (zero_) zero_->shard();  // the values and moments are in the chunks now
     data_fingerprint = olmo2::data_fingerprint(data_files_);
     run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
@@ -103,6 +104,10 @@ void Trainer::check_options_and_layout() {
   loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
   grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
   faults_.check_rank(world_ ? world_->size() : 1);
+  if (opt.zero_stage >= 1 && dp_size_ == 1) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage,
+                " shards over data-parallel ranks; this layout has dp 1");
+  }
   if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
     OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
                 " (each data-parallel rank takes an equal share)");
@@ -197,6 +202,14 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
   // is read on the host and copied there; initial values are computed on the host and
   // copied by init_parameters.
   const Device device = opt.device;
+  if (opt.zero_stage >= 2 && config.tie_word_embeddings) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " does not support a model with tie_word_embeddings "
+                "(its embedding is used by two units); use --zero-stage 1");
+  }
+  if (opt.zero_stage >= 2 && tp_ && config.num_key_value_heads < tp_->size()) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " with kv heads replicated over TP ranks (",
+                config.num_key_value_heads, " kv heads, tp ", tp_->size(), ") is not supported; use --zero-stage 1");
+  }
   model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
                                                       : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
   if (!from.empty() && device != Device::CPU) {
@@ -213,7 +226,16 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
         Olmo2Model::from_weights(model_->config(), model_->shard(), weights_in(master_, DType::BF16), Precision::BF16));
   }
   optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
-                                                   dp_, opt.zero_stage == 1);
+                                                   dp_, opt.zero_stage);
+  if (optimizer_->stage() >= 2) {
+    // The tensors the model computes with, in parameter order (the values themselves in
+    // fp32); ZeroShards frees what the stage does not keep whole once a resume has read it.
+    std::vector<Tensor*> compute;
+    for (const Parameter& p : list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard())) {
+      compute.push_back(p.value);
+    }
+    zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size());
+  }
 }
 
 void Trainer::agree_on_data(uint64_t data_fingerprint) {
@@ -350,9 +372,10 @@ StepRecord Trainer::step() {
   StepRecord r;
   r.step = step_ + 1;
   r.lr = schedule_.lr(step_);
-  for (const Parameter& p : params_) ops::fill(p.grad->view(), 0.0);
+  std::vector<Parameter>& grads = grad_params();
+  for (const Parameter& p : grads) ops::fill(p.grad->view(), 0.0);
   const double factor = faults_.loss_factor(r.step);
-  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
+  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, grads);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
   // the option is the same on every rank, so every rank takes the same branch.
   const bool diag_step = metrics_->diagnostics_at(r.step);
@@ -361,13 +384,16 @@ StepRecord Trainer::step() {
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
                                                       factor,
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
-                                                                   diag_step ? &diag : nullptr},
+                                                                   diag_step ? &diag : nullptr, zero_.get()},
                                                       inject);
   std::vector<double> layer_grad_sq;
-  if (diag_step) layer_grad_sq = metrics_->layer_grad_squares(params_);  // before clipping changes them
+  if (diag_step) {
+    layer_grad_sq = metrics_->layer_grad_squares(grads);  // before clipping changes them
+    if (zero_) all_reduce_doubles(dp_, layer_grad_sq);  // each DP rank's chunks
+  }
   const int64_t count = sums.count;
   r.target_tokens = count;
-  r.grad_norm = global_grad_norm(params_, tp_, pp_);
+  r.grad_norm = global_grad_norm(grads, tp_, pp_, zero_ ? dp_ : nullptr);
   if (count > 0) {
     r.loss = factor * sums.ce_sum / static_cast<double>(count);
     r.z_loss = factor * o.z_loss * sums.z_sq_sum / static_cast<double>(count);
@@ -403,9 +429,10 @@ StepRecord Trainer::step() {
     ++skipped_;
     r.skipped = true;
   } else if (count > 0) {
-    clip_grad_norm(params_, r.grad_norm, o.clip_grad);
+    clip_grad_norm(grads, r.grad_norm, o.clip_grad);
     optimizer_->step(r.lr);
-    if (model_->precision() == Precision::BF16) copy_weights(master_, model_->mutable_weights());  // the compute copy
+    // The compute copy (ZeRO-3 rounds the master chunks at each gather instead).
+    if (model_->precision() == Precision::BF16 && optimizer_->stage() < 3) copy_weights(master_, model_->mutable_weights());
   }
   loader_->advance();
   ++step_;
@@ -431,7 +458,8 @@ std::string Trainer::save() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Parameter& p = params_[i];
     if (world_ && !p.owned(tp_rank)) continue;
-    slices.push_back({p.name, &p, [&p](Tensor&) { return p.value->view(); }});
+    // ZeRO-3: assembled from the master chunks over DP, as a sharded moment is.
+    slices.push_back({p.name, &p, [this, i](Tensor& keep) { return optimizer_->value(i, keep); }});
     for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
       slices.push_back({kind + p.name, &p, [this, kind, i](Tensor& keep) { return optimizer_->moment(kind, i, keep); }});
     }
