@@ -27,6 +27,7 @@
 #include "runtime/train/trainer.h"
 #include "tests/golden/bf16_train_fixture.h"
 #include "tests/parallel/mpi_test_util.h"
+#include "tests/train/shared_dir.h"
 #include "tests/train/trajectory_bounds.h"
 #include "tests/test_util.h"
 
@@ -41,30 +42,6 @@ using parallel::test::world_size;
 using ::testing::HasSubstr;
 
 constexpr int kSteps = 10;
-
-/// A directory every rank sees under the same name: rank 0 makes it, all learn its name.
-class SharedDir {
- public:
-  SharedDir() {
-    std::string path;
-    if (world_rank() == 0) {
-      std::string tmpl = (fs::temp_directory_path() / "olmo2-dist-XXXXXX").string();
-      if (!mkdtemp(tmpl.data())) std::abort();
-      path = tmpl;
-    }
-    auto g = parallel::make_process_groups(Topology::make(world_size(), 1, 1, 0), 60.0);
-    parallel::broadcast_string(*g.world, path, 0);
-    path_ = path;
-  }
-  ~SharedDir() {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) fs::remove_all(path_);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 /// A 4-layer model (MHA: 4/4 heads, GQA: 4/2 — at tp 4 its kv heads are replicated)
 /// with a vocabulary of 131 that tp 2 and 4 pad, and 4096 tokens of a learnable pattern.

@@ -20,11 +20,11 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/train/trainer.h"
 #include "tests/parallel/mpi_test_util.h"
+#include "tests/train/shared_dir.h"
 
 namespace olmo2 {
 namespace {
 
-namespace fs = std::filesystem;
 using parallel::Topology;
 using parallel::test::message_of;
 using parallel::test::world_rank;
@@ -35,11 +35,8 @@ using parallel::test::world_size;
 class ZeroRun {
  public:
   ZeroRun() {
-    std::string path;
     if (world_rank() == 0) {
-      std::string tmpl = (fs::temp_directory_path() / "olmo2-zero-XXXXXX").string();
-      if (!mkdtemp(tmpl.data())) std::abort();
-      path = tmpl;
+      const std::string path = dir_.file("");
       const nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 131},
                                 {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
                                 {"num_attention_heads", 4}, {"num_key_value_heads", 4},
@@ -55,15 +52,9 @@ class ZeroRun {
       w.append(ids);
       w.close();
     }
-    auto g = parallel::make_process_groups(Topology::make(world_size(), 1, 1, 0), 60.0);
-    parallel::broadcast_string(*g.world, path, 0);
-    dir_ = path;
-  }
-  ~ZeroRun() {
     MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) fs::remove_all(dir_);
   }
-  std::string file(const std::string& name) const { return dir_ + "/" + name; }
+  std::string file(const std::string& name) const { return dir_.file(name); }
   /// One micro-batch of 2 sequences per DP rank at dp 2 (global batch 4).
   TrainOptions options(int stage, const std::string& save, int64_t steps = 4) const {
     TrainOptions o;
@@ -77,7 +68,7 @@ class ZeroRun {
   }
 
  private:
-  std::string dir_;
+  SharedDir dir_;
 };
 
 struct RunResult {
