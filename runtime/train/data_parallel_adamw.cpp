@@ -32,9 +32,6 @@ DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOption
   for (const ZeroSegment& s : segments_) {
     seg_values_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
     seg_grads_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
-    // Stage 3: the master chunk starts from the parameters' values (stages 1 and 2 copy
-    // them in at each step, from the replicated parameters).
-    if (stage_ == 3) ops::copy(flat(params_[s.param].value->view(), s.begin, s.count), seg_values_.back().view());
   }
   for (size_t k = 0; k < segments_.size(); ++k) {
     Parameter q = params_[segments_[k].param];  // keeps the grad-norm flags (owned(), tp_replicated, kv replicas)
@@ -56,11 +53,12 @@ void DataParallelAdamW::step(double lr) {
     adam_->step(params_, lr);
     return;
   }
+  // Stages 1 and 2 copy the chunks' values in from the replicated parameters at each
+  // step (stage 3's master chunks are the values).
   for (size_t k = 0; k < segments_.size() && stage_ < 3; ++k) {
     const ZeroSegment& s = segments_[k];
-    const Parameter& p = params_[s.param];
-    ops::copy(flat(p.value->view(), s.begin, s.count), seg_values_[k].view());
-    if (stage_ == 1) ops::copy(flat(p.grad->view(), s.begin, s.count), seg_grads_[k].view());
+    copy_value_in(k);
+    if (stage_ == 1) ops::copy(flat(params_[s.param].grad->view(), s.begin, s.count), seg_grads_[k].view());
   }
   adam_->step(seg_params_, lr);
   if (stage_ == 3) return;  // the master chunks are the parameters; forward and backward gather them
@@ -82,6 +80,16 @@ void DataParallelAdamW::pack_values(size_t u, const TensorView& out) const {
   for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
     ops::copy(seg_values_[k].view(), out.rows(segments_[k].at, segments_[k].at + segments_[k].count));
   }
+}
+
+void DataParallelAdamW::copy_value_in(size_t k) {
+  const ZeroSegment& s = segments_[k];
+  ops::copy(flat(params_[s.param].value->view(), s.begin, s.count), seg_values_[k].view());
+}
+
+void DataParallelAdamW::set_master(size_t u) {
+  OLMO2_CHECK(stage_ == 3, "set_master at ZeRO stage ", stage_);
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + units_.at(u).mine.size(); ++k) copy_value_in(k);
 }
 
 void DataParallelAdamW::add_grad_chunk(size_t u, const TensorView& chunk) {

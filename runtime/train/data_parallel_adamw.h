@@ -27,8 +27,9 @@ class DataParallelAdamW {
  public:
   /// `params` must outlive the optimizer (its tensors are read and written by step).
   /// `dp` may be null (one replica); `stage` ≥ 1 with dp null or of size 1 is plain
-  /// AdamW. Stage 3 copies the parameters' current values into the chunks. Throws
-  /// InputError as AdamW does, or for a stage outside 0…3.
+  /// AdamW. Stage 3 starts with zero master chunks, which set_master fills unit by unit
+  /// (the parameters' values need no storage until then). Throws InputError as AdamW
+  /// does, or for a stage outside 0…3.
   DataParallelAdamW(std::vector<Parameter>& params, AdamWOptions options, parallel::Communicator* dp, int stage);
   ~DataParallelAdamW();
 
@@ -78,6 +79,11 @@ class DataParallelAdamW {
   /// rounded to nearest even —, zero padding past the unit's end): what a stage-3
   /// all-gather sends. ShapeError for a wrong size.
   void pack_values(size_t unit, const TensorView& out) const;
+  /// Stage 3: copies this rank's chunk of unit `unit`'s parameter values (which must hold
+  /// storage now) into its master chunk — how the start-up initialises or loads the
+  /// model one unit at a time (docs/architecture.md §7 "ZeRO stages"). Error at another
+  /// stage.
+  void set_master(size_t unit);
   /// Adds `chunk` ([chunk] f32, this rank's part of the unit's reduce-scattered
   /// gradient) into the gradient chunk of unit `unit` (stages 2 and 3).
   void add_grad_chunk(size_t unit, const TensorView& chunk);
@@ -89,6 +95,8 @@ class DataParallelAdamW {
   /// Unit u's chunk of this rank (`segment(k)` for its segments) all-gathered over dp into
   /// [chunk · dp] (rank r's chunk at r·chunk).
   Tensor gather_unit(size_t u, const std::function<TensorView(size_t)>& segment) const;
+  /// Segment k's elements of its parameter's value into its chunk value.
+  void copy_value_in(size_t k);
   /// params[index] whole on DP rank 0 from the chunk pieces `segment(k)` of every rank.
   TensorView assemble(size_t index, Tensor& keep, const std::function<TensorView(size_t)>& segment) const;
   std::vector<Parameter>& params_;

@@ -24,6 +24,7 @@
 #include "runtime/train/shared_storage.h"
 #include "runtime/train/streamed_gather.h"
 #include "runtime/train/train_step.h"
+#include "runtime/train/zero_startup.h"
 
 namespace olmo2 {
 
@@ -87,7 +88,6 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
     build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
-    if (zero_) zero_->shard();  // the values and moments are in the chunks now
     data_fingerprint = olmo2::data_fingerprint(data_files_);
     run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
@@ -210,31 +210,49 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
     OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " with kv heads replicated over TP ranks (",
                 config.num_key_value_heads, " kv heads, tp ", tp_->size(), ") is not supported; use --zero-stage 1");
   }
-  model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
-                                                      : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
-  if (!from.empty() && device != Device::CPU) {
-    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(model_->config(), model_->shard(),
-                                                                   weights_on(model_->weights(), device)));
+  // ZeRO stages 2 and 3 (dp > 1 was checked) never allocate the whole gradient, and
+  // stage 3 not the whole model either: those tensors are shapes only, and stage 3 fills
+  // its master chunks one unit at a time below (docs/architecture.md §7 "ZeRO stages").
+  const bool zero2 = opt.zero_stage >= 2, zero3 = opt.zero_stage >= 3;
+  const bool bf16 = precision == Precision::BF16;
+  if (zero3) {
+    const ModelConfig c = from.empty() ? config : ModelConfig::load(from);
+    model_ = std::make_unique<Olmo2Model>(
+        Olmo2Model::from_weights(c, shard, shape_only_weights(c, shard, weight_dtype(precision), device), precision));
+    if (bf16) master_ = shape_only_weights(c, shard, DType::F32, device);
+  } else {
+    model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
+                                                        : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
+    if (!from.empty() && device != Device::CPU) {
+      model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(model_->config(), model_->shard(),
+                                                                     weights_on(model_->weights(), device)));
+    }
+    if (bf16) master_ = std::move(model_->mutable_weights());
   }
-  if (precision == Precision::BF16) master_ = std::move(model_->mutable_weights());
-  ModelWeights& values = precision == Precision::BF16 ? master_ : model_->mutable_weights();
-  grads_ = zeros_like_weights(values);
+  ModelWeights& values = bf16 ? master_ : model_->mutable_weights();
+  grads_ = zero2 ? shape_only_weights(model_->config(), shard, DType::F32, device) : zeros_like_weights(values);
   params_ = list_parameters(values, grads_, model_->config(), model_->shard());
-  if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
-  if (precision == Precision::BF16) {
+  if (from.empty() && !zero3) init_parameters(params_, opt.seed, opt.init_std);
+  if (bf16 && !zero3) {
     model_ = std::make_unique<Olmo2Model>(
         Olmo2Model::from_weights(model_->config(), model_->shard(), weights_in(master_, DType::BF16), Precision::BF16));
   }
   optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
                                                    dp_, opt.zero_stage);
-  if (optimizer_->stage() >= 2) {
-    // The tensors the model computes with, in parameter order (the values themselves in
-    // fp32); ZeroShards frees what the stage does not keep whole once a resume has read it.
-    std::vector<Tensor*> compute;
-    for (const Parameter& p : list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard())) {
-      compute.push_back(p.value);
-    }
-    zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size());
+  if (optimizer_->stage() < 2) return;
+  // The tensors the model computes with, in parameter order (the values themselves in fp32).
+  std::vector<Tensor*> compute;
+  for (const Parameter& p : list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard())) {
+    compute.push_back(p.value);
+  }
+  zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size());
+  if (!zero3) return;
+  if (from.empty()) {
+    // Element g of a tensor is a function of (seed, name, g) alone: unit by unit gives the same bits.
+    zero_->fill_master([&](const Parameter& p) { init_parameter(p, opt.seed, opt.init_std); });
+  } else {
+    const Checkpoint checkpoint = Checkpoint::open(from);
+    zero_->fill_master([&](const Parameter& p) { load_parameter(checkpoint, p); });
   }
 }
 

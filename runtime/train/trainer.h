@@ -110,8 +110,9 @@ class Trainer {
 
   int64_t steps_done() const { return step_; }
   /// This rank's parameters (its shards), in HF state-dict order. At ZeRO stage 3 their
-  /// values hold no storage between steps (the optimizer's chunks hold them; see
-  /// ZeroShards) and at stages 2 and 3 neither do their gradients.
+  /// values hold no storage outside a unit's use (the optimizer's chunks hold them; see
+  /// ZeroShards), nor at stages 2 and 3 do their gradients — not even at start-up, which
+  /// builds stage 3's chunks one unit at a time (ZeroShards::fill_master).
   const std::vector<Parameter>& parameters() const { return params_; }
   /// ZeRO stages 2 and 3: the units' gathers and reduce-scatters (null otherwise).
   const ZeroShards* zero_shards() const { return zero_.get(); }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "ops/tensor_ops.h"
+#include "runtime/train/zero_startup.h"
 
 namespace olmo2 {
 
@@ -39,19 +40,20 @@ void ZeroShards::allocate(Tensor& t) {
 void ZeroShards::release(Tensor& t) {
   if (t.empty()) return;
   live_ -= t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
-  const TensorView shape_only(nullptr, t.dtype(), t.shape(), t.device());
-  t = Tensor();
-  t.view() = shape_only;
+  t = shape_only(t.shape(), t.dtype(), t.device());
 }
 
-void ZeroShards::shard() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    release(*params_[i].grad);
-    if (optimizer_.stage() < 3) continue;
-    release(*compute_[i]);
-    release(*params_[i].value);  // bf16 precision: the f32 master (fp32: the compute tensor itself)
+void ZeroShards::fill_master(const std::function<void(const Parameter&)>& fill) {
+  OLMO2_CHECK(optimizer_.stage() == 3, "fill_master at ZeRO stage ", optimizer_.stage());
+  for (size_t u = 0; u < optimizer_.units().size(); ++u) {
+    const ZeroUnit& unit = optimizer_.units()[u];
+    for (size_t i = unit.first; i < unit.last; ++i) {
+      allocate(*params_[i].value);  // bf16 precision: the f32 master (fp32: the compute tensor itself)
+      fill(params_[i]);
+    }
+    optimizer_.set_master(u);
+    for (size_t i = unit.first; i < unit.last; ++i) release(*params_[i].value);
   }
-  live_ = 0;  // the whole model was never a transient
 }
 
 void ZeroShards::gather(size_t u) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -20,17 +21,21 @@ namespace olmo2 {
 /// in every call that moves data (every DP rank runs the same units in the same order).
 class ZeroShards final : public UnitHooks {
  public:
-  /// `params`: the parameters the optimizer was built over; `compute[i]`: the tensor the
+  /// `params`: the parameters the optimizer was built over, their gradients shape_only
+  /// (zero_startup.h), and at stage 3 their values too; `compute[i]`: the tensor the
   /// model computes with for params[i] (its value itself in fp32, the bf16 copy in bf16
-  /// precision); `layers`: the rank's decoder layers. Error when the optimizer is not at
-  /// stage 2 or 3.
+  /// precision; shape_only at stage 3); `layers`: the rank's decoder layers. Error when
+  /// the optimizer is not at stage 2 or 3.
   ZeroShards(DataParallelAdamW& optimizer, std::vector<Parameter>& params, std::vector<Tensor*> compute,
              parallel::Communicator& dp, size_t layers);
 
-  /// Frees what the stage does not keep whole: every gradient (stages 2 and 3) and, at
-  /// stage 3, every value and compute tensor (their data lives in the optimizer's master
-  /// chunks). Call once the optimizer and a resume have read the values.
-  void shard();
+  /// Stage 3's start-up, one unit at a time (docs/architecture.md §7 "ZeRO stages"): the
+  /// unit's f32 values are allocated, `fill(p)` writes each of its parameters' value
+  /// (init_parameter, or load_parameter from a checkpoint), the optimizer copies this
+  /// rank's chunk into its master chunk (set_master) and the values are freed again — no
+  /// more than one unit's values exist at once. Local (no communication); throws what
+  /// `fill` throws; Error at stage 2.
+  void fill_master(const std::function<void(const Parameter&)>& fill);
 
   void before_forward(int unit) override;
   void after_forward(int unit) override;

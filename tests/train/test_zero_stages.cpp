@@ -242,6 +242,32 @@ TEST(ZeroStages, ARankHoldsItsChunksAndOneUnitAtATime) {
   EXPECT_EQ(sum, 16 * total);
 }
 
+// The start-up never holds what the stage shards whole: stage 2 builds no gradient
+// storage at all, stage 3 initialises one unit's values at a time into its master chunks
+// (docs/architecture.md §7 "ZeRO stages"). That the chunks hold the right values is what
+// the bit-identity tests above check.
+TEST(ZeroStages, TheStartUpHoldsAtMostOneUnitWhole) {
+  ZeroRun s;
+  const int dp = world_size();
+  auto groups = parallel::make_process_groups(Topology::make(dp, 1, 1, dp), 120.0);
+  for (int stage : {2, 3}) {
+    TrainOptions o = s.options(stage, "", 2);
+    o.global_batch = 2 * dp;
+    const Trainer t(o, &groups);
+    int64_t largest = 0;
+    for (const ZeroUnit& u : t.optimizer().units()) largest = std::max(largest, u.total);
+    const ZeroShards& z = *t.zero_shards();
+    EXPECT_EQ(z.live_bytes(), 0) << "stage " << stage;
+    // Stage 3: exactly the largest unit's f32 values at once; stage 2 allocates nothing.
+    EXPECT_EQ(z.peak_live_bytes(), stage == 3 ? 4 * largest : 0) << "stage " << stage;
+    for (const Parameter& p : t.parameters()) {
+      EXPECT_TRUE(p.grad->empty()) << p.name << ": a stage " << stage << " gradient with storage";
+      EXPECT_EQ(p.value->empty(), stage == 3) << p.name << " at stage " << stage;
+      EXPECT_EQ(p.value->shape(), p.grad->shape()) << p.name;
+    }
+  }
+}
+
 TEST(ZeroStages, AStageWithoutDataParallelismIsRefusedOnEveryRank) {
   ZeroRun s;
   for (int stage : {1, 2, 3}) {
