@@ -404,6 +404,8 @@ StepRecord Trainer::step() {
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
                                                                    diag_step ? &diag : nullptr, zero_.get()},
                                                       inject);
+  // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
+  OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");
   std::vector<double> layer_grad_sq;
   if (diag_step) {
     layer_grad_sq = metrics_->layer_grad_squares(grads);  // before clipping changes them

@@ -31,15 +31,19 @@ int ZeroShards::unit_of(int unit) const {
   return unit_of_hook_[static_cast<size_t>(unit)];
 }
 
+void ZeroShards::count(const Tensor& t, int sign) {
+  live_ += sign * t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  peak_ = std::max(peak_, live_);
+}
+
 void ZeroShards::allocate(Tensor& t) {
   t = Tensor::zeros(t.shape(), t.dtype(), t.device());
-  live_ += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
-  peak_ = std::max(peak_, live_);
+  count(t, +1);
 }
 
 void ZeroShards::release(Tensor& t) {
   if (t.empty()) return;
-  live_ -= t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  count(t, -1);
   t = shape_only(t.shape(), t.dtype(), t.device());
 }
 
@@ -56,35 +60,77 @@ void ZeroShards::fill_master(const std::function<void(const Parameter&)>& fill) 
   }
 }
 
-void ZeroShards::gather(size_t u) {
-  if (gathered_[u]) return;
+int ZeroShards::next_unit(int unit, bool forward) const {
+  const int step = forward ? 1 : -1, hooks = static_cast<int>(unit_of_hook_.size());
+  // Hook 0, the embedding, is never next: first in the forward, no weights in the backward.
+  for (int h = unit + step; h >= 1 && h < hooks; h += step) {
+    if (unit_of_hook_[static_cast<size_t>(h)] >= 0) return unit_of_hook_[static_cast<size_t>(h)];
+  }
+  return -1;
+}
+
+void ZeroShards::lay_out(size_t u, const Tensor& flat, bool grads) {
+  const ZeroUnit& z = optimizer_.units()[u];
+  int64_t at = 0;
+  for (size_t i = z.first; i < z.last; ++i) {
+    Tensor& t = grads ? *params_[i].grad : *compute_[i];
+    Tensor piece;  // a view: `flat` owns the storage
+    piece.view() = flat.view().rows(at, at + t.numel()).reshape(t.shape());
+    at += t.numel();
+    t = std::move(piece);
+  }
+}
+
+void ZeroShards::unlay(size_t u, bool grads) {
+  const ZeroUnit& z = optimizer_.units()[u];
+  for (size_t i = z.first; i < z.last; ++i) {
+    Tensor& t = grads ? *params_[i].grad : *compute_[i];
+    t = shape_only(t.shape(), t.dtype(), t.device());
+  }
+}
+
+bool ZeroShards::post(size_t u) {
+  if (gathered_[u] || in_flight_.count(u)) return false;
   const ZeroUnit& unit = optimizer_.units()[u];
   const DType dt = compute_[unit.first]->dtype();  // the compute dtype: bf16 precision gathers bf16
-  const Tensor mine = Tensor::zeros({unit.chunk}, dt, device_);
-  optimizer_.pack_values(u, mine.view());
-  const Tensor all = Tensor::zeros({unit.chunk * dp_.size()}, dt, device_);
-  dp_.all_gather(mine.view(), all.view());
-  sent_ += all.numel() * static_cast<int64_t>(dtype_size(dt));
-  int64_t at = 0;
-  for (size_t i = unit.first; i < unit.last; ++i) {
-    Tensor& t = *compute_[i];
-    allocate(t);
-    ops::copy(all.view().rows(at, at + t.numel()), t.view().reshape({t.numel()}));
-    at += t.numel();
-  }
+  InFlight f{Tensor::zeros({unit.chunk}, dt, device_), Tensor::zeros({unit.chunk * dp_.size()}, dt, device_), {}};
+  optimizer_.pack_values(u, f.mine.view());
+  f.handle = dp_.all_gather_start(f.mine.view(), f.all.view());  // the buffers stay put when f moves
+  count(f.all, +1);
+  sent_ += f.all.numel() * static_cast<int64_t>(dtype_size(dt));
+  peak_units_ = std::max(peak_units_, ++units_now_);
+  in_flight_.emplace(u, std::move(f));
+  return true;
+}
+
+void ZeroShards::gather(size_t u) {
+  if (gathered_[u]) return;
+  post(u);
+  auto it = in_flight_.find(u);
+  it->second.handle.wait();
+  // The gathered whole is the unit's weights: its tensors become views of it (the unit's
+  // flat order is its parameters' order, the padding past its end unused).
+  whole_weights_[u] = std::move(it->second.all);
+  in_flight_.erase(it);
+  lay_out(u, whole_weights_[u], false);
   gathered_[u] = true;
 }
 
 void ZeroShards::release_weights(size_t u) {
   if (optimizer_.stage() < 3 || !gathered_[u]) return;
-  const ZeroUnit& unit = optimizer_.units()[u];
-  for (size_t i = unit.first; i < unit.last; ++i) release(*compute_[i]);
+  unlay(u, false);
+  count(whole_weights_[u], -1);
+  whole_weights_.erase(u);
   gathered_[u] = false;
+  --units_now_;
 }
 
 void ZeroShards::before_forward(int unit) {
   const int u = unit_of(unit);
-  if (u >= 0) gather(static_cast<size_t>(u));
+  if (u < 0) return;
+  gather(static_cast<size_t>(u));
+  const int next = next_unit(unit, true);
+  if (next >= 0 && post(static_cast<size_t>(next))) ++prefetched_;
 }
 
 void ZeroShards::after_forward(int unit) {
@@ -96,29 +142,34 @@ void ZeroShards::before_backward(int unit) {
   const int u = unit_of(unit);
   if (u < 0) return;
   if (unit != 0) gather(static_cast<size_t>(u));  // the embedding's backward reads no weights
+  // The unit's gradient, flat and padded to dp chunks (zeros past its end), is what the
+  // reduce-scatter after its backward sends; its tensors are views of it.
   const ZeroUnit& z = optimizer_.units()[static_cast<size_t>(u)];
-  for (size_t i = z.first; i < z.last; ++i) allocate(*params_[i].grad);
+  Tensor& flat = whole_grads_[static_cast<size_t>(u)] = Tensor::zeros({z.chunk * dp_.size()}, DType::F32, device_);
+  count(flat, +1);
+  lay_out(static_cast<size_t>(u), flat, true);
+  if (unit == 0) return;
+  const int next = next_unit(unit, false);
+  if (next >= 0 && post(static_cast<size_t>(next))) ++prefetched_;
 }
 
 void ZeroShards::after_backward(int unit) {
   const int u = unit_of(unit);
   if (u < 0) return;
-  const ZeroUnit& z = optimizer_.units()[static_cast<size_t>(u)];
-  // The unit's gradient, flat and padded to dp chunks, reduce-scattered: this rank gets
-  // the sum over DP of its chunk (docs/architecture.md §7 "ZeRO stages").
-  const Tensor whole = Tensor::zeros({z.chunk * dp_.size()}, DType::F32, device_);
-  int64_t at = 0;
-  for (size_t i = z.first; i < z.last; ++i) {
-    Tensor& g = *params_[i].grad;
-    ops::copy(g.view().reshape({g.numel()}), whole.view().rows(at, at + g.numel()));
-    at += g.numel();
-    release(g);
+  const size_t unit_index = static_cast<size_t>(u);
+  {
+    // Reduce-scattered: this rank gets the sum over DP of its chunk of the unit's gradient
+    // (docs/architecture.md §7 "ZeRO stages").
+    const Tensor whole = std::move(whole_grads_.at(unit_index));
+    whole_grads_.erase(unit_index);
+    unlay(unit_index, true);
+    const Tensor mine = Tensor::zeros({optimizer_.units()[unit_index].chunk}, DType::F32, device_);
+    dp_.reduce_scatter(whole.view(), mine.view(), parallel::ReduceOp::Sum);
+    sent_ += whole.numel() * 4;
+    optimizer_.add_grad_chunk(unit_index, mine.view());
+    count(whole, -1);
   }
-  const Tensor mine = Tensor::zeros({z.chunk}, DType::F32, device_);
-  dp_.reduce_scatter(whole.view(), mine.view(), parallel::ReduceOp::Sum);
-  sent_ += whole.numel() * 4;
-  optimizer_.add_grad_chunk(static_cast<size_t>(u), mine.view());
-  release_weights(static_cast<size_t>(u));
+  release_weights(unit_index);
 }
 
 }  // namespace olmo2

@@ -212,9 +212,12 @@ TEST(ZeroStages, CheckpointsResumeAcrossStagesAndDpSizes) {
 }
 
 // The storage is sharded: between steps no full unit is held (every parameter of stage 3
-// and every gradient of stages 2 and 3 without storage), at most one unit's weights and
-// gradient existed at once, and the ranks' chunks (value, gradient, two moments) add up
-// to the model once, each ceil(N_unit / dp) of every unit at most.
+// and every gradient of stages 2 and 3 without storage), at most two units' weights (the
+// current one and the prefetched next) and one unit's gradient existed at once, and the
+// ranks' chunks (value, gradient, two moments) add up to the model once, each
+// ceil(N_unit / dp) of every unit at most. Every gather but each pass's first was posted
+// ahead: in the forward one per unit after the first, in the backward one per layer below
+// the top (the embedding's backward reads no weights).
 TEST(ZeroStages, ARankHoldsItsChunksAndOneUnitAtATime) {
   ZeroRun s;
   const int dp = world_size();
@@ -231,7 +234,12 @@ TEST(ZeroStages, ARankHoldsItsChunksAndOneUnitAtATime) {
   }
   EXPECT_EQ(t.optimizer().units().size(), 4u);  // embedding, 2 layers, tail
   EXPECT_GT(z.peak_live_bytes(), 0);
-  EXPECT_LE(z.peak_live_bytes(), 2 * 4 * largest);  // one unit's f32 weights and gradient
+  EXPECT_LE(z.peak_live_bytes(), 3 * 4 * largest);  // two units' f32 weights and one's gradient
+  EXPECT_EQ(z.peak_gathered_units(), 2);
+  EXPECT_EQ(z.gathered_units(), 0);
+  EXPECT_EQ(z.in_flight(), 0u);
+  const int64_t units = static_cast<int64_t>(t.optimizer().units().size());
+  EXPECT_EQ(z.prefetched(), 2 * ((units - 1) + (units - 2)));  // 2 steps of one micro-batch
   for (const Parameter& p : t.parameters()) {
     EXPECT_TRUE(p.value->empty() && p.grad->empty()) << p.name << " holds storage between steps";
   }
