@@ -45,7 +45,7 @@ void add_train_options(po::options_description& d) {
       ("debug-scale-loss", po::value<std::string>(), "STEP:FACTOR multiplies one step's loss (testing)")
       ("debug-stop-after", po::value<int64_t>(), "stop after step N as on SIGTERM (testing)")
       ("debug-scale-rank", po::value<int>(), "apply --debug-scale-loss on this world rank only (testing)")
-      ("zero-stage", po::value<int>(), "1: shard the AdamW state over data-parallel ranks (ZeRO-1); default 0")
+      ("zero-stage", po::value<int>(), "shard over data-parallel ranks (needs dp > 1): 1 the AdamW state (ZeRO-1), 2 also the gradients, 3 also the parameters; default 0")
       ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
       ("memory-per-rank", po::value<std::string>(),

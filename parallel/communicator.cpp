@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace olmo2::parallel {
 
@@ -134,7 +135,44 @@ void Communicator::all_reduce(const TensorView& data, ReduceOp op, Stream stream
   do_all_reduce(data, op, stream);
 }
 
+AsyncHandle& AsyncHandle::operator=(AsyncHandle&& other) noexcept {
+  if (this != &other) {
+    AsyncHandle old(std::move(*this));  // waits for the operation this handle had, if any
+    finish_ = std::exchange(other.finish_, nullptr);
+  }
+  return *this;
+}
+
+AsyncHandle::~AsyncHandle() {
+  if (!finish_) return;
+  try {
+    wait();
+  } catch (...) {  // a destructor cannot throw; the communicator reports the operation as pending
+  }
+}
+
+void AsyncHandle::wait() {
+  if (!finish_) return;
+  const std::function<void()> finish = std::exchange(finish_, nullptr);
+  finish();
+}
+
 void Communicator::all_gather(const TensorView& in, const TensorView& out, Stream stream) {
+  check_all_gather(in, out, stream);
+  do_all_gather(in, out, stream);
+}
+
+AsyncHandle Communicator::all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
+  check_all_gather(in, out, stream);
+  return do_all_gather_start(in, out, stream);
+}
+
+AsyncHandle Communicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
+  do_all_gather(in, out, stream);
+  return AsyncHandle();
+}
+
+void Communicator::check_all_gather(const TensorView& in, const TensorView& out, Stream stream) const {
   const char* n = "all_gather";
   check_view(n, "in", in, stream);
   check_view(n, "out", out, stream);
@@ -144,7 +182,6 @@ void Communicator::all_gather(const TensorView& in, const TensorView& out, Strea
                 dtype_name(out.dtype()), ", expected ", size(), " ranks × in ", in.numel(), " = ",
                 in.numel() * size());
   }
-  do_all_gather(in, out, stream);
 }
 
 void Communicator::reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -51,6 +52,33 @@ class CollectiveTimeout : public Error {
   double waited_s_;
 };
 
+/// A collective started without waiting for it (Communicator::all_gather_start): wait()
+/// returns once it is complete on this rank (its output written, its input free to
+/// reuse). Move-only. A default-constructed handle is complete. Destroying a handle
+/// that was not waited for waits for it (errors ignored), since MPI cannot cancel a
+/// collective and its buffers must outlive it.
+class AsyncHandle {
+ public:
+  AsyncHandle() = default;
+  /// A pending operation that `finish` completes (called once, by wait()).
+  explicit AsyncHandle(std::function<void()> finish) : finish_(std::move(finish)) {}
+  AsyncHandle(AsyncHandle&& other) noexcept : finish_(std::exchange(other.finish_, nullptr)) {}
+  AsyncHandle& operator=(AsyncHandle&& other) noexcept;
+  AsyncHandle(const AsyncHandle&) = delete;
+  AsyncHandle& operator=(const AsyncHandle&) = delete;
+  ~AsyncHandle();
+  /// Blocks until the operation completes; throws what the blocking call would
+  /// (CollectiveTimeout after the communicator's timeout, the operation then pending as
+  /// Communicator::pending() says; Error on a transport failure). Then, or when already
+  /// complete, a no-op.
+  void wait();
+  /// True until wait() has been called on a pending operation.
+  bool pending() const { return static_cast<bool>(finish_); }
+
+ private:
+  std::function<void()> finish_;
+};
+
 /// One process group. Every member must issue the same collectives in the same order
 /// with matching dtypes and element counts (as in MPI and NCCL); sequence() counts them
 /// so that a hang can be located.
@@ -72,10 +100,10 @@ class CollectiveTimeout : public Error {
 /// reduced in f32 and rounded to nearest even after each addition, so with more than
 /// two ranks a bf16 sum may depend on the transport's reduction order.
 ///
-/// On the CPU every call blocks until the operation completes locally, or throws
-/// CollectiveTimeout after timeout_s() seconds (0 = wait forever). A CUDA stream (for an
-/// implementation that carries device views) orders the operation on that stream and
-/// the call may return before it is done. A transport failure throws Error. Not
+/// On the CPU every call but all_gather_start blocks until the operation completes
+/// locally, or throws CollectiveTimeout after timeout_s() seconds (0 = wait forever). A
+/// CUDA stream (for an implementation that carries device views) orders the operation
+/// on that stream and the call may return before it is done. A transport failure throws Error. Not
 /// thread-safe: one thread per communicator.
 class Communicator {
  public:
@@ -108,6 +136,16 @@ class Communicator {
   /// n = in.numel(). out.numel() must be size()·n, out.dtype() in.dtype(); in and out
   /// must not overlap. Shapes are not checked beyond element counts.
   void all_gather(const TensorView& in, const TensorView& out, Stream stream = {});
+  /// all_gather posted without waiting for it: `out` holds the result once the returned
+  /// handle's wait() returns; until then `in` must not change and neither buffer may be
+  /// freed. Same checks and errors as all_gather (checked before anything is posted).
+  /// Several collectives, started or blocking, may be outstanding on one communicator;
+  /// every member must post them in the same order (MPI's rule for non-blocking
+  /// collectives). MpiCommunicator posts MPI_Iallgather (progressed by Open MPI inside
+  /// later MPI calls on this rank); the default implementation runs the blocking
+  /// all_gather and returns a complete handle. What the ZeRO-3 prefetch uses
+  /// (docs/architecture.md §7 "ZeRO stages").
+  AsyncHandle all_gather_start(const TensorView& in, const TensorView& out, Stream stream = {});
   /// out[i] = op over ranks r of in_r[rank()·n + i], with n = out.numel(); in.numel() must
   /// be size()·n, in.dtype() out.dtype(); in and out must not overlap.
   void reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
@@ -207,6 +245,8 @@ class Communicator {
   virtual void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) = 0;
   /// all_gather on checked views.
   virtual void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) = 0;
+  /// all_gather_start on checked views. Default: do_all_gather, then a complete handle.
+  virtual AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream);
   /// reduce_scatter on checked views.
   virtual void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                                  Stream stream) = 0;
@@ -230,6 +270,7 @@ class Communicator {
   void check_reducible(const char* op, const TensorView& v) const;
   void check_pair(const char* op, const char* a_role, const TensorView& a, const char* b_role,
                   const TensorView& b) const;
+  void check_all_gather(const TensorView& in, const TensorView& out, Stream stream) const;
   void check_root(const char* op, int root) const;
   void check_peer(const char* op, int peer, int tag) const;
 };

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <thread>
@@ -284,11 +285,18 @@ void MpiCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream)
   });
 }
 
-void MpiCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream) {
+void MpiCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream stream) {
+  do_all_gather_start(in, out, stream).wait();
+}
+
+AsyncHandle MpiCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream) {
   const Op o = begin("all_gather", in, false);
-  run(o, "MPI_Iallgather", [&](int n, MPI_Request* r) {
-    return MPI_Iallgather(in.data(), n, o.type, out.data(), n, o.type, comm_, r);
-  });
+  // The request outlives this call in the handle; other collectives may be posted on this
+  // communicator before it is waited for (docs/architecture.md §7 "ZeRO stages").
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  const int n = static_cast<int>(o.count);
+  check(MPI_Iallgather(in.data(), n, o.type, out.data(), n, o.type, comm_, request.get()), "MPI_Iallgather", o);
+  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); });
 }
 
 void MpiCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,

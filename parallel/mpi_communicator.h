@@ -22,7 +22,7 @@ namespace olmo2::parallel {
 /// (an attribute on MPI_COMM_SELF, whose deletion the MPI standard runs first in
 /// MPI_Finalize). Every call posts a non-blocking MPI operation (MPI_Iallreduce,
 /// MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ibarrier, MPI_Isend,
-/// MPI_Irecv) and polls MPI_Test, yielding then sleeping briefly between polls so that
+/// MPI_Irecv) and polls MPI_Test (all_gather_start: in its handle's wait()), yielding then sleeping briefly between polls so that
 /// oversubscribed ranks leave the cores to each other, until it completes or timeout_s()
 /// passes (CollectiveTimeout, naming the dtype and element count, e.g. "(1024 f32)"; the
 /// operation then stays pending, see wait_pending()). Element counts above INT_MAX are
@@ -73,6 +73,8 @@ class MpiCommunicator final : public Communicator {
  protected:
   void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
   void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
+  /// Posts MPI_Iallgather; the handle's wait() polls it with this group's timeout.
+  AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) override;
   void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                          Stream stream) override;
   void do_broadcast(const TensorView& data, int root, Stream stream) override;

@@ -1,6 +1,7 @@
 #include "parallel/timed_communicator.h"
 
 #include <chrono>
+#include <memory>
 
 #include "core/error.h"
 
@@ -19,14 +20,17 @@ TimedCommunicator::TimedCommunicator(std::unique_ptr<Communicator> inner)
   if (!inner_) OLMO2_THROW(Error, "TimedCommunicator: null communicator");
 }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+struct Account {  // adds the time on return and on throw alike
+  CommOpStats& s;
+  Clock::time_point t0;
+  ~Account() { s.seconds += std::chrono::duration<double>(Clock::now() - t0).count(); }
+};
+}  // namespace
+
 template <typename Fn>
 void TimedCommunicator::timed(CommOp op, uint64_t bytes, Fn&& fn) {
-  using Clock = std::chrono::steady_clock;
-  struct Account {  // adds the time on return and on throw alike
-    CommOpStats& s;
-    Clock::time_point t0;
-    ~Account() { s.seconds += std::chrono::duration<double>(Clock::now() - t0).count(); }
-  };
   CommOpStats& s = stats_[static_cast<int>(op)];
   ++s.calls;
   s.bytes += bytes;
@@ -61,6 +65,15 @@ void TimedCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Strea
 
 void TimedCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream stream) {
   timed(CommOp::all_gather, out.bytes(), [&] { inner_->all_gather(in, out, stream); });
+}
+
+AsyncHandle TimedCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
+  auto inner = std::make_shared<AsyncHandle>();
+  timed(CommOp::all_gather, out.bytes(), [&] { *inner = inner_->all_gather_start(in, out, stream); });
+  return AsyncHandle([this, inner] {
+    Account account{stats_[static_cast<int>(CommOp::all_gather)], Clock::now()};
+    inner->wait();
+  });
 }
 
 void TimedCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out,

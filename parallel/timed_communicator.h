@@ -86,6 +86,9 @@ class TimedCommunicator final : public Communicator {
  protected:
   void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
   void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
+  /// Forwarded; counted as one all_gather (its bytes when posted), its time that of
+  /// posting plus that of the handle's wait().
+  AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) override;
   void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                          Stream stream) override;
   void do_broadcast(const TensorView& data, int root, Stream stream) override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/elementwise.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
 
@@ -14,36 +15,30 @@ TensorView flat(const TensorView& t, int64_t begin, int64_t count) {
 }  // namespace
 
 DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOptions options,
-                                     parallel::Communicator* dp, bool zero1)
-    : params_(params), dp_(dp), zero1_(zero1 && dp && dp->size() > 1) {
+                                     parallel::Communicator* dp, int stage)
+    : params_(params), dp_(dp), stage_(dp && dp->size() > 1 ? stage : 0) {
+  if (stage < 0 || stage > 3) OLMO2_THROW(InputError, "--zero-stage must be 0, 1, 2 or 3, got ", stage);
   device_ = params_.empty() ? Device::CPU : params_.front().value->device();
-  if (!zero1_) {
+  if (stage_ == 0) {
     adam_ = std::make_unique<AdamW>(params_, options);
     return;
   }
-  for (const Parameter& p : params_) total_ += p.numel();
-  const int64_t n = dp_->size();
-  chunk_ = (total_ + n - 1) / n;
-  const int64_t begin = dp_->rank() * chunk_, end = std::min(total_, begin + chunk_);
-  int64_t at = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t pb = at, pe = at + params_[i].numel();
-    at = pe;
-    const int64_t b = std::max(pb, begin), e = std::min(pe, end);
-    if (b < e) segments_.push_back({i, b - pb, e - b});
+  units_ = make_zero_units(params_, stage_, dp_->rank(), dp_->size());
+  for (const ZeroUnit& u : units_) {
+    seg_begin_.push_back(segments_.size());
+    segments_.insert(segments_.end(), u.mine.begin(), u.mine.end());
   }
   seg_values_.reserve(segments_.size()), seg_grads_.reserve(segments_.size());
-  for (const Segment& s : segments_) {
+  for (const ZeroSegment& s : segments_) {
     seg_values_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
     seg_grads_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
   }
   for (size_t k = 0; k < segments_.size(); ++k) {
-    const Parameter& p = params_[segments_[k].param];
-    Parameter q;
-    q.name = p.name + "@" + std::to_string(segments_[k].begin);
+    Parameter q = params_[segments_[k].param];  // keeps the grad-norm flags (owned(), tp_replicated, kv replicas)
+    q.name += "@" + std::to_string(segments_[k].begin);
     q.full_shape = {segments_[k].count};
     q.value = &seg_values_[k], q.grad = &seg_grads_[k];
-    q.weight_decay = p.weight_decay;
+    q.shard_dim = -1, q.shard_begin = 0, q.shard_end = 0;
     seg_params_.push_back(std::move(q));
   }
   adam_ = std::make_unique<AdamW>(seg_params_, options);
@@ -54,34 +49,71 @@ DataParallelAdamW::~DataParallelAdamW() = default;
 int64_t DataParallelAdamW::steps() const { return adam_->steps(); }
 
 void DataParallelAdamW::step(double lr) {
-  if (!zero1_) {
+  if (stage_ == 0) {
     adam_->step(params_, lr);
     return;
   }
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    const Segment& s = segments_[k];
-    const Parameter& p = params_[s.param];
-    ops::copy(flat(p.value->view(), s.begin, s.count), seg_values_[k].view());
-    ops::copy(flat(p.grad->view(), s.begin, s.count), seg_grads_[k].view());
+  // Stages 1 and 2 copy the chunks' values in from the replicated parameters at each
+  // step (stage 3's master chunks are the values).
+  for (size_t k = 0; k < segments_.size() && stage_ < 3; ++k) {
+    const ZeroSegment& s = segments_[k];
+    copy_value_in(k);
+    if (stage_ == 1) ops::copy(flat(params_[s.param].grad->view(), s.begin, s.count), seg_grads_[k].view());
   }
   adam_->step(seg_params_, lr);
-  // All-gather the updated chunks: rank r's chunk is flat elements [r·chunk, (r+1)·chunk).
-  const Tensor all = gather_chunks([&](size_t k) { return seg_values_[k].view(); });
-  int64_t at = 0;
-  for (Parameter& p : params_) {
-    ops::copy(all.view().rows(at, at + p.numel()), p.value->view().reshape({p.numel()}));
-    at += p.numel();
+  if (stage_ == 3) return;  // the master chunks are the parameters; forward and backward gather them
+  for (size_t u = 0; u < units_.size(); ++u) {  // every replica gets every updated element
+    const Tensor all = gather_unit(u, [&](size_t k) { return seg_values_[k].view(); });
+    for (size_t i = units_[u].first, at = 0; i < units_[u].last; ++i) {
+      Parameter& p = params_[i];
+      ops::copy(all.view().rows(static_cast<int64_t>(at), static_cast<int64_t>(at) + p.numel()),
+                p.value->view().reshape({p.numel()}));
+      at += static_cast<size_t>(p.numel());
+    }
   }
 }
 
-Tensor DataParallelAdamW::gather_chunks(const std::function<TensorView(size_t)>& segment) const {
-  const Tensor mine = Tensor::zeros({chunk_}, DType::F32, device_);
-  int64_t at = 0;
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    ops::copy(segment(k), mine.view().rows(at, at + segments_[k].count));
-    at += segments_[k].count;
+void DataParallelAdamW::pack_values(size_t u, const TensorView& out) const {
+  const ZeroUnit& unit = units_.at(u);
+  if (out.numel() != unit.chunk) OLMO2_THROW(ShapeError, "unit ", u, " chunk of ", unit.chunk, ", got ", out.numel());
+  ops::fill(out, 0.0);
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
+    ops::copy(seg_values_[k].view(), out.rows(segments_[k].at, segments_[k].at + segments_[k].count));
   }
-  Tensor all = Tensor::zeros({chunk_ * dp_->size()}, DType::F32, device_);
+}
+
+void DataParallelAdamW::copy_value_in(size_t k) {
+  const ZeroSegment& s = segments_[k];
+  ops::copy(flat(params_[s.param].value->view(), s.begin, s.count), seg_values_[k].view());
+}
+
+void DataParallelAdamW::set_master(size_t u) {
+  OLMO2_CHECK(stage_ == 3, "set_master at ZeRO stage ", stage_);
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + units_.at(u).mine.size(); ++k) copy_value_in(k);
+}
+
+void DataParallelAdamW::add_grad_chunk(size_t u, const TensorView& chunk) {
+  const ZeroUnit& unit = units_.at(u);
+  if (chunk.numel() != unit.chunk) OLMO2_THROW(ShapeError, "unit ", u, " chunk of ", unit.chunk, ", got ", chunk.numel());
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
+    const int64_t n = segments_[k].count;  // add_inplace takes rows: one row of n
+    ops::add_inplace(seg_grads_[k].view().reshape({1, n}), chunk.rows(segments_[k].at, segments_[k].at + n).reshape({1, n}));
+  }
+}
+
+int64_t DataParallelAdamW::chunk_bytes() const {
+  int64_t elements = 0;
+  for (const ZeroSegment& s : segments_) elements += s.count;
+  return elements * 4 * 4;  // value, gradient, exp_avg, exp_avg_sq: f32 each
+}
+
+Tensor DataParallelAdamW::gather_unit(size_t u, const std::function<TensorView(size_t)>& segment) const {
+  const ZeroUnit& unit = units_[u];
+  const Tensor mine = Tensor::zeros({unit.chunk}, DType::F32, device_);
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
+    ops::copy(segment(k), mine.view().rows(segments_[k].at, segments_[k].at + segments_[k].count));
+  }
+  Tensor all = Tensor::zeros({unit.chunk * dp_->size()}, DType::F32, device_);
   parallel::all_gather(*dp_, mine.view(), all.view());
   return all;
 }
@@ -89,7 +121,7 @@ Tensor DataParallelAdamW::gather_chunks(const std::function<TensorView(size_t)>&
 std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
   std::map<std::string, Tensor> out;
   const std::map<std::string, TensorView> views = adam_->state_tensors();
-  if (!zero1_) {
+  if (stage_ == 0) {
     for (const auto& [name, v] : views) {
       Tensor t = Tensor::zeros(v.shape(), v.dtype(), v.device());
       ops::copy(v, t.view());
@@ -98,33 +130,35 @@ std::map<std::string, Tensor> DataParallelAdamW::full_state() const {
     return out;
   }
   for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-    const Tensor all = gather_chunks([&](size_t k) { return views.at(kind + seg_params_[k].name); });
-    int64_t at = 0;
-    for (const Parameter& p : params_) {
-      Tensor t = Tensor::zeros(p.value->shape(), DType::F32, device_);
-      ops::copy(all.view().rows(at, at + p.numel()), t.view().reshape({p.numel()}));
-      at += p.numel();
-      out.emplace(kind + p.name, std::move(t));
+    for (size_t u = 0; u < units_.size(); ++u) {
+      const Tensor all = gather_unit(u, [&](size_t k) { return views.at(kind + seg_params_[k].name); });
+      for (size_t i = units_[u].first, at = 0; i < units_[u].last; ++i) {
+        const Parameter& p = params_[i];
+        Tensor t = Tensor::zeros(p.value->shape(), DType::F32, device_);
+        ops::copy(all.view().rows(static_cast<int64_t>(at), static_cast<int64_t>(at) + p.numel()),
+                  t.view().reshape({p.numel()}));
+        at += static_cast<size_t>(p.numel());
+        out.emplace(kind + p.name, std::move(t));
+      }
     }
   }
   return out;
 }
 
-TensorView DataParallelAdamW::moment(const std::string& kind, size_t index, Tensor& keep) const {
+TensorView DataParallelAdamW::assemble(size_t index, Tensor& keep,
+                                       const std::function<TensorView(size_t)>& segment) const {
   constexpr int kMomentTag = 26;
-  OLMO2_CHECK(kind == "exp_avg." || kind == "exp_avg_sq.", "unknown moment kind \"", kind, "\"");
-  OLMO2_CHECK(index < params_.size(), "moment of parameter ", index, " of ", params_.size());
   const Parameter& p = params_[index];
-  const std::map<std::string, TensorView> views = adam_->state_tensors();
-  if (!zero1_) return views.at(kind + p.name);
-  // The parameter's flat elements [first, first + numel) lie in the chunks of ranks
-  // first / chunk … (first + numel − 1) / chunk; each sends its piece to DP rank 0.
-  int64_t first = 0;
-  for (size_t i = 0; i < index; ++i) first += params_[i].numel();
+  size_t u = 0;
+  while (units_[u].last <= index) ++u;
+  const ZeroUnit& unit = units_[u];
+  // The parameter's flat elements [first, first + numel) of its unit lie in the chunks of
+  // ranks first / chunk … (first + numel − 1) / chunk; each sends its piece to DP rank 0.
+  const int64_t first = unit.offset_of(params_, index), chunk = unit.chunk;
   TensorView piece;  // this rank's piece of it (at most one: chunks are contiguous)
   int64_t piece_begin = -1;
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    if (segments_[k].param == index) piece = views.at(kind + seg_params_[k].name), piece_begin = segments_[k].begin;
+  for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
+    if (segments_[k].param == index) piece = segment(k), piece_begin = segments_[k].begin;
   }
   if (dp_->rank() != 0) {
     if (piece_begin >= 0) parallel::send(*dp_, piece, 0, kMomentTag);
@@ -134,11 +168,25 @@ TensorView DataParallelAdamW::moment(const std::string& kind, size_t index, Tens
   if (p.numel() == 0) return keep.view();
   if (piece_begin >= 0) ops::copy(piece, flat(keep.view(), piece_begin, piece.numel()));
   const int64_t last = first + p.numel() - 1;
-  for (int64_t r = std::max<int64_t>(1, first / chunk_); r <= last / chunk_ && r < dp_->size(); ++r) {
-    const int64_t b = std::max(first, r * chunk_), e = std::min(first + p.numel(), (r + 1) * chunk_);
+  for (int64_t r = std::max<int64_t>(1, first / chunk); r <= last / chunk && r < dp_->size(); ++r) {
+    const int64_t b = std::max(first, r * chunk), e = std::min(first + p.numel(), (r + 1) * chunk);
     parallel::recv(*dp_, flat(keep.view(), b - first, e - b), static_cast<int>(r), kMomentTag);
   }
   return keep.view();
+}
+
+TensorView DataParallelAdamW::moment(const std::string& kind, size_t index, Tensor& keep) const {
+  OLMO2_CHECK(kind == "exp_avg." || kind == "exp_avg_sq.", "unknown moment kind \"", kind, "\"");
+  OLMO2_CHECK(index < params_.size(), "moment of parameter ", index, " of ", params_.size());
+  const std::map<std::string, TensorView> views = adam_->state_tensors();
+  if (stage_ == 0) return views.at(kind + params_[index].name);
+  return assemble(index, keep, [&](size_t k) { return views.at(kind + seg_params_[k].name); });
+}
+
+TensorView DataParallelAdamW::value(size_t index, Tensor& keep) const {
+  OLMO2_CHECK(index < params_.size(), "value of parameter ", index, " of ", params_.size());
+  if (stage_ < 3) return params_[index].value->view();
+  return assemble(index, keep, [&](size_t k) { return seg_values_[k].view(); });
 }
 
 void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, const Parameter&)>& load,
@@ -152,7 +200,7 @@ void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, c
     }
   };
   for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
-    if (!zero1_) {
+    if (stage_ == 0) {
       for (const Parameter& p : params_) {
         keep.push_back(load(kind + p.name, p));
         check(keep.back(), kind + p.name, p);
@@ -162,10 +210,11 @@ void DataParallelAdamW::restore(const std::function<Tensor(const std::string&, c
     }
     std::map<size_t, Tensor> whole;  // parameter index → its moment, loaded once
     for (size_t k = 0; k < segments_.size(); ++k) {
-      const Segment& s = segments_[k];
+      const ZeroSegment& s = segments_[k];
       const Parameter& p = params_[s.param];
       auto it = whole.find(s.param);
       if (it == whole.end()) {
+        whole.clear();  // segments of one parameter are adjacent: keep one whole moment at a time
         it = whole.emplace(s.param, load(kind + p.name, p)).first;
         check(it->second, kind + p.name, p);
       }

@@ -40,11 +40,11 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);
     sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp},
-                                     nullptr, ctx.diag, ctx.recompute);
+                                     nullptr, ctx.diag, ctx.recompute, ctx.hooks);
   }
   if (inject) inject(sums);
-  if (ctx.dp) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);
-  if (ctx.tp) sum_kv_replica_gradients(params, *ctx.tp);
+  if (ctx.dp && !ctx.hooks) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);
+  if (ctx.tp && !ctx.hooks) sum_kv_replica_gradients(params, *ctx.tp);
   std::vector<double> v{sums.ce_sum, sums.z_sq_sum};  // the last stage holds them; others add zeros
   all_reduce_doubles(ctx.dp, v);
   all_reduce_doubles(ctx.pp, v);

@@ -22,6 +22,9 @@ struct TrainContext {
   int64_t bucket_bytes = int64_t{25} << 20;  ///< DP gradient all-reduce bucket (see all_reduce_gradients)
   LayerDiagnostics* diag = nullptr;          ///< if set, this rank's stage's forward statistics (not reduced)
   Recompute recompute = Recompute::None;     ///< activations each layer keeps (docs/architecture.md §7 "Recomputation")
+  /// ZeRO stages 2 and 3 (runtime/train/zero_shards.h): the units' gathers and gradient
+  /// reduce-scatters over dp happen inside the backward, and step 4 below is skipped.
+  UnitHooks* hooks = nullptr;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this
@@ -50,7 +53,8 @@ float loss_gradient_scale(double loss_scale, int64_t global_targets);
 ///  2. pipeline_forward_backward with scale loss_gradient_scale(loss_scale, count);
 ///  3. `inject`, if given, on this rank's local loss sums and gradients (tests inject
 ///     a non-finite value on one rank here);
-///  4. gradients summed over DP in buckets, and over kv-head replicas on TP;
+///  4. gradients summed over DP in buckets, and over kv-head replicas on TP (without
+///     ctx.hooks: with them each unit's gradient was reduce-scattered in the backward);
 ///  5. ce_sum and z_sq_sum summed over DP and PP (f64 all-reduces).
 /// Gradients must be zero on entry (they accumulate). Returns the global sums and count
 /// on every rank; a count of 0 runs no forward. Collective over tp, pp and dp.

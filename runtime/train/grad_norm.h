@@ -16,9 +16,12 @@ namespace olmo2 {
 /// √59); a kv head replicated over TP ranks (after sum_kv_replica_gradients) only on its
 /// first replica. Each rank sums its squares in fp64; the sum crosses ranks as one f64,
 /// an all-reduce over `tp` then one over `pp` (either may be null or of size 1). DP
-/// replicas hold identical, already reduced gradients and are not summed. Every rank
-/// returns the same value. Throws CollectiveTimeout if a peer never joins.
+/// replicas hold identical, already reduced gradients and are not summed — unless
+/// `dp_chunks` is given: then `params` are this rank's ZeRO gradient chunks (stages 2 and
+/// 3, DataParallelAdamW::chunk_parameters), disjoint over DP, and the sum is all-reduced
+/// over `dp_chunks` too (docs/architecture.md §7 "ZeRO stages"). Every rank returns the
+/// same value. Throws CollectiveTimeout if a peer never joins.
 double global_grad_norm(const std::vector<Parameter>& params, parallel::Communicator* tp,
-                        parallel::Communicator* pp);
+                        parallel::Communicator* pp, parallel::Communicator* dp_chunks = nullptr);
 
 }  // namespace olmo2

@@ -22,7 +22,7 @@ int64_t tokens_of(const std::vector<Sample>& samples) {
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                    float scale, int64_t chunk, const ParallelContext& ctx, PipelineStats* stats,
-                                   LayerDiagnostics* diag, Recompute recompute) {
+                                   LayerDiagnostics* diag, Recompute recompute, UnitHooks* hooks) {
   const int64_t M = static_cast<int64_t>(micro_batches.size());
   if (M < 1) OLMO2_THROW(InputError, "a training step needs at least one micro-batch");
   PipelineStats local;
@@ -32,8 +32,8 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   LossSums sums;
   if (!pp) {
     for (const auto& mb : micro_batches) {
-      StageForward f = stage_forward(model, &grads, mb, Tensor(), z_coef, scale, chunk, ctx, diag, recompute);
-      stage_backward(model, grads, *f.saved, Tensor(), ctx);
+      StageForward f = stage_forward(model, &grads, mb, Tensor(), z_coef, scale, chunk, ctx, diag, recompute, hooks);
+      stage_backward(model, grads, *f.saved, Tensor(), ctx, hooks);
       sums += f.sums;
       ++st.forwards, ++st.backwards, st.peak_live = 1;
     }
@@ -45,7 +45,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   const int64_t warmup = std::min<int64_t>(P - s - 1, M);
   std::deque<StageActivationsPtr> live;  // forwarded, not yet backwarded (FIFO)
   int64_t next_fwd = 0, next_bwd = 0;
-  const Device dev = weights_device(model);  // activations and gradients cross stages as device views
+  const Device dev = hooks ? hooks->device() : weights_device(model);  // activations and gradients cross stages as device views
   auto buffer = [&](int64_t mb) {
     return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]), h}, DType::F32, dev);
   };
@@ -57,7 +57,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   };
   auto forward = [&](const Tensor& in) {
     StageForward f = stage_forward(model, &grads, micro_batches[static_cast<size_t>(next_fwd)], in, z_coef, scale,
-                                   chunk, ctx, diag, recompute);
+                                   chunk, ctx, diag, recompute, hooks);
     sums += f.sums;
     live.push_back(std::move(f.saved));
     ++next_fwd, ++st.forwards;
@@ -65,7 +65,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
     return std::move(f.output);
   };
   auto backward = [&](const Tensor& grad_out) {
-    Tensor g = stage_backward(model, grads, *live.front(), grad_out, ctx);
+    Tensor g = stage_backward(model, grads, *live.front(), grad_out, ctx, hooks);
     live.pop_front();
     ++next_bwd, ++st.backwards;
     return g;

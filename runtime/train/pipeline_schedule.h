@@ -33,11 +33,12 @@ struct PipelineStats {
 /// zeros on other stages. Without ctx.pp (or with one stage) it is forward_backward per
 /// micro-batch. `diag`, `recompute`: see stage_forward (every rank of a TP group passes
 /// the same mode). InputError for no micro-batches or a bad sample; CollectiveTimeout when
-/// a peer never answers.
+/// a peer never answers. `hooks` (ZeRO stages 2 and 3) go to every stage_forward and
+/// stage_backward.
 LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
                                    const std::vector<std::vector<Sample>>& micro_batches, float z_coef,
                                    float scale, int64_t loss_chunk_tokens = 512, const ParallelContext& ctx = {},
                                    PipelineStats* stats = nullptr, LayerDiagnostics* diag = nullptr,
-                                   Recompute recompute = Recompute::None);
+                                   Recompute recompute = Recompute::None, UnitHooks* hooks = nullptr);
 
 }  // namespace olmo2

@@ -50,8 +50,9 @@ void validate(const TrainOptions& o) {
     OLMO2_THROW(InputError, "--device cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
   }
 #endif
-  if (o.zero_stage != 0 && o.zero_stage != 1) {
-    OLMO2_THROW(InputError, "--zero-stage must be 0 or 1 (ZeRO-1: AdamW state sharded over DP), got ", o.zero_stage);
+  if (o.zero_stage < 0 || o.zero_stage > 3) {
+    OLMO2_THROW(InputError, "--zero-stage must be 0, 1, 2 or 3 (ZeRO-1: AdamW state, 2: and gradients, 3: and "
+                "parameters sharded over DP), got ", o.zero_stage);
   }
   parse_recompute(o.recompute, "--recompute");
   if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);

@@ -68,7 +68,7 @@ struct TrainOptions {
   // The layout is the process groups' (the launcher's rank session makes them from
   // --tp --pp --dp); only the split of layers over its stages is the plan's to take.
   std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
-  int zero_stage = 0;              ///< --zero-stage: 1 shards AdamW state over DP (ZeRO-1)
+  int zero_stage = 0;              ///< --zero-stage: 1 AdamW state, 2 also gradients, 3 also parameters sharded over DP
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
   /// --memory-per-rank: bytes one rank may hold; a run whose memory plan exceeds it on
   /// any rank is refused before any work (docs/architecture.md §7 "Memory plan"). 0: no check.
@@ -104,7 +104,7 @@ struct TrainOptions {
 /// steps, global_batch % micro_batch ≠ 0, a bad schedule/log format/policy name,
 /// out-of-range lr, betas, eps, ratio, keep, save_interval/resume without save_dir,
 /// resume_fallback without resume,
-/// a zero stage other than 0 or 1, a bucket size < 1, a recompute mode other than none,
+/// a zero stage outside 0…3, a bucket size < 1, a recompute mode other than none,
 /// selective or full, device CUDA in a build without CUDA.
 void validate(const TrainOptions& o);
 

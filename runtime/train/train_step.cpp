@@ -92,14 +92,18 @@ void LayerDiagnostics::reset(size_t layers) {
 
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t chunk,
-                           const ParallelContext& ctx, LayerDiagnostics* diag, Recompute recompute) {
+                           const ParallelContext& ctx, LayerDiagnostics* diag, Recompute recompute,
+                           UnitHooks* hooks) {
   check_stage(model, ctx);
   OLMO2_CHECK(chunk > 0, "loss chunk ", chunk);
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const ShardSpec& sh = model.shard();
   parallel::Communicator* tp = ctx.tensor_parallel();
-  const Device dev = weights_device(model);  // every tensor of the step lives beside the weights
+  // every tensor of the step lives beside the weights
+  const Device dev = hooks ? hooks->device() : weights_device(model);
+  const size_t layers = w.layers.size();
+  const int tail = static_cast<int>(layers) + 1;  // the UnitHooks number of the final norm and lm_head
   StageActivationsPtr saved(new StageActivations);
   saved->b = pack(samples, c, dev);
   const Batch& b = saved->b;
@@ -109,7 +113,9 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   Tensor x;
   if (sh.embedding) {
     x = Tensor::zeros({n, h}, DType::F32, dev);
+    if (hooks) hooks->before_forward(0);
     parallel::vocab_parallel_embedding(b.packed.ids.view(), w.embed_tokens.view(), sh.vocab_rows.begin, x.view(), tp);
+    if (hooks) hooks->after_forward(0);
   } else {
     if (input.shape() != std::vector<int64_t>{n, h}) {
       OLMO2_THROW(ShapeError, "stage input has shape ", shape_to_string(input.shape()), ", expected [", n, ", ", h,
@@ -127,8 +133,20 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   }
   if (grads) saved->layers.resize(w.layers.size());
   const DType act = model.activation_dtype();  // bf16 precision: bf16-valued activations
-  model.forward_layers(b.packed, nullptr, LayerOptions{act, false, nullptr, recompute}, x.view(), ctx,
-                       grads ? &saved->layers : nullptr, diag ? &stats : nullptr, nullptr);
+  const LayerOptions lo{act, false, nullptr, recompute};
+  if (!hooks) {
+    model.forward_layers(b.packed, nullptr, lo, x.view(), ctx, grads ? &saved->layers : nullptr,
+                         diag ? &stats : nullptr, nullptr);
+  } else {  // forward_layers' loop, each layer's weights present only around its forward
+    const LayerContext lc = model.layer_context(ctx);
+    LayerWorkspace ws;
+    for (size_t l = 0; l < layers; ++l) {
+      hooks->before_forward(static_cast<int>(l) + 1);
+      decoder_layer_forward(lc, w.layers[l], static_cast<int64_t>(l), b.packed, nullptr, lo, x.view(), ws,
+                            grads ? &saved->layers[l] : nullptr, diag ? &stats[l] : nullptr);
+      hooks->after_forward(static_cast<int>(l) + 1);
+    }
+  }
   for (size_t l = 0; diag && l < stats.size(); ++l) {
     diag->attention_norm_sum[l] += stats[l].attention_norm_sum;
     diag->mlp_norm_sum[l] += stats[l].mlp_norm_sum;
@@ -144,6 +162,8 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
 
   // ---- last stage: final norm, lm_head + loss (+ their backward) in row chunks ----
   const float eps = static_cast<float>(c.rms_norm_eps);
+  if (hooks) hooks->before_forward(tail);
+  if (hooks && grads) hooks->before_backward(tail);
   Tensor xn = Tensor::zeros({n, h}, DType::F32, dev);
   ops::rmsnorm(x.view(), w.norm.view(), eps, xn.view());
   if (act != DType::F32) ops::round_to(xn.view(), act);  // the final norm's output, as the reference stores it
@@ -165,16 +185,19 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     out.sums.ce_sum += cs.ce_sum, out.sums.z_sq_sum += cs.z_sq_sum, out.sums.count += cs.count;
     if (grads) ops::linear_backward(xn.view().rows(r0, r1), head, lg, dxn.view().rows(r0, r1), dhead);
   }
-  if (!grads) return out;
-  if (tp) parallel::all_reduce_sum(*tp, dxn.view());  // vocab-parallel lm_head: each rank's share
-  saved->dx_top = Tensor::zeros({n, h}, DType::F32, dev);
-  ops::rmsnorm_backward(x.view(), w.norm.view(), eps, dxn.view(), saved->dx_top.view(), grads->norm.view());
-  out.saved = std::move(saved);
+  if (grads) {
+    if (tp) parallel::all_reduce_sum(*tp, dxn.view());  // vocab-parallel lm_head: each rank's share
+    saved->dx_top = Tensor::zeros({n, h}, DType::F32, dev);
+    ops::rmsnorm_backward(x.view(), w.norm.view(), eps, dxn.view(), saved->dx_top.view(), grads->norm.view());
+    out.saved = std::move(saved);
+  }
+  if (hooks && grads) hooks->after_backward(tail);
+  if (hooks) hooks->after_forward(tail);
   return out;
 }
 
 Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations& saved, const Tensor& grad_output,
-                      const ParallelContext& ctx) {
+                      const ParallelContext& ctx, UnitHooks* hooks) {
   const ModelWeights& w = model.weights();
   const ShardSpec& sh = model.shard();
   const Batch& b = saved.b;
@@ -187,17 +210,21 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations
       OLMO2_THROW(ShapeError, "stage output gradient has shape ", shape_to_string(grad_output.shape()),
                   ", expected [", n, ", ", h, "]");
     }
-    dx = Tensor::zeros({n, h}, DType::F32, weights_device(model));
+    dx = Tensor::zeros({n, h}, DType::F32, hooks ? hooks->device() : weights_device(model));
     ops::copy(grad_output.view(), dx.view());
   }
   const LayerContext lc = model.layer_context(ctx);
   LayerBackwardWorkspace ws;
   for (size_t l = w.layers.size(); l-- > 0;) {
+    if (hooks) hooks->before_backward(static_cast<int>(l) + 1);
     decoder_layer_backward(lc, w.layers[l], g.layers[l], b.packed, saved.layers[l], dx.view(), ws);
+    if (hooks) hooks->after_backward(static_cast<int>(l) + 1);
   }
   if (!sh.embedding) return dx;  // d(stage input), for the previous stage
+  if (hooks) hooks->before_backward(0);
   parallel::vocab_parallel_embedding_backward(b.packed.ids.view(), dx.view(), sh.vocab_rows.begin,
                                               g.embed_tokens.view(), ctx.tensor_parallel());
+  if (hooks) hooks->after_backward(0);
   return Tensor();
 }
 

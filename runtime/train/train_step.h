@@ -54,6 +54,26 @@ struct LayerDiagnostics {
   void reset(size_t layers);
 };
 
+/// Per-unit callbacks of a step whose weights or gradients are not all held whole (ZeRO
+/// stages 2 and 3: runtime/train/zero_shards.h; docs/architecture.md §7 "ZeRO stages").
+/// Units of a stage: 0 the embedding (first stage), 1 + l its layer l, 1 + layers the
+/// final norm and lm_head (last stage). before_forward(u) makes unit u's weights
+/// readable, after_forward(u) lets them go; before_backward(u) makes its weights
+/// readable (not needed for the embedding) and its gradient tensors zeros to accumulate
+/// into; after_backward(u) takes the gradient away (and lets the weights go). The last
+/// stage's tail runs its backward inside the forward: before_forward, before_backward,
+/// after_backward, after_forward. Without hooks every tensor is always there.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  virtual void before_forward(int unit) = 0;
+  virtual void after_forward(int unit) = 0;
+  virtual void before_backward(int unit) = 0;
+  virtual void after_backward(int unit) = 0;
+  /// Where the step's tensors live (the weights' device, which a released tensor keeps).
+  virtual Device device() const = 0;
+};
+
 /// Result of stage_forward.
 struct StageForward {
   LossSums sums;  ///< last stage: the micro-batch's loss sums; zeros elsewhere
@@ -77,19 +97,22 @@ struct StageForward {
 /// `recompute`: which activations each layer keeps for stage_backward, which recomputes
 /// the rest (runtime/model/decoder_layer.h Recompute; docs/architecture.md §7
 /// "Recomputation"): losses and gradients are bit-identical in every mode.
+/// With `hooks` each unit is bracketed by its calls (see UnitHooks); the arithmetic is
+/// the same.
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
                            const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr,
-                           Recompute recompute = Recompute::None);
+                           Recompute recompute = Recompute::None, UnitHooks* hooks = nullptr);
 
 /// Backward of one micro-batch through this rank's stage: `grad_output` is the gradient
 /// at the stage's output received from the next stage ([tokens, hidden] f32; ignored on
 /// the last stage, which kept its own). Accumulates the stage's parameter gradients into
 /// `grads` and returns the gradient at the stage's input for the previous stage (an
 /// empty tensor on stage 0, which adds it into the embedding gradient). Frees `saved`'s
-/// activations as it goes. ShapeError when grad_output has the wrong shape.
+/// activations as it goes. ShapeError when grad_output has the wrong shape. `hooks`: as
+/// for stage_forward, around each layer's and the embedding's backward.
 Tensor stage_backward(const Olmo2Model& model, ModelWeights& grads, StageActivations& saved,
-                      const Tensor& grad_output, const ParallelContext& ctx = {});
+                      const Tensor& grad_output, const ParallelContext& ctx = {}, UnitHooks* hooks = nullptr);
 
 /// Forward and backward of one micro-batch. `samples` may have different lengths
 /// (each ≥ 1 token; labels the same length as input_ids, −100 for "no target"). Runs

@@ -26,6 +26,7 @@
 #include "runtime/train/shared_storage.h"
 #include "runtime/train/streamed_gather.h"
 #include "runtime/train/train_step.h"
+#include "runtime/train/zero_startup.h"
 
 namespace olmo2 {
 
@@ -109,6 +110,10 @@ void Trainer::check_options_and_layout() {
   loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
   grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
   faults_.check_rank(world_ ? world_->size() : 1);
+  if (opt.zero_stage >= 1 && dp_size_ == 1) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage,
+                " shards over data-parallel ranks; this layout has dp 1");
+  }
   if (opt.micro_batch == 0 && opt.global_batch % dp_size_ != 0) {
     OLMO2_THROW(InputError, "--global-batch ", opt.global_batch, " is not divisible by dp ", dp_size_,
                 " (each data-parallel rank takes an equal share)");
@@ -203,23 +208,58 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
   // is read on the host and copied there; initial values are computed on the host and
   // copied by init_parameters.
   const Device device = opt.device;
-  model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
-                                                      : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
-  if (!from.empty() && device != Device::CPU) {
-    model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(model_->config(), model_->shard(),
-                                                                   weights_on(model_->weights(), device)));
+  if (opt.zero_stage >= 2 && config.tie_word_embeddings) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " does not support a model with tie_word_embeddings "
+                "(its embedding is used by two units); use --zero-stage 1");
   }
-  if (precision == Precision::BF16) master_ = std::move(model_->mutable_weights());
-  ModelWeights& values = precision == Precision::BF16 ? master_ : model_->mutable_weights();
-  grads_ = zeros_like_weights(values);
+  if (opt.zero_stage >= 2 && tp_ && config.num_key_value_heads < tp_->size()) {
+    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " with kv heads replicated over TP ranks (",
+                config.num_key_value_heads, " kv heads, tp ", tp_->size(), ") is not supported; use --zero-stage 1");
+  }
+  // ZeRO stages 2 and 3 (dp > 1 was checked) never allocate the whole gradient, and
+  // stage 3 not the whole model either: those tensors are shapes only, and stage 3 fills
+  // its master chunks one unit at a time below (docs/architecture.md §7 "ZeRO stages").
+  const bool zero2 = opt.zero_stage >= 2, zero3 = opt.zero_stage >= 3;
+  const bool bf16 = precision == Precision::BF16;
+  if (zero3) {
+    const ModelConfig c = from.empty() ? config : ModelConfig::load(from);
+    model_ = std::make_unique<Olmo2Model>(
+        Olmo2Model::from_weights(c, shard, shape_only_weights(c, shard, weight_dtype(precision), device), precision));
+    if (bf16) master_ = shape_only_weights(c, shard, DType::F32, device);
+  } else {
+    model_ = std::make_unique<Olmo2Model>(!from.empty() ? Olmo2Model::load(from, shard, Precision::FP32)
+                                                        : Olmo2Model::from_weights(config, shard, zero_weights(config, shard, device)));
+    if (!from.empty() && device != Device::CPU) {
+      model_ = std::make_unique<Olmo2Model>(Olmo2Model::from_weights(model_->config(), model_->shard(),
+                                                                     weights_on(model_->weights(), device)));
+    }
+    if (bf16) master_ = std::move(model_->mutable_weights());
+  }
+  ModelWeights& values = bf16 ? master_ : model_->mutable_weights();
+  grads_ = zero2 ? shape_only_weights(model_->config(), shard, DType::F32, device) : zeros_like_weights(values);
   params_ = list_parameters(values, grads_, model_->config(), model_->shard());
-  if (from.empty()) init_parameters(params_, opt.seed, opt.init_std);
-  if (precision == Precision::BF16) {
+  if (from.empty() && !zero3) init_parameters(params_, opt.seed, opt.init_std);
+  if (bf16 && !zero3) {
     model_ = std::make_unique<Olmo2Model>(
         Olmo2Model::from_weights(model_->config(), model_->shard(), weights_in(master_, DType::BF16), Precision::BF16));
   }
   optimizer_ = std::make_unique<DataParallelAdamW>(params_, AdamWOptions{opt.beta1, opt.beta2, opt.eps, opt.weight_decay},
-                                                   dp_, opt.zero_stage == 1);
+                                                   dp_, opt.zero_stage);
+  if (optimizer_->stage() < 2) return;
+  // The tensors the model computes with, in parameter order (the values themselves in fp32).
+  std::vector<Tensor*> compute;
+  for (const Parameter& p : list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard())) {
+    compute.push_back(p.value);
+  }
+  zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size());
+  if (!zero3) return;
+  if (from.empty()) {
+    // Element g of a tensor is a function of (seed, name, g) alone: unit by unit gives the same bits.
+    zero_->fill_master([&](const Parameter& p) { init_parameter(p, opt.seed, opt.init_std); });
+  } else {
+    const Checkpoint checkpoint = Checkpoint::open(from);
+    zero_->fill_master([&](const Parameter& p) { load_parameter(checkpoint, p); });
+  }
 }
 
 void Trainer::agree_on_data(uint64_t data_fingerprint) {
@@ -361,9 +401,10 @@ StepRecord Trainer::step() {
   StepRecord r;
   r.step = step_ + 1;
   r.lr = schedule_.lr(step_);
-  for (const Parameter& p : params_) ops::fill(p.grad->view(), 0.0);
+  std::vector<Parameter>& grads = grad_params();
+  for (const Parameter& p : grads) ops::fill(p.grad->view(), 0.0);
   const double factor = faults_.loss_factor(r.step);
-  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, params_);
+  const std::function<void(LossSums&)> inject = faults_.injection(r.step, world_ ? world_->rank() : 0, grads);
   // Per-layer diagnostics every --diag-interval steps (and at step 1) when metrics are on;
   // the option is the same on every rank, so every rank takes the same branch.
   const bool diag_step = metrics_->diagnostics_at(r.step);
@@ -372,14 +413,19 @@ StepRecord Trainer::step() {
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
                                                       factor,
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
-                                                                   diag_step ? &diag : nullptr,
-                                                                   parse_recompute(o.recompute, "--recompute")},
+                                                                  diag_step ? &diag : nullptr,
+                                                                  parse_recompute(o.recompute, "--recompute"), zero_.get()},
                                                       inject);
+  // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
+  OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");
   std::vector<double> layer_grad_sq;
-  if (diag_step) layer_grad_sq = metrics_->layer_grad_squares(params_);  // before clipping changes them
+  if (diag_step) {
+    layer_grad_sq = metrics_->layer_grad_squares(grads);  // before clipping changes them
+    if (zero_) all_reduce_doubles(dp_, layer_grad_sq);  // each DP rank's chunks
+  }
   const int64_t count = sums.count;
   r.target_tokens = count;
-  r.grad_norm = global_grad_norm(params_, tp_, pp_);
+  r.grad_norm = global_grad_norm(grads, tp_, pp_, zero_ ? dp_ : nullptr);
   if (count > 0) {
     r.loss = factor * sums.ce_sum / static_cast<double>(count);
     r.z_loss = factor * o.z_loss * sums.z_sq_sum / static_cast<double>(count);
@@ -415,9 +461,10 @@ StepRecord Trainer::step() {
     ++skipped_;
     r.skipped = true;
   } else if (count > 0) {
-    clip_grad_norm(params_, r.grad_norm, o.clip_grad);
+    clip_grad_norm(grads, r.grad_norm, o.clip_grad);
     optimizer_->step(r.lr);
-    if (model_->precision() == Precision::BF16) copy_weights(master_, model_->mutable_weights());  // the compute copy
+    // The compute copy (ZeRO-3 rounds the master chunks at each gather instead).
+    if (model_->precision() == Precision::BF16 && optimizer_->stage() < 3) copy_weights(master_, model_->mutable_weights());
   }
   loader_->advance();
   ++step_;
@@ -444,7 +491,8 @@ std::string Trainer::save() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Parameter& p = params_[i];
     if (world_ && !p.owned(tp_rank)) continue;
-    slices.push_back({p.name, &p, [&p](Tensor&) { return p.value->view(); }});
+    // ZeRO-3: assembled from the master chunks over DP, as a sharded moment is.
+    slices.push_back({p.name, &p, [this, i](Tensor& keep) { return optimizer_->value(i, keep); }});
     for (const char* kind : {"exp_avg.", "exp_avg_sq."}) {
       slices.push_back({kind + p.name, &p, [this, kind, i](Tensor& keep) { return optimizer_->moment(kind, i, keep); }});
     }

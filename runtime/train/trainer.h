@@ -26,6 +26,7 @@
 #include "runtime/train/run_directory.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
+#include "runtime/train/zero_shards.h"
 
 namespace olmo2 {
 
@@ -108,8 +109,13 @@ class Trainer {
   RunEnd run(const std::function<bool()>& stop_requested);
 
   int64_t steps_done() const { return step_; }
-  /// This rank's parameters (its shards), in HF state-dict order.
+  /// This rank's parameters (its shards), in HF state-dict order. At ZeRO stage 3 their
+  /// values hold no storage outside a unit's use (the optimizer's chunks hold them; see
+  /// ZeroShards), nor at stages 2 and 3 do their gradients — not even at start-up, which
+  /// builds stage 3's chunks one unit at a time (ZeroShards::fill_master).
   const std::vector<Parameter>& parameters() const { return params_; }
+  /// ZeRO stages 2 and 3: the units' gathers and reduce-scatters (null otherwise).
+  const ZeroShards* zero_shards() const { return zero_.get(); }
   /// Micro-batch size in use (--micro-batch, default global batch / dp).
   int64_t micro_batch() const;
   /// True on world rank 0 (or without MPI): the rank that prints and writes.
@@ -154,6 +160,10 @@ class Trainer {
   std::unique_ptr<DataLoader> loader_;
   std::vector<DataFileIdentity> data_files_;  ///< what --data holds, in order (checkpoints record it)
   std::unique_ptr<DataParallelAdamW> optimizer_;
+  std::unique_ptr<ZeroShards> zero_;  ///< ZeRO stages 2 and 3 (docs/architecture.md §7 "ZeRO stages")
+  /// The gradients the step zeroes, measures and clips: params_, or at ZeRO stages 2 and 3
+  /// the optimizer's chunks.
+  std::vector<Parameter>& grad_params() { return zero_ ? optimizer_->chunk_parameters() : params_; }
   LrSchedule schedule_;
   int64_t step_ = 0, skipped_ = 0, nonfinite_ = 0, tokens_ = 0;
   /// Set from --spike-window/--spike-sigma once the options are validated.

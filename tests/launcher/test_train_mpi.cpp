@@ -125,7 +125,8 @@ TEST(TrainUnderMpirun, ErrorsEveryRankSeesArePrintedOnce) {
       {4, "--pp 2 --micro-batch 8", "--global-batch 8 is not divisible by --micro-batch 8 × dp 2 = 16"},
       {2, "--tp 2 --data " + t.dir.file("missing.npy"), "missing.npy"},
       {4, "--pp 4 --pp-layers 1,1,1", "pp-layers"},
-      {2, "--tp 2 --zero-stage 3", "--zero-stage must be 0 or 1"},
+      {2, "--tp 2 --zero-stage 3", "--zero-stage 3 shards over data-parallel ranks; this layout has dp 1"},
+      {2, "--dp 2 --zero-stage 4", "--zero-stage must be 0, 1, 2 or 3"},
   };
   for (const Bad& b : cases) {
     const test::RunResult r = mpirun(b.np, t.args(b.extra.find("--micro-batch") == std::string::npos ? b.extra + " --micro-batch 2" : b.extra));

@@ -9,6 +9,7 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/process_groups.h"
+#include "parallel/timed_communicator.h"
 #include "tests/parallel/mpi_test_util.h"
 
 namespace olmo2::parallel {
@@ -76,6 +77,33 @@ TEST(MpiCommunicator, ChecksSizesBeforeCommunicating) {
   EXPECT_EQ(c.sequence(), 0u) << "refused calls are not counted";
   c.barrier();
   EXPECT_EQ(c.sequence(), 1u);
+}
+
+// all_gather_start: two gathers outstanding at once with a blocking collective posted
+// between them (MPI's rule: the same order on every rank), waited for in reverse order;
+// TimedCommunicator forwards it and counts it once, with the gathered whole's bytes.
+TEST(MpiCommunicator, StartedAllGathersCompleteBesideOtherCollectives) {
+  const int n = world_size(), r = world_rank();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 30.0);
+  TimedCommunicator c(std::move(g.world));
+  std::vector<float> a_in{float(r), float(10 + r)}, a_out(2 * static_cast<size_t>(n));
+  std::vector<int32_t> b_in{100 * r}, b_out(static_cast<size_t>(n));
+  AsyncHandle a = c.all_gather_start(host_view(a_in), host_view(a_out));
+  AsyncHandle b = c.all_gather_start(host_view(b_in), host_view(b_out));
+  std::vector<int64_t> one{1};
+  c.all_reduce_sum(one);
+  EXPECT_EQ(one[0], n);
+  EXPECT_TRUE(a.pending() && b.pending());
+  b.wait(), a.wait();
+  EXPECT_FALSE(a.pending() || b.pending());
+  for (int k = 0; k < n; ++k) {
+    EXPECT_EQ(a_out[2 * static_cast<size_t>(k)], float(k));
+    EXPECT_EQ(a_out[2 * static_cast<size_t>(k) + 1], float(10 + k));
+    EXPECT_EQ(b_out[static_cast<size_t>(k)], 100 * k);
+  }
+  EXPECT_EQ(c.sequence(), 3u);
+  EXPECT_EQ(c.stats(CommOp::all_gather).calls, 2u);
+  EXPECT_EQ(c.stats(CommOp::all_gather).bytes, static_cast<uint64_t>(12 * n));
 }
 
 TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {

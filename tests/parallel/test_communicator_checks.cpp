@@ -3,6 +3,7 @@
 // dtype; in one process, over an in-process FakeCommunicator (no MPI).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -127,6 +128,23 @@ TEST(CommunicatorChecks, SpanConveniencesCarryTheirElementType) {
   EXPECT_EQ(l[0], 5 + (int64_t{1} << 40));
   EXPECT_EQ(fp, uint64_t{1} << 40) << "u64 moves as i64 words, bit for bit";
   EXPECT_EQ(c.sequence(), 7u);
+}
+
+// A communicator without a non-blocking all-gather (the default do_all_gather_start)
+// runs the blocking one at start: the handle is complete and the output there.
+TEST(CommunicatorChecks, AllGatherStartFallsBackToTheBlockingCall) {
+  FakeCommunicator c(1, 2, [](int peer, const TensorView& into) {
+    std::fill_n(static_cast<float*>(into.data()), into.numel(), 7.0f + static_cast<float>(peer));
+  });
+  std::vector<float> in{3.0f, 4.0f}, out(4);
+  AsyncHandle h = c.all_gather_start(host_view(in), host_view(out));
+  EXPECT_FALSE(h.pending());
+  h.wait();
+  EXPECT_EQ(out, (std::vector<float>{7.0f, 7.0f, 3.0f, 4.0f}));
+  ASSERT_EQ(c.calls().size(), 1u);
+  EXPECT_EQ(c.calls()[0].op, "all_gather");
+  std::vector<float> wrong(3);
+  EXPECT_THROW(c.all_gather_start(host_view(in), host_view(wrong)), ShapeError);
 }
 
 TEST(TimedCommunicator, CountsBytesFromDtypeSizes) {
