@@ -2,7 +2,7 @@
 // of --tp/--pp/--dp given; run under mpirun, world = tp·pp·dp.
 //
 //   mpirun -np 8 olmo2_train_bench --tp 2 --pp 2 --dp 2 [--sizes demo] [--steps 3] [--warmup 1]
-//          [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1] [--threads N] [--tmp-dir DIR]
+//          [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1|2|3] [--threads N] [--tmp-dir DIR]
 //
 // Times Trainer::step on every rank (data loader, 1F1B pipeline, TP collectives, DP
 // gradient all-reduce, clip, AdamW; lr 3e-4 constant) over one size, on uniform random
@@ -169,7 +169,7 @@ int run_distributed(const Options& o) {
           "olmo2_train_bench: Trainer::step on %d ranks (tp %d, pp %d, dp %d%s), %d threads "
           "per rank (%d ranks on this node x %d = %d on %d hardware threads; rank 0 may use %d "
           "CPUs), OpenBLAS core %s, precision %s, load average %s\n",
-          world_size, l.tp, l.pp, l.dp, o.zero_stage ? ", ZeRO-1" : "", threads, groups.local_size,
+          world_size, l.tp, l.pp, l.dp, o.zero_stage ? (", ZeRO-" + std::to_string(o.zero_stage)).c_str() : "", threads, groups.local_size,
           threads, groups.local_size * threads, hw, affinity_cpus(), openblas_get_corename(),
           o.precision.c_str(), load_average().c_str());
       std::fflush(stdout);
