@@ -308,7 +308,11 @@ TEST(MemorySize, Units) {
   EXPECT_EQ(parse_memory_size("2GiB", "x"), 2147483648);
   EXPECT_EQ(parse_memory_size("4096", "x"), 4096);
   EXPECT_EQ(parse_memory_size("3K", "x"), 3000);
-  for (const char* bad : {"", "12XB", "-1", "0", "GiB"}) {
+  EXPECT_EQ(parse_memory_size("80gb", "x"), 80000000000);
+  EXPECT_EQ(parse_memory_size("1TiB", "x"), 1099511627776);
+  EXPECT_EQ(parse_memory_size("2T", "x"), 2000000000000);
+  EXPECT_EQ(parse_memory_size("0.5kib", "x"), 512);
+  for (const char* bad : {"", "12XB", "-1", "0", "GiB", "0x10GB", "1e3GB", "+1GB", "1.GB", ".5GB", "1 GB", "0.1B"}) {
     const std::string m = test::input_error([&] { parse_memory_size(bad, "--kv-cache-memory"); });
     EXPECT_NE(m.find("--kv-cache-memory"), std::string::npos) << bad << ": " << m;
   }
