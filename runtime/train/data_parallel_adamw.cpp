@@ -5,6 +5,7 @@
 #include "ops/elementwise.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
+#include "runtime/train/zero_startup.h"
 
 namespace olmo2 {
 namespace {
@@ -30,7 +31,9 @@ DataParallelAdamW::DataParallelAdamW(std::vector<Parameter>& params, AdamWOption
   }
   seg_values_.reserve(segments_.size()), seg_grads_.reserve(segments_.size());
   for (const ZeroSegment& s : segments_) {
-    seg_values_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
+    // Stage 2 stages the values only during step (copied in from the replicated weights).
+    seg_values_.push_back(stage_ == 2 ? shape_only({s.count}, DType::F32, device_)
+                                      : Tensor::zeros({s.count}, DType::F32, device_));
     seg_grads_.push_back(Tensor::zeros({s.count}, DType::F32, device_));
   }
   for (size_t k = 0; k < segments_.size(); ++k) {
@@ -57,6 +60,7 @@ void DataParallelAdamW::step(double lr) {
   // step (stage 3's master chunks are the values).
   for (size_t k = 0; k < segments_.size() && stage_ < 3; ++k) {
     const ZeroSegment& s = segments_[k];
+    if (stage_ == 2) seg_values_[k] = Tensor::zeros({s.count}, DType::F32, device_);
     copy_value_in(k);
     if (stage_ == 1) ops::copy(flat(params_[s.param].grad->view(), s.begin, s.count), seg_grads_[k].view());
   }
@@ -70,6 +74,11 @@ void DataParallelAdamW::step(double lr) {
                 p.value->view().reshape({p.numel()}));
       at += static_cast<size_t>(p.numel());
     }
+  }
+  // Stage 2's staged values are not needed until the next step (docs/architecture.md §7
+  // "Memory plan"): stage 1 keeps them, as its memory plan counts.
+  for (size_t k = 0; k < segments_.size() && stage_ == 2; ++k) {
+    seg_values_[k] = shape_only({segments_[k].count}, DType::F32, device_);
   }
 }
 
@@ -92,12 +101,19 @@ void DataParallelAdamW::set_master(size_t u) {
   for (size_t k = seg_begin_[u]; k < seg_begin_[u] + units_.at(u).mine.size(); ++k) copy_value_in(k);
 }
 
-void DataParallelAdamW::add_grad_chunk(size_t u, const TensorView& chunk) {
+void DataParallelAdamW::add_grad_chunk(size_t u, const TensorView& piece, int64_t at) {
   const ZeroUnit& unit = units_.at(u);
-  if (chunk.numel() != unit.chunk) OLMO2_THROW(ShapeError, "unit ", u, " chunk of ", unit.chunk, ", got ", chunk.numel());
+  const int64_t end = at + piece.numel();
+  if (at < 0 || end > unit.chunk) {
+    OLMO2_THROW(ShapeError, "unit ", u, " chunk of ", unit.chunk, ", got elements [", at, ", ", end, ")");
+  }
   for (size_t k = seg_begin_[u]; k < seg_begin_[u] + unit.mine.size(); ++k) {
-    const int64_t n = segments_[k].count;  // add_inplace takes rows: one row of n
-    ops::add_inplace(seg_grads_[k].view().reshape({1, n}), chunk.rows(segments_[k].at, segments_[k].at + n).reshape({1, n}));
+    const ZeroSegment& s = segments_[k];
+    const int64_t b = std::max(at, s.at), e = std::min(end, s.at + s.count);
+    if (b >= e) continue;
+    const int64_t n = e - b;  // add_inplace takes rows: one row of n
+    ops::add_inplace(seg_grads_[k].view().rows(b - s.at, e - s.at).reshape({1, n}),
+                     piece.rows(b - at, e - at).reshape({1, n}));
   }
 }
 

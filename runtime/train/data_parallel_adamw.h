@@ -84,11 +84,13 @@ class DataParallelAdamW {
   /// model one unit at a time (docs/architecture.md §7 "ZeRO stages"). Error at another
   /// stage.
   void set_master(size_t unit);
-  /// Adds `chunk` ([chunk] f32, this rank's part of the unit's reduce-scattered
-  /// gradient) into the gradient chunk of unit `unit` (stages 2 and 3).
-  void add_grad_chunk(size_t unit, const TensorView& chunk);
+  /// Adds `piece` ([n] f32, elements [at, at + n) of this rank's part of the unit's
+  /// reduce-scattered gradient) into the gradient chunk of unit `unit` (stages 2 and 3).
+  /// ShapeError when the piece runs past the chunk.
+  void add_grad_chunk(size_t unit, const TensorView& piece, int64_t at = 0);
   /// Bytes this rank holds in chunk values, chunk gradients and moments (stage 1 counts
-  /// its staging copies of values and gradients too); for tests of the sharding.
+  /// its staging copies of values and gradients too, stage 2 its values, which exist
+  /// only during step); for tests of the sharding.
   int64_t chunk_bytes() const;
 
  private:

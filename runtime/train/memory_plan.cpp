@@ -79,16 +79,17 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   if (rp.embedding || (last && c.tie_word_embeddings)) units.push_back(w.vocab * w.h);
   for (int64_t i = 0; i < m.layers; ++i) units.push_back(layer_elements(w));
   if (last) units.push_back(w.h + (c.tie_word_embeddings ? 0 : w.vocab * w.h));
-  int64_t N = 0, C = 0, unit_max = 0;
-  for (const int64_t u : units) N += u, C += ceil_div(u, dp), unit_max = std::max(unit_max, u);
+  int64_t N = 0, C = 0;
+  for (const int64_t u : units) N += u, C += ceil_div(u, dp);
   OLMO2_CHECK(N == rp.parameters + rp.padding_elements, "memory plan: rank ", rp.rank, " holds ", N,
               " elements by its units, the partition says ", rp.parameters + rp.padding_elements);
   const int64_t c1 = ceil_div(N, dp);  // ZeRO-1's chunk of the flat parameter list
 
-  // The state: trainer.cpp's build_model_and_optimizer, data_parallel_adamw.cpp.
-  const int64_t held_params = zero == 3 ? C : N;
-  m.weights = held_params * cb;
-  m.master_weights = cb == 2 ? held_params * kF32 : 0;
+  // The state: trainer.cpp's build_model_and_optimizer, data_parallel_adamw.cpp. ZeRO-3
+  // holds only the f32 master chunks (the parameters themselves in fp32); its gathers
+  // round them to the compute dtype, so no bf16 chunk is kept.
+  m.weights = zero == 3 ? (cb == kF32 ? C * kF32 : 0) : N * cb;
+  m.master_weights = cb == 2 ? (zero == 3 ? C : N) * kF32 : 0;
   m.gradients = (zero >= 2 ? C : N) * kF32;
   m.optimizer = zero == 0 ? 2 * N * kF32 : zero == 1 ? 4 * c1 * kF32 : 2 * C * kF32;  // ZeRO-1: + staged values, grads
 
@@ -112,27 +113,68 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   } else if (o.recompute == "selective") {  // qr, kr, attn, x1 and the attention scores
     recompute = (T * (2 * w.qw + w.kvw + w.h) + s * keys) * kF32;
   }
-  const int64_t zero_units = zero == 2 ? unit_max * kF32 : zero == 3 ? unit_max * (2 * cb + kF32) : 0;
-  std::vector<std::pair<int64_t, std::string>> compute = {
-      {fwd, "a layer's forward"}, {bwd + recompute, o.recompute == "none" ? "a layer's backward"
-                                                                           : "a layer's backward and its recompute"}};
-  if (last) compute.emplace_back(loss, "the loss chunk's logits [" + std::to_string(std::min(o.loss_chunk_tokens, T)) +
-                                           ", " + std::to_string(w.vocab) + "]");
-  const auto top = *std::max_element(compute.begin(), compute.end());
-  const int64_t compute_working = top.first + zero_units;
-  // After the backward, with no activation held (grad_sync.cpp, data_parallel_adamw.cpp):
-  // the DP bucket (ZeRO 0/1), ZeRO-1/2's all-gather of the updated chunks ([c] and [c·dp]).
-  const int64_t bucket = dp > 1 && zero <= 1 ? std::min<int64_t>(o.grad_bucket_mb << 20, N * kF32) : 0;
-  const int64_t gather = zero == 1 || zero == 2 ? c1 * (dp + 1) * kF32 : 0;
-  const int64_t step_working = std::max(bucket, gather);
-  const int64_t during_compute = m.activations + m.comm_buffers + compute_working;
-  if (during_compute >= step_working) {
-    m.working = compute_working;
-    m.working_phase = top.second + (zero >= 2 ? std::string(" + ZeRO-") + std::to_string(zero) + " units" : "");
-  } else {
-    m.working = step_working - m.activations - m.comm_buffers;
-    m.working_phase = gather >= bucket ? "the optimizer step's all-gather (no activations held then)"
-                                       : "the DP gradient bucket (no activations held then)";
+  // ZeRO-2/3 units in use (zero_shards.cpp): a unit's flat f32 gradient [d·⌈N_u/d⌉] from
+  // before its backward to its reduce-scatter, which sends it in pieces of at most the
+  // bucket (a [d, piece] send buffer unless the unit fits, the received piece, and the
+  // transport's copy of the whole message on a rank that reduces); at stage 3 also the
+  // unit's gathered weights in cb and the next unit's gather in flight (chunk and whole).
+  const int64_t layer_n = layer_elements(w), tail_n = w.h + w.vocab * w.h, emb_n = w.vocab * w.h;
+  const int64_t bucket_bytes = o.grad_bucket_mb << 20;
+  auto flat = [&](int64_t n) { return dp * ceil_div(n, dp); };
+  auto grad_of = [&](int64_t n) { return zero >= 2 ? kF32 * flat(n) : 0; };
+  auto gathered = [&](int64_t n) { return zero == 3 ? cb * flat(n) : 0; };
+  auto in_flight = [&](int64_t n) { return zero == 3 && n > 0 ? cb * (flat(n) + ceil_div(n, dp)) : 0; };
+  auto scatter = [&](int64_t n) -> int64_t {
+    if (zero < 2) return 0;
+    const int64_t chunk = ceil_div(n, dp), piece = std::clamp<int64_t>(bucket_bytes / (kF32 * dp), 1, chunk);
+    return kF32 * piece * ((piece < chunk ? dp : 0) + 1 + dp);
+  };
+  const int64_t next_layer = m.layers > 0 ? layer_n : 0;
+  const std::string unit_note = zero >= 2 ? " + ZeRO-" + std::to_string(zero) + " unit" : "";
+  // Phases while a micro-batch's activations are held: bytes beyond them.
+  std::vector<std::pair<int64_t, std::string>> held;
+  if (m.layers > 0) {
+    held.emplace_back(fwd + gathered(layer_n) + in_flight(last ? std::max(layer_n, tail_n) : layer_n),
+                      "a layer's forward" + std::string(zero == 3 ? " + the gathered layer and the next" : ""));
+    held.emplace_back(bwd + recompute + grad_of(layer_n) + gathered(layer_n) + in_flight(layer_n),
+                      (o.recompute == "none" ? "a layer's backward" : "a layer's backward and its recompute") +
+                          unit_note);
+    if (zero >= 2) held.emplace_back(grad_of(layer_n) + scatter(layer_n) + gathered(layer_n) + in_flight(layer_n),
+                                     "a layer's gradient reduce-scatter");
+  }
+  if (last) {
+    held.emplace_back(loss + grad_of(tail_n) + gathered(tail_n) + in_flight(next_layer),
+                      "the loss chunk's logits [" + std::to_string(std::min(o.loss_chunk_tokens, T)) + ", " +
+                          std::to_string(w.vocab) + "]" + unit_note);
+    if (zero >= 2) held.emplace_back(T * w.h * kF32 + grad_of(tail_n) + scatter(tail_n) + gathered(tail_n) +
+                                         in_flight(next_layer),
+                                     "the tail's gradient reduce-scatter");
+  }
+  // Phases without this micro-batch's activations (its layers free theirs in the
+  // backward; other micro-batches in flight keep theirs): beyond the state.
+  std::vector<std::pair<int64_t, std::string>> free;
+  // After the backward (grad_sync.cpp, data_parallel_adamw.cpp): the DP bucket (ZeRO
+  // 0/1); ZeRO-1's all-gather of its updated chunk ([c] and [c·d]); ZeRO-2's staged chunk
+  // values and one unit's all-gather at a time.
+  if (dp > 1 && zero <= 1) free.emplace_back(std::min<int64_t>(bucket_bytes, N * kF32), "the DP gradient bucket");
+  if (zero == 1) free.emplace_back(c1 * (dp + 1) * kF32, "the optimizer step's all-gather");
+  if (zero == 2) free.emplace_back(C * kF32 + ceil_div(std::max({emb_n * rp.embedding, layer_n, tail_n * last}), dp) *
+                                                  (dp + 1) * kF32,
+                                   "the optimizer step's staged values and a unit's all-gather");
+  if (zero >= 2 && rp.embedding) {
+    free.emplace_back(m.activations - m.activations_per_micro_batch + m.comm_buffers + T * w.h * kF32 +
+                          grad_of(emb_n) + scatter(emb_n),
+                      "the embedding's gradient reduce-scatter");
+  }
+  if (held.empty()) held.emplace_back(0, "nothing (no layers)");
+  const auto top = *std::max_element(held.begin(), held.end());
+  const int64_t during_compute = m.activations + m.comm_buffers + top.first;
+  m.working = top.first, m.working_phase = top.second;
+  for (const auto& [bytes, phase] : free) {
+    if (bytes > during_compute && bytes - m.activations - m.comm_buffers > m.working) {
+      m.working = bytes - m.activations - m.comm_buffers;
+      m.working_phase = phase + " (no activations of its micro-batch held then)";
+    }
   }
 
   // Bytes sent per step (ring collectives: all-reduce 2(n−1)/n·B, all-gather and
@@ -154,7 +196,7 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   m.sent_pp = l.pp > 1 ? M * hid * ((last ? 0 : 1) + (first ? 0 : 1)) : 0;
   if (dp > 1) {
     if (zero <= 1) m.sent_dp = ring_all_reduce(dp, N * kF32) + (zero == 1 ? (dp - 1) * c1 * kF32 : 0);
-    if (zero == 2) m.sent_dp = M * (dp - 1) * C * kF32 + (dp - 1) * c1 * kF32;
+    if (zero == 2) m.sent_dp = M * (dp - 1) * C * kF32 + (dp - 1) * C * kF32;  // the step gathers per unit
     if (zero == 3) m.sent_dp = M * (dp - 1) * C * kF32 + 2 * M * (dp - 1) * C * cb;
   }
 }

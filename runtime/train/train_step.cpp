@@ -185,10 +185,14 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     out.sums.ce_sum += cs.ce_sum, out.sums.z_sq_sum += cs.z_sq_sum, out.sums.count += cs.count;
     if (grads) ops::linear_backward(xn.view().rows(r0, r1), head, lg, dxn.view().rows(r0, r1), dhead);
   }
+  // The loss's transients end here, before the tail's gradient is reduce-scattered
+  // (docs/architecture.md §7 "Memory plan").
+  logits = Tensor(), xn = Tensor();
   if (grads) {
     if (tp) parallel::all_reduce_sum(*tp, dxn.view());  // vocab-parallel lm_head: each rank's share
     saved->dx_top = Tensor::zeros({n, h}, DType::F32, dev);
     ops::rmsnorm_backward(x.view(), w.norm.view(), eps, dxn.view(), saved->dx_top.view(), grads->norm.view());
+    dxn = Tensor();
     out.saved = std::move(saved);
   }
   if (hooks && grads) hooks->after_backward(tail);

@@ -251,7 +251,8 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
   for (const Parameter& p : list_parameters(model_->mutable_weights(), grads_, model_->config(), model_->shard())) {
     compute.push_back(p.value);
   }
-  zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size());
+  zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size(),
+                                       opt.grad_bucket_mb << 20);
   if (!zero3) return;
   if (from.empty()) {
     // Element g of a tensor is a function of (seed, name, g) alone: unit by unit gives the same bits.

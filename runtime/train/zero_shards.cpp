@@ -9,8 +9,9 @@
 namespace olmo2 {
 
 ZeroShards::ZeroShards(DataParallelAdamW& optimizer, std::vector<Parameter>& params, std::vector<Tensor*> compute,
-                       parallel::Communicator& dp, size_t layers)
-    : optimizer_(optimizer), params_(params), compute_(std::move(compute)), dp_(dp) {
+                       parallel::Communicator& dp, size_t layers, int64_t bucket_bytes)
+    : optimizer_(optimizer), params_(params), compute_(std::move(compute)), dp_(dp), bucket_bytes_(bucket_bytes) {
+  OLMO2_CHECK(bucket_bytes_ > 0, "ZeRO reduce-scatter bucket of ", bucket_bytes_, " bytes");
   OLMO2_CHECK(optimizer_.stage() >= 2, "ZeroShards needs ZeRO stage 2 or 3, the optimizer is at ", optimizer_.stage());
   OLMO2_CHECK(compute_.size() == params_.size(), compute_.size(), " compute tensors for ", params_.size(), " parameters");
   device_ = params_.empty() ? Device::CPU : params_.front().value->device();
@@ -158,18 +159,36 @@ void ZeroShards::after_backward(int unit) {
   if (u < 0) return;
   const size_t unit_index = static_cast<size_t>(u);
   {
-    // Reduce-scattered: this rank gets the sum over DP of its chunk of the unit's gradient
-    // (docs/architecture.md §7 "ZeRO stages").
     const Tensor whole = std::move(whole_grads_.at(unit_index));
     whole_grads_.erase(unit_index);
     unlay(unit_index, true);
-    const Tensor mine = Tensor::zeros({optimizer_.units()[unit_index].chunk}, DType::F32, device_);
-    dp_.reduce_scatter(whole.view(), mine.view(), parallel::ReduceOp::Sum);
+    reduce_scatter_grad(unit_index, whole);
     sent_ += whole.numel() * 4;
-    optimizer_.add_grad_chunk(unit_index, mine.view());
     count(whole, -1);
   }
   release_weights(unit_index);
+}
+
+void ZeroShards::reduce_scatter_grad(size_t u, const Tensor& whole) {
+  // Reduce-scattered: this rank gets the sum over DP of its chunk of the unit's gradient
+  // (docs/architecture.md §7 "ZeRO stages"), in pieces whose [dp, piece] send buffer fits
+  // the bucket, so neither this rank's received piece nor the transport's temporaries
+  // (Open MPI's non-blocking reduce-scatter holds whole-message copies on the ranks that
+  // reduce) grow with the unit. Each element's sum is the same in every piece size.
+  const int64_t chunk = optimizer_.units()[u].chunk, d = dp_.size();
+  const int64_t piece = std::clamp<int64_t>(bucket_bytes_ / (4 * d), 1, chunk);
+  const Tensor mine = Tensor::zeros({piece}, DType::F32, device_);
+  const Tensor send = piece < chunk ? Tensor::zeros({piece * d}, DType::F32, device_) : Tensor();
+  for (int64_t at = 0; at < chunk; at += piece) {
+    const int64_t n = std::min(piece, chunk - at);
+    TensorView in = whole.view();
+    if (piece < chunk) {  // rank r's part of this piece: its chunk's elements [at, at + n)
+      in = send.view().rows(0, d * n);
+      for (int64_t r = 0; r < d; ++r) ops::copy(whole.view().rows(r * chunk + at, r * chunk + at + n), in.rows(r * n, r * n + n));
+    }
+    dp_.reduce_scatter(in, mine.view().rows(0, n), parallel::ReduceOp::Sum);
+    optimizer_.add_grad_chunk(u, mine.view().rows(0, n), at);
+  }
 }
 
 }  // namespace olmo2

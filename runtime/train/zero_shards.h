@@ -34,10 +34,12 @@ class ZeroShards final : public UnitHooks {
   /// `params`: the parameters the optimizer was built over, their gradients shape_only
   /// (zero_startup.h), and at stage 3 their values too; `compute[i]`: the tensor the
   /// model computes with for params[i] (its value itself in fp32, the bf16 copy in bf16
-  /// precision; shape_only at stage 3); `layers`: the rank's decoder layers. Error when
-  /// the optimizer is not at stage 2 or 3.
+  /// precision; shape_only at stage 3); `layers`: the rank's decoder layers;
+  /// `bucket_bytes` (--grad-bucket-mb): the most a unit's gradient reduce-scatter sends in
+  /// one call (its [dp, piece] send buffer; a unit within it is sent whole). Error when
+  /// the optimizer is not at stage 2 or 3 or bucket_bytes < 1.
   ZeroShards(DataParallelAdamW& optimizer, std::vector<Parameter>& params, std::vector<Tensor*> compute,
-             parallel::Communicator& dp, size_t layers);
+             parallel::Communicator& dp, size_t layers, int64_t bucket_bytes);
 
   /// Stage 3's start-up, one unit at a time (docs/architecture.md §7 "ZeRO stages"): the
   /// unit's f32 values are allocated, `fill(p)` writes each of its parameters' value
@@ -83,6 +85,9 @@ class ZeroShards final : public UnitHooks {
   /// Makes unit u's weights present: completes its gather (posting it first if needed).
   void gather(size_t u);
   void release_weights(size_t u);
+  /// Reduce-scatters unit u's flat gradient `whole` ([chunk · dp] f32) over DP in pieces
+  /// of at most bucket_bytes_ and adds this rank's sums into its gradient chunk.
+  void reduce_scatter_grad(size_t u, const Tensor& whole);
   /// Points unit u's compute tensors (grads: its gradients) at consecutive pieces of the
   /// 1-D `flat`, in parameter order, each keeping its shape; unlay makes them shape_only.
   void lay_out(size_t u, const Tensor& flat, bool grads);
@@ -101,6 +106,7 @@ class ZeroShards final : public UnitHooks {
   std::vector<Parameter>& params_;
   std::vector<Tensor*> compute_;
   parallel::Communicator& dp_;
+  int64_t bucket_bytes_ = 0;
   std::vector<int> unit_of_hook_;
   std::vector<bool> gathered_;  ///< per optimizer unit: weights present (stage 3)
   std::map<size_t, InFlight> in_flight_;  ///< per optimizer unit: its gather, posted

@@ -137,7 +137,7 @@ TEST(MemoryPlan, ZeroStagesShardWhatTheySay) {
   EXPECT_EQ(by_stage[2].gradients, 4 * C);
   EXPECT_EQ(by_stage[2].optimizer, 8 * C);
   EXPECT_EQ(by_stage[2].weights, 4 * P);
-  EXPECT_EQ(by_stage[3].weights, 4 * C);
+  EXPECT_EQ(by_stage[3].weights, 4 * C);  // fp32: the master chunks are the parameters
   EXPECT_EQ(by_stage[3].gradients, 4 * C);
   // Sent per step at dp 2 (one micro-batch): all-reduce 2(n-1)/n·4P; ZeRO-1 adds the
   // all-gather of its chunk; ZeRO-2 reduce-scatters the units and all-gathers; ZeRO-3
@@ -150,6 +150,44 @@ TEST(MemoryPlan, ZeroStagesShardWhatTheySay) {
   // gradients) and, at the step, gathers [c] and [c·dp]: more than no sharding here.
   EXPECT_GT(by_stage[1].total, by_stage[0].total);
   for (size_t z = 2; z < 4; ++z) EXPECT_LT(by_stage[z].total, by_stage[0].total) << "ZeRO-" << z;
+}
+
+// ZeRO-2/3's transients (docs/architecture.md §7 "Memory plan"), at dp 2 with one
+// micro-batch of T = 32 tokens, units within the 25 MiB bucket (each reduce-scattered
+// whole: the received chunk and the transport's copy of the [2c] message): the working
+// memory is the largest phase, each counted here from the dimensions.
+TEST(MemoryPlan, ZeroWorkingMemoryIsTheLargestUnitPhase) {
+  const int64_t T = 32, s = 16, d = 2;
+  const int64_t lay = layer(QW, KVW, I), tail = H + V * H;
+  auto chunk = [&](int64_t n) { return (n + d - 1) / d; };
+  const int64_t fwd = 4 * (2 * T * H + T * I + s * s);                         // x, scratch, one head's scores
+  const int64_t bwd = 4 * (T * (2 * H + 4 * I + 2 * QW + 2 * KVW) + 2 * s * s);  // the layer backward's workspace
+  const int64_t loss = 4 * (3 * T * H + T * V);                                // x, xn, dxn, logits [32, V]
+  for (const int stage : {2, 3}) {
+    const int64_t cb = stage == 3 ? 4 : 0;  // stage 3 gathers f32 weights (fp32)
+    auto grad = [&](int64_t n) { return 4 * d * chunk(n); };
+    auto scatter = [&](int64_t n) { return 4 * chunk(n) + 4 * d * chunk(n); };
+    auto gathered = [&](int64_t n) { return cb * d * chunk(n); };
+    auto in_flight = [&](int64_t n) { return cb * (d + 1) * chunk(n); };
+    const int64_t phases[] = {
+        fwd + gathered(lay) + in_flight(std::max(lay, tail)),
+        bwd + grad(lay) + gathered(lay) + in_flight(lay),
+        grad(lay) + scatter(lay) + gathered(lay) + in_flight(lay),
+        loss + grad(tail) + gathered(tail) + in_flight(lay),
+        4 * T * H + grad(tail) + scatter(tail) + gathered(tail) + in_flight(lay),
+    };
+    MemoryPlanOptions o = options(1, 1, 2);
+    o.zero_stage = stage;
+    const RankMemory m = plan_memory(tiny(), o).ranks[0];
+    EXPECT_EQ(m.working, *std::max_element(std::begin(phases), std::end(phases))) << "ZeRO-" << stage;
+    EXPECT_EQ(m.weights, stage == 3 ? 4 * (chunk(V * H) + L * chunk(lay) + chunk(tail)) : 4 * P);
+  }
+  // bf16 at stage 3 keeps only the f32 master chunks (its gathers round them).
+  MemoryPlanOptions o = options(1, 1, 2);
+  o.zero_stage = 3, o.precision = "bf16";
+  const RankMemory m = plan_memory(tiny(), o).ranks[0];
+  EXPECT_EQ(m.weights, 0);
+  EXPECT_EQ(m.master_weights, 4 * (chunk(V * H) + L * chunk(lay) + chunk(tail)));
 }
 
 TEST(MemoryPlan, ServingHoldsWeightsAndTheCache) {
