@@ -219,6 +219,11 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.layout = read_layout_options(vm, cfg.command);
     cfg.plan.options.layout = {cfg.layout.tp, cfg.layout.pp, cfg.layout.dp > 0 ? cfg.layout.dp : 1};
     cfg.plan.options.pp_layers = cfg.layout.pp_layers;
+    try {  // the options alone, as train's validate: a mistake on the command line is exit 2
+      check_plan_options(cfg.plan.options);
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "plan: ", e.what());
+    }
     return cfg;
   }
   if (cfg.command == "tokenize") {

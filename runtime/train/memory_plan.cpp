@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "runtime/model/precision.h"
 
+#include "runtime/train/zero_units.h"
+
 namespace olmo2 {
 namespace {
 
@@ -39,16 +41,15 @@ int64_t layer_elements(const Widths& w) {
   return 2 * w.qw * w.h + 2 * w.kvw * w.h + w.qw + w.kvw + 3 * w.inter * w.h + 2 * w.h;
 }
 
-void check_options(const MemoryPlanOptions& o, const ModelConfig& c) {
+}  // namespace
+
+void check_plan_options(const MemoryPlanOptions& o) {
   if (o.recompute != "none" && o.recompute != "selective" && o.recompute != "full") {
     OLMO2_THROW(InputError, "--recompute must be none, selective or full, got \"", o.recompute, "\"");
   }
   parse_precision(o.precision, "--precision");
   if (o.zero_stage < 0 || o.zero_stage > 3) {
     OLMO2_THROW(InputError, "--zero-stage must be 0, 1, 2 or 3, got ", o.zero_stage);
-  }
-  if (o.zero_stage >= 1 && o.layout.dp == 1 && !o.serve) {
-    OLMO2_THROW(InputError, "--zero-stage ", o.zero_stage, " shards over data-parallel ranks; this layout has dp 1");
   }
   if (o.seq_len < 1) OLMO2_THROW(InputError, "--seq-len must be at least 1, got ", o.seq_len);
   if (o.micro_batch < 1) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
@@ -58,7 +59,21 @@ void check_options(const MemoryPlanOptions& o, const ModelConfig& c) {
                 o.micro_batch, " × dp ", o.layout.dp, " = ", per_step);
   }
   if (o.grad_bucket_mb < 1) OLMO2_THROW(InputError, "--grad-bucket-mb must be at least 1, got ", o.grad_bucket_mb);
+  if (o.serve && (o.zero_stage != 0 || o.recompute != "none")) {
+    OLMO2_THROW(InputError, "--zero-stage and --recompute plan training; --serve plans serving (no gradients or "
+                            "optimizer state): give one or the other");
+  }
   if (o.kv_cache_bytes < 0) OLMO2_THROW(InputError, "--kv-cache-memory must not be negative, got ", o.kv_cache_bytes);
+}
+
+namespace {
+
+void check_options(const MemoryPlanOptions& o, const ModelConfig& c) {
+  check_plan_options(o);
+  if (o.zero_stage >= 1 && o.layout.dp == 1 && !o.serve) {
+    OLMO2_THROW(InputError, "--zero-stage ", o.zero_stage, " shards over data-parallel ranks; this layout has dp 1");
+  }
+  if (!o.serve) check_zero_stage_model(o.zero_stage, c, o.layout.tp);
   if (!o.serve && c.tie_word_embeddings && o.layout.pp > 1) {
     OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
                             "parallelism cannot split over stages: use --pp 1");

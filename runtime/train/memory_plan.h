@@ -59,6 +59,13 @@ struct RankMemory {
   int64_t sent_tp = 0, sent_pp = 0, sent_dp = 0;  ///< bytes this rank sends per step in each group
 };
 
+/// The checks of `options` that need no model: an unknown recompute mode or precision, a
+/// zero stage outside 0–3, seq_len or micro_batch < 1, a global batch not divisible by
+/// micro_batch · dp, a bucket < 1 MiB, kv_cache_bytes < 0, --zero-stage or --recompute
+/// with --serve. Throws InputError naming the option and value (`olmo2 plan` reports them
+/// as usage errors, exit 2, as `olmo2 train` does).
+void check_plan_options(const MemoryPlanOptions& options);
+
 /// The plan of every rank, in world-rank order.
 struct MemoryPlan {
   MemoryPlanOptions options;
@@ -71,7 +78,8 @@ struct MemoryPlan {
 /// The plan of `config` under `options`. Throws InputError, naming the option and value,
 /// before computing anything: an unknown recompute mode or precision, a zero stage
 /// outside 0–3 or ≥ 1 with dp 1, seq_len or micro_batch < 1, a global batch not divisible
-/// by micro_batch · dp, training a tied-embedding model over pp > 1, kv_cache_bytes < 0;
+/// by micro_batch · dp, training a tied-embedding model over pp > 1, kv_cache_bytes < 0,
+/// a model ZeRO-2/3 cannot shard (check_zero_stage_model, as the trainer refuses it);
 /// and what make_partition_plan throws for a layout the model does not divide.
 /// Source: the allocations of runtime/train (train_step, pipeline_schedule, grad_sync,
 /// data_parallel_adamw, trainer) and runtime/model/decoder_layer*, counted by hand; ZeRO

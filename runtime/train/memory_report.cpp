@@ -31,7 +31,8 @@ std::vector<int64_t> check_run_memory(const ModelConfig& config, const TrainOpti
   if (o.memory_per_rank > 0 && worst.total > o.memory_per_rank) {
     OLMO2_THROW(InputError, "--memory-per-rank ", format_gb(o.memory_per_rank), " (", o.memory_per_rank,
                 " bytes): rank ", worst.rank, " ", parallel::to_string(worst.coords), " needs ", format_gb(worst.total),
-                " by the memory plan (", largest_components(worst), "); see `olmo2 plan` for a layout that fits");
+                " by the memory plan (", largest_components(worst), "); `olmo2 plan` with this run's options (--micro-batch ",
+                micro_batch, " --global-batch ", o.global_batch, " included) shows every rank and a layout that fits");
   }
   return totals;
 }

@@ -208,14 +208,7 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
   // is read on the host and copied there; initial values are computed on the host and
   // copied by init_parameters.
   const Device device = opt.device;
-  if (opt.zero_stage >= 2 && config.tie_word_embeddings) {
-    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " does not support a model with tie_word_embeddings "
-                "(its embedding is used by two units); use --zero-stage 1");
-  }
-  if (opt.zero_stage >= 2 && tp_ && config.num_key_value_heads < tp_->size()) {
-    OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " with kv heads replicated over TP ranks (",
-                config.num_key_value_heads, " kv heads, tp ", tp_->size(), ") is not supported; use --zero-stage 1");
-  }
+  check_zero_stage_model(opt.zero_stage, config, tp_ ? tp_->size() : 1);
   // ZeRO stages 2 and 3 (dp > 1 was checked) never allocate the whole gradient, and
   // stage 3 not the whole model either: those tensors are shapes only, and stage 3 fills
   // its master chunks one unit at a time below (docs/architecture.md §7 "ZeRO stages").

@@ -46,4 +46,16 @@ std::vector<ZeroUnit> make_zero_units(const std::vector<Parameter>& params, int 
   return units;
 }
 
+void check_zero_stage_model(int stage, const ModelConfig& config, int tp) {
+  if (stage < 2) return;
+  if (config.tie_word_embeddings) {
+    OLMO2_THROW(InputError, "--zero-stage ", stage, " does not support a model with tie_word_embeddings "
+                "(its embedding is used by two units); use --zero-stage 1");
+  }
+  if (config.num_key_value_heads < tp) {
+    OLMO2_THROW(InputError, "--zero-stage ", stage, " with kv heads replicated over TP ranks (",
+                config.num_key_value_heads, " kv heads, tp ", tp, ") is not supported; use --zero-stage 1");
+  }
+}
+
 }  // namespace olmo2

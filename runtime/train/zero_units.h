@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/model/config.h"
 #include "runtime/model/parameters.h"
 
 namespace olmo2 {
@@ -42,5 +43,14 @@ std::vector<ZeroUnit> make_zero_units(const std::vector<Parameter>& params, int 
 /// Which unit of make_zero_units(…, stage ≥ 2, …) a parameter belongs to: −1 for the
 /// embedding, the layer's position among the rank's layers (0-based), or −2 for the tail.
 int zero_unit_kind(const std::string& parameter_name);
+
+/// The models ZeRO stages 2 and 3 can shard (docs/architecture.md §7 "ZeRO stages"): not
+/// one with tie_word_embeddings (its embedding would belong to two units), nor kv heads
+/// replicated over TP ranks (num_key_value_heads < tp: their partial gradients are summed
+/// over TP after the backward, which the per-unit reduce-scatter has already passed).
+/// Throws InputError naming the stage and the reason, and the stage that works; no-op
+/// for stages 0 and 1. Called by the trainer and by the memory plan alike, so that
+/// `olmo2 plan` refuses what `olmo2 train` refuses.
+void check_zero_stage_model(int stage, const ModelConfig& config, int tp);
 
 }  // namespace olmo2

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -64,20 +66,49 @@ TEST(PlanCli, APlanThatDoesNotFitExitsOneNamingTheRank) {
 }
 
 TEST(PlanCli, BadInputIsOneLineNamingTheOption) {
-  const std::pair<std::string, std::string> cases[] = {
-      {"--seq-len 16 --recompute some", "--recompute must be none, selective or full, got \"some\""},
-      {"--seq-len 16 --zero-stage 1", "--zero-stage 1 shards over data-parallel ranks; this layout has dp 1"},
-      {"--seq-len 16 --tp 3", "tp"},
-      {"--seq-len 16 --memory-per-rank lots", "--memory-per-rank"},
-      {"--seq-len 16 --format xml", "--format must be text or json"},
-      {"", "--seq-len is required"}};
-  for (const auto& [args, what] : cases) {
+  // Status 2 for a command line train would refuse as one (an option alone is wrong),
+  // 1 for what only the model or the layout makes wrong — as olmo2 train has them.
+  const std::tuple<std::string, std::string, int> cases[] = {
+      {"--seq-len 16 --recompute some", "--recompute must be none, selective or full, got \"some\"", 2},
+      {"--seq-len 16 --zero-stage 5", "--zero-stage must be 0, 1, 2 or 3, got 5", 2},
+      {"--seq-len 16 --dp 2 --micro-batch 2 --global-batch 6", "--global-batch 6 is not a positive multiple", 2},
+      {"--seq-len 16 --serve --dp 2 --zero-stage 3", "--zero-stage and --recompute plan training; --serve plans", 2},
+      {"--seq-len 16 --zero-stage 1", "--zero-stage 1 shards over data-parallel ranks; this layout has dp 1", 1},
+      {"--seq-len 16 --tp 3", "tp", 1},
+      {"--seq-len 16 --memory-per-rank lots", "--memory-per-rank", 2},
+      {"--seq-len 16 --memory-per-rank 0x10GB", "--memory-per-rank", 2},
+      {"--seq-len 16 --format xml", "--format must be text or json", 2},
+      {"", "--seq-len is required", 2}};
+  for (const auto& [args, what, status] : cases) {
     const auto r = test::run_olmo2("plan --model " + k7B + " " + args);
-    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(r.status, status) << args << ": " << r.err;
     EXPECT_EQ(r.out, "") << args;
     EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(what)) << args;
   }
+}
+
+TEST(PlanCli, RefusesTheModelsTrainRefusesAtZeroStagesTwoAndThree) {
+  // The same check as the trainer's (check_zero_stage_model): a plan never says "fits"
+  // for a run that olmo2 train would refuse at start.
+  const test::TinyModel t;  // 4 heads, 2 kv heads
+  nlohmann::json c = nlohmann::json::parse(std::ifstream(t.dir.file("config.json")));
+  c["tie_word_embeddings"] = true;
+  std::ofstream(t.dir.file("tied.json")) << c.dump();
+  const std::pair<std::string, std::string> cases[] = {
+      {"--model-config " + t.dir.file("tied.json") + " --dp 2 --zero-stage 3",
+       "--zero-stage 3 does not support a model with tie_word_embeddings"},
+      {"--model-config " + t.dir.file("config.json") + " --tp 4 --dp 2 --zero-stage 2",
+       "--zero-stage 2 with kv heads replicated over TP ranks (2 kv heads, tp 4) is not supported"}};
+  for (const auto& [args, what] : cases) {
+    const auto r = test::run_olmo2("plan " + args + " --seq-len 16 --memory-per-rank 1GB");
+    EXPECT_EQ(r.status, 1) << args << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(lines(r.err), 1u) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(what)) << args;
+  }
+  // Stage 1 shards only the moments: both plans are made.
+  EXPECT_EQ(test::run_olmo2("plan --model-config " + t.dir.file("tied.json") + " --dp 2 --zero-stage 1 --seq-len 16").status, 0);
 }
 
 TEST(TrainMemoryPlan, ARunReportsEveryRanksPeakBesideItsPlan) {
