@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/model/decoder_layer.h"
 #include "runtime/model/precision.h"
 
 #include "runtime/train/zero_units.h"
@@ -44,9 +45,7 @@ int64_t layer_elements(const Widths& w) {
 }  // namespace
 
 void check_plan_options(const MemoryPlanOptions& o) {
-  if (o.recompute != "none" && o.recompute != "selective" && o.recompute != "full") {
-    OLMO2_THROW(InputError, "--recompute must be none, selective or full, got \"", o.recompute, "\"");
-  }
+  parse_recompute(o.recompute, "--recompute");  // the trainer's own parser and message
   parse_precision(o.precision, "--precision");
   if (o.zero_stage < 0 || o.zero_stage > 3) {
     OLMO2_THROW(InputError, "--zero-stage must be 0, 1, 2 or 3, got ", o.zero_stage);
