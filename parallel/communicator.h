@@ -168,6 +168,21 @@ class Communicator {
   /// (pending()).
   void send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                  int recv_tag, Stream stream = {});
+  /// send posted without waiting for it: `data` must not change nor be freed until the
+  /// returned handle's wait() returns. Same checks and errors as send (before anything
+  /// is posted). MpiCommunicator posts MPI_Isend; the default runs the blocking send and
+  /// returns a complete handle. What the pipeline schedule posts early and waits for
+  /// late (docs/architecture.md §5 "Interleaved 1F1B", §6 (communicators)).
+  AsyncHandle send_start(const TensorView& data, int peer, int tag, Stream stream = {});
+  /// recv posted without waiting for it: `data` holds the message once the handle's
+  /// wait() returns (which throws Error for a message of another element count, and
+  /// CollectiveTimeout as recv does); until then it must not be read, written or freed.
+  /// Messages from one peer with one tag match the receives in the order they were
+  /// posted (MPI's non-overtaking rule). MpiCommunicator posts MPI_Irecv. The default
+  /// defers the blocking recv to wait() — not at once, as the other defaults do: a
+  /// receive posted ahead of the computation whose result the peer is waiting for would
+  /// otherwise block that computation for good.
+  AsyncHandle recv_start(const TensorView& data, int peer, int tag, Stream stream = {});
   /// Blocks until every member has entered the barrier.
   void barrier();
 
@@ -256,6 +271,10 @@ class Communicator {
   virtual void do_send(const TensorView& data, int peer, int tag, Stream stream) = 0;
   /// recv on a checked view, peer and tag.
   virtual void do_recv(const TensorView& data, int peer, int tag, Stream stream) = 0;
+  /// send_start on a checked view, peer and tag. Default: do_send, then a complete handle.
+  virtual AsyncHandle do_send_start(const TensorView& data, int peer, int tag, Stream stream);
+  /// recv_start on a checked view, peer and tag. Default: a handle whose wait() runs do_recv.
+  virtual AsyncHandle do_recv_start(const TensorView& data, int peer, int tag, Stream stream);
   /// send_recv on checked views, peer and tags.
   virtual void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                             int recv_tag, Stream stream) = 0;

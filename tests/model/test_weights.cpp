@@ -70,8 +70,8 @@ TEST(Weights, Bf16CopyOfEveryStageAndOfATiedModel) {
     std::vector<ShardSpec> shards = {ShardSpec::whole(c)};
     if (!tied) {  // pipeline stages: the first without the head, the middle with layers only, the last without the embedding
       ShardSpec first = ShardSpec::whole(c), middle = first, last = first;
-      first.layers = {0, 1}, first.final_norm = false;
-      middle.layers = {1, 2}, middle.embedding = false, middle.final_norm = false;
+      first.chunks = {{0, 1}}, first.final_norm = false;
+      middle.chunks = {{1, 2}}, middle.embedding = false, middle.final_norm = false;
       last.layers = {2, 3}, last.embedding = false;
       shards.insert(shards.end(), {first, middle, last});
     }
