@@ -174,14 +174,16 @@ class Communicator {
   /// returns a complete handle. What the pipeline schedule posts early and waits for
   /// late (docs/architecture.md §5 "Interleaved 1F1B", §6 (communicators)).
   AsyncHandle send_start(const TensorView& data, int peer, int tag, Stream stream = {});
-  /// recv posted without waiting for it: `data` holds the message once the handle's
-  /// wait() returns (which throws Error for a message of another element count, and
-  /// CollectiveTimeout as recv does); until then it must not be read, written or freed.
-  /// Messages from one peer with one tag match the receives in the order they were
-  /// posted (MPI's non-overtaking rule). MpiCommunicator posts MPI_Irecv. The default
-  /// defers the blocking recv to wait() — not at once, as the other defaults do: a
-  /// receive posted ahead of the computation whose result the peer is waiting for would
-  /// otherwise block that computation for good.
+  /// recv to be completed later: `data` holds the message once the handle's wait()
+  /// returns (which throws what recv throws: Error for a message of another element
+  /// count, CollectiveTimeout); until then it must not be read, written or freed.
+  /// Messages from one peer with one tag match the receives in the order they are
+  /// waited for. The default — MpiCommunicator's too — runs the blocking recv in wait(),
+  /// not at once as the other defaults do: a receive posted ahead of the computation
+  /// whose result the peer waits for must not block that computation. MpiCommunicator
+  /// does not post MPI_Irecv because Open MPI 4's single-copy (CMA) path writes a longer
+  /// message than expected past the receive buffer (AddressSanitizer in
+  /// train_message_sizes_test); its recv checks the size by MPI_Improbe first.
   AsyncHandle recv_start(const TensorView& data, int peer, int tag, Stream stream = {});
   /// Blocks until every member has entered the barrier.
   void barrier();

@@ -84,9 +84,6 @@ class MpiCommunicator final : public Communicator {
                     int recv_tag, Stream stream) override;
   /// Posts MPI_Isend; the handle's wait() polls it with this group's timeout.
   AsyncHandle do_send_start(const TensorView& data, int peer, int tag, Stream stream) override;
-  /// Posts MPI_Irecv into `data`; the handle's wait() polls it and checks the element
-  /// count (a longer message is MPI's truncation error, reported as Error).
-  AsyncHandle do_recv_start(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_barrier() override;
   std::string device_note(Device device) const override;
 

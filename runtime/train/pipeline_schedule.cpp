@@ -104,11 +104,11 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   const std::vector<ScheduleOp> order = pipeline_schedule(vp.P, vp.s, vp.V, M);
   const int64_t h = model.config().hidden_size;
   const Device dev = hooks ? hooks->device() : weights_device(model);  // activations and gradients cross stages as device views
-  // On the CPU (MPI) every receive is posted two operations ahead (recv_start) and every
-  // send posted at once (send_start) and waited for at the end of the step, so a stage
-  // blocks only where its input has not arrived. Device transports keep the blocking
-  // calls, pairing a send with the next receive from the same peer (send_recv) so no
-  // message size can deadlock; the interleaved schedule needs the former.
+  // On the CPU (MPI) every send is posted at once (send_start) and waited for at the end
+  // of the step, so a stage blocks only where its input has not arrived (its receive).
+  // Device transports keep the blocking calls, pairing a send with the next receive from
+  // the same peer (send_recv) so no message size can deadlock; the interleaved schedule
+  // needs the former.
   const bool early = dev == Device::CPU;
   if (!early && vp.V > 1) {
     OLMO2_THROW(InputError, "--pp-virtual ", vp.V, ": the interleaved schedule runs on the CPU (MPI) only");
@@ -120,18 +120,8 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
     Tensor data;
     parallel::AsyncHandle handle;
   };
-  std::map<size_t, Posted> inputs;  // op index → its received (or receiving) input
+  std::map<size_t, Tensor> inputs;  // op index → its input, received with the previous op's send (device)
   std::vector<Posted> sends;        // waited for at the end of the step
-  size_t next_post = 0;
-  auto post_until = [&](size_t end) {
-    for (; next_post < std::min(end, order.size()); ++next_post) {
-      const Link in = vp.input(order[next_post]);
-      if (in.peer < 0) continue;
-      Posted p{buffer(order[next_post].micro_batch), {}};
-      p.handle = pp->recv_start(p.data.view(), in.peer, in.tag, ops::default_stream(dev));
-      inputs.emplace(next_post, std::move(p));
-    }
-  };
   auto idle = [&](auto&& blocking) {  // time blocked on pipeline messages
     const Clock::time_point t0 = Clock::now();
     blocking();
@@ -141,19 +131,14 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   int64_t held = 0, forwards = 0, backwards = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const ScheduleOp& op = order[i];
-    if (early) post_until(i + 2);
     Tensor in;
     const Link from = vp.input(op);
-    if (from.peer >= 0) {
-      auto it = inputs.find(i);
-      if (it == inputs.end()) {  // device transport, not received with the previous send
-        in = buffer(op.micro_batch);
-        idle([&] { parallel::recv(*pp, in.view(), from.peer, from.tag); });
-      } else {
-        idle([&] { it->second.handle.wait(); });
-        in = std::move(it->second.data);
-        inputs.erase(it);
-      }
+    if (auto it = inputs.find(i); it != inputs.end()) {
+      in = std::move(it->second);
+      inputs.erase(it);
+    } else if (from.peer >= 0) {
+      in = buffer(op.micro_batch);
+      idle([&] { parallel::recv(*pp, in.view(), from.peer, from.tag); });
     }
     Tensor out;
     const size_t c = static_cast<size_t>(op.chunk);
@@ -180,10 +165,9 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
     }
     const bool pair = i + 1 < order.size() && vp.input(order[i + 1]).peer == to.peer;
     if (pair) {
-      const Link next = vp.input(order[i + 1]);
-      Posted p{buffer(order[i + 1].micro_batch), {}};
-      idle([&] { parallel::send_recv(*pp, out.view(), p.data.view(), to.peer, to.tag, next.tag); });
-      inputs.emplace(i + 1, std::move(p));
+      Tensor next = buffer(order[i + 1].micro_batch);
+      idle([&] { parallel::send_recv(*pp, out.view(), next.view(), to.peer, to.tag, vp.input(order[i + 1]).tag); });
+      inputs.emplace(i + 1, std::move(next));
     } else {
       idle([&] { parallel::send(*pp, out.view(), to.peer, to.tag); });
     }

@@ -48,10 +48,9 @@ std::vector<ScheduleOp> pipeline_schedule(int stages, int stage, int chunks, int
 /// (ShardSpec::chunks), the interleaved 1F1B with V chunks (docs/architecture.md §5
 /// "Interleaved 1F1B"). Activations [tokens, hidden] f32 go to the next virtual stage and
 /// gradients back to the previous one over `ctx.pp` (tags 1 + 2c and 2 + 2c into chunk c).
-/// On the CPU each receive is posted (Communicator::recv_start) two operations before the
-/// one that needs it and each send posted at once (send_start) and waited for at the end
-/// of the step (so the sent tensors live until then), so a stage blocks only on an input
-/// not yet arrived; on a device transport the calls block, a send and the next receive
+/// On the CPU each send is posted at once (Communicator::send_start) and waited for at the
+/// end of the step (so the sent tensors live until then), so a stage blocks only on an
+/// input not yet arrived (its receive); on a device transport the calls block, a send and the next receive
 /// from the same peer posted together (send_recv) so no message size can deadlock (there
 /// V > 1 is an InputError). The arithmetic is that of plain 1F1B whatever the order:
 /// every chunk's micro-batches run in order 0…M−1, so losses and gradients are bit-identical.

@@ -1,6 +1,6 @@
-// Communicator::send_start / recv_start (docs/architecture.md §6 (communicators)): posted
-// messages of any size complete when waited for, receives posted before the sender
-// sends, sizes checked at the wait, TimedCommunicator's accounting, and the defaults'
+// Communicator::send_start / recv_start (docs/architecture.md §6 (communicators)): started
+// messages of any size complete when waited for, receives started before the sender
+// sends, sizes checked at the wait before a byte is written, TimedCommunicator's accounting, and the defaults'
 // order (a blocking send at once, a receive deferred to its wait). Runs at 2 and 4 ranks.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@ using test::FakeCommunicator;
 using test::message_of;
 using test::world_size;
 
-// 4 MiB each way (far above any eager limit), every message posted before any wait, the
+// 4 MiB each way (far above any eager limit), every call made before any wait, the
 // receives first: blocking calls in this order would wait on each other for ever.
 TEST(P2pStart, LargeMessagesPostedBothWaysComplete) {
   OLMO2_REQUIRE_WORLD_AT_LEAST(2);
@@ -32,10 +32,10 @@ TEST(P2pStart, LargeMessagesPostedBothWaysComplete) {
     std::vector<float> first(n, -1.0f), second(n, -1.0f);
     std::vector<float> out_a(n, float(10 * c.rank() + 1)), out_b(n, float(10 * c.rank() + 2));
     AsyncHandle r1 = c.recv_start(host_view(first), peer, 3);
-    AsyncHandle r2 = c.recv_start(host_view(second), peer, 3);  // same tag: matched in posting order
+    AsyncHandle r2 = c.recv_start(host_view(second), peer, 3);  // same tag: matched in the order waited for
     AsyncHandle s1 = c.send_start(host_view(out_a), peer, 3);
     AsyncHandle s2 = c.send_start(host_view(out_b), peer, 3);
-    r2.wait(), r1.wait(), s1.wait(), s2.wait();
+    r1.wait(), r2.wait(), s1.wait(), s2.wait();
     EXPECT_EQ(first.front(), float(10 * peer + 1));
     EXPECT_EQ(first.back(), float(10 * peer + 1));
     EXPECT_EQ(second.front(), float(10 * peer + 2));
@@ -57,7 +57,7 @@ TEST(P2pStart, AShorterMessageIsAnErrorAtTheWait) {
   if (c.rank() == 1) {
     AsyncHandle h = c.recv_start(host_view(eight), 0, 9);
     const std::string m = message_of<Error>([&] { h.wait(); });
-    EXPECT_NE(m.find("received 4 f32, expected 8 f32"), std::string::npos) << m;
+    EXPECT_NE(m.find("brought 16 bytes (4 f32), expected 8 f32"), std::string::npos) << m;
   }
   c.barrier();
 }

@@ -45,12 +45,16 @@ TEST(InterleavedSchedule, EachChunkRunsItsMicroBatchesInOrder) {
           // The first backward comes right after the warm-up and the first steady forward
           // (all forwards come first when the warm-up takes them all).
           EXPECT_EQ(warmup, want == M * V ? want : want + 1) << "P " << P << " V " << V << " M " << M << " stage " << s;
+          int64_t live = 0, peak = 0;  // (micro-batch, chunk) activations held
           for (const ScheduleOp& op : ops) {
+            live += op.forward ? 1 : -1, peak = std::max(peak, live);
             int64_t& next = op.forward ? next_f[op.chunk] : next_b[op.chunk];
             EXPECT_EQ(op.micro_batch, next) << (op.forward ? "forward" : "backward") << " of chunk " << op.chunk;
             ++next;
             if (!op.forward) EXPECT_LT(op.micro_batch, next_f[op.chunk]) << "backward before its forward";
           }
+          // docs/architecture.md §5: at most min(w + 1, M·V) pairs in flight.
+          EXPECT_EQ(peak, std::min<int64_t>(want + 1, M * V)) << "P " << P << " V " << V << " M " << M << " stage " << s;
         }
       }
     }
