@@ -111,7 +111,7 @@ struct PartitionPlan {
 /// shape (a size < 1, heads % kv heads ≠ 0). The axes and the world are the topology's
 /// (Topology::make checked them).
 ///
-/// `virtual_stages` V > 1 (Megatron-LM's virtual pipeline, Narayanan et al. 2021 §2.2;
+/// `virtual_stages` V > 1 (Megatron-LM's virtual pipeline, Narayanan et al. 2021, section 2.2;
 /// docs/architecture.md §5 "Interleaved 1F1B"): the layers L split into pp·V equal chunks
 /// and virtual stage c·pp + s — chunk c of stage s — holds layers
 /// [(c·pp+s)·L/(pp·V), (c·pp+s+1)·L/(pp·V)); stage_layers then counts each stage's layers

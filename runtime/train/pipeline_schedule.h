@@ -35,7 +35,7 @@ struct ScheduleOp {
 /// micro-batches over `chunks` model chunks per stage. chunks = 1: plain 1F1B
 /// (PipeDream-Flush; w = min(P − s − 1, M) warm-up forwards, then one forward and one
 /// backward alternately, then w backwards). chunks = V > 1: Megatron-LM's interleaved
-/// 1F1B (Narayanan et al. 2021 §2.2): the k-th forward is micro-batch
+/// 1F1B (Narayanan et al. 2021, section 2.2): the k-th forward is micro-batch
 /// ⌊k / (P·V)⌋·P + k mod P through chunk ⌊k / P⌋ mod V, the k-th backward the same
 /// micro-batch through chunk V − 1 − ⌊k / P⌋ mod V, with w = min(2·(P − s − 1) +
 /// (V − 1)·P, M·V) warm-up forwards. Each chunk's forwards and backwards run in
