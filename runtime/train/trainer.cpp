@@ -184,7 +184,8 @@ ShardSpec Trainer::plan_layout(const ModelConfig& config) {
                               "parallelism cannot split over stages: use --pp 1");
     }
     layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
-    if (options_.pp_virtual > 1) layout_ += ", pp-virtual " + std::to_string(options_.pp_virtual);
+    // --pp-virtual is not part of it: the interleaved schedule sums in plain 1F1B's order
+    // (docs/architecture.md §5 "Interleaved 1F1B"), so a resume that changes it is exact.
   } else {
     parallel::check_virtual_stages(config.num_hidden_layers, 1, options_.pp_virtual, !options_.pp_layers.empty());
     layout_ = "tp 1, pp 1, dp 1";
