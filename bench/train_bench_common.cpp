@@ -24,7 +24,7 @@ namespace {
                "         [--batch 8] [--micro-batch B] [--threads N] [--sgemm-size 2048] [--sgemm-reps 3]\n"
                "         [--demo-config PATH] [--precision fp32|bf16]\n"
                "       mpirun -np W olmo2_train_bench --tp T --pp P [--dp D] [--sizes demo] [--steps 3] [--warmup 1]\n"
-               "         [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1|2|3] [--threads N] [--tmp-dir DIR]\n"
+               "         [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1|2|3] [--pp-virtual V] [--threads N] [--tmp-dir DIR]\n"
                "         [--precision fp32|bf16]\n",
                msg.c_str());
   std::exit(status);
@@ -69,6 +69,8 @@ Options parse_args(int argc, char** argv) {
         usage_error("--zero-stage: expected 0, 1, 2 or 3, got '" + value + "'");
       }
       o.zero_stage = value[0] - '0';
+    } else if (flag == "--pp-virtual") {
+      o.pp_virtual = static_cast<int>(std::min<int64_t>(parse_positive(flag, value), 1 << 20));
     } else if (flag == "--warmup") o.warmup = parse_positive(flag, value);
     else if (flag == "--tmp-dir") o.tmp_dir = value;
     else if (flag == "--steps") o.steps = parse_positive(flag, value);

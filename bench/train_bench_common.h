@@ -32,6 +32,7 @@ struct Options {
   bool distributed = false, sizes_given = false;
   int tp = 1, pp = 1, dp = 0;  // dp 0: world / (tp · pp)
   int zero_stage = 0;
+  int pp_virtual = 1;  // --pp-virtual: model chunks per pipeline rank (interleaved 1F1B)
   int64_t warmup = 1;
   std::string tmp_dir;  // "": the system's temporary directory
 };

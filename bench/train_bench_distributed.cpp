@@ -2,7 +2,7 @@
 // of --tp/--pp/--dp given; run under mpirun, world = tp·pp·dp.
 //
 //   mpirun -np 8 olmo2_train_bench --tp 2 --pp 2 --dp 2 [--sizes demo] [--steps 3] [--warmup 1]
-//          [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1|2|3] [--threads N] [--tmp-dir DIR]
+//          [--seq-len 128] [--batch 8] [--micro-batch M] [--zero-stage 0|1|2|3] [--pp-virtual V] [--threads N] [--tmp-dir DIR]
 //
 // Times Trainer::step on every rank (data loader, 1F1B pipeline, TP collectives, DP
 // gradient all-reduce, clip, AdamW; lr 3e-4 constant) over one size, on uniform random
@@ -162,6 +162,7 @@ int run_distributed(const Options& o) {
     to.schedule = "constant";
     to.seed = 1234;
     to.zero_stage = o.zero_stage;
+    to.pp_virtual = o.pp_virtual;
     to.precision = o.precision;
 
     if (rank == 0) {
@@ -294,6 +295,7 @@ int run_distributed(const Options& o) {
                                 {"pp", l.pp},
                                 {"dp", l.dp},
                                 {"zero_stage", o.zero_stage},
+                                {"pp_virtual", o.pp_virtual},
                                 {"threads_per_rank", threads},
                                 {"hardware_threads", hw},
                                 {"seq_len", o.seq_len},

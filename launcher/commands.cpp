@@ -38,7 +38,11 @@ void run_info(const CliConfig& cfg, std::ostream& out) {
   const ModelConfig c = ModelConfig::load(cfg.model);
   // The plan first: a layout the model cannot take is refused before anything is printed.
   std::string plan;
-  if (cfg.layout.given) plan = parallel::describe(rank_plan(cfg.layout, /*world=*/0, c), c.dtype);
+  if (cfg.layout.given) {
+    const parallel::PartitionPlan p = rank_plan(cfg.layout, /*world=*/0, c);
+    plan = parallel::describe(p, c.dtype);
+    if (cfg.layout.pp_virtual_given) plan += parallel::describe_chunks(p);
+  }
   out << "model " << cfg.model << "\n" << c.summary();
   const double gib = static_cast<double>(c.parameter_count()) * dtype_size(c.dtype) / (1u << 30);
   out << "weight bytes            " << c.parameter_count() * static_cast<int64_t>(dtype_size(c.dtype))

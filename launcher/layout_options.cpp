@@ -20,6 +20,11 @@ void add_layout_options(po::options_description& d, const std::string& command, 
                                                                 : "data-parallel replicas (default: world / (tp * pp))");
   }
   d.add_options()("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)");
+  if (info || command == "train") {
+    d.add_options()("pp-virtual", po::value<int>(),
+                    info ? "model chunks per pipeline rank (info: print the chunk map of the interleaved 1F1B)"
+                         : "model chunks per pipeline rank: the interleaved 1F1B schedule (default 1: plain 1F1B)");
+  }
   if (info || command == "plan") return;  // no collectives: nothing runs on ranks
   d.add_options()("collective-timeout", po::value<double>(),
                   command == "serve"
@@ -29,13 +34,14 @@ void add_layout_options(po::options_description& d, const std::string& command, 
 
 LayoutOptions read_layout_options(const po::variables_map& vm, const std::string& command) {
   LayoutOptions l;
-  const std::pair<const char*, int*> axes[] = {{"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}};
+  const std::pair<const char*, int*> axes[] = {{"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}, {"pp-virtual", &l.pp_virtual}};
   for (const auto& [axis, field] : axes) {
     if (!vm.count(axis)) continue;
     *field = vm[axis].as<int>();
     if (*field < 1) OLMO2_THROW(UsageError, "--", axis, " must be at least 1, got ", *field);
     l.given = true;
   }
+  l.pp_virtual_given = vm.count("pp-virtual") > 0;
   if (vm.count("pp-layers")) {
     l.pp_layers = parse_layer_list(vm["pp-layers"].as<std::string>(), "pp-layers");
     if (!vm.count("pp")) l.pp = static_cast<int>(l.pp_layers.size());

@@ -19,6 +19,8 @@ struct LayoutOptions {
   int pp = 1;                       ///< --pp (default: --pp-layers' entry count, else 1)
   int dp = 0;                       ///< --dp; 0: not given (world / (tp · pp); info's plan: 1)
   std::vector<int64_t> pp_layers;   ///< --pp-layers 8,8,7,7 (empty: balanced stages)
+  int pp_virtual = 1;               ///< --pp-virtual V: model chunks per pipeline rank (train, info)
+  bool pp_virtual_given = false;    ///< --pp-virtual given (info: print the chunk map)
   double collective_timeout = 300;  ///< --collective-timeout seconds (0: wait forever)
   bool given = false;               ///< any of --tp --pp --dp --pp-layers given (info: print the plan)
 
@@ -28,14 +30,15 @@ struct LayoutOptions {
 };
 
 /// Declares the layout options of `command` ("info", "generate", "trace", "train",
-/// "serve"), one declaration each: --tp --pp --dp --pp-layers, and --collective-timeout
+/// "serve"), one declaration each: --tp --pp --dp --pp-layers, --pp-virtual (train and
+/// info: the interleaved 1F1B schedule, docs/architecture.md §5), and --collective-timeout
 /// for the commands that run collectives (not info). With `for_help`, serve's --dp (parsed
 /// only to be refused) is left out of the listing.
 void add_layout_options(boost::program_options::options_description& d, const std::string& command,
                         bool for_help = false);
 
 /// Reads them (INI --config values included). Throws UsageError naming the option: --tp,
-/// --pp or --dp below 1 ("--tp must be at least 1, got 0"), a --pp-layers element that is
+/// --pp, --dp or --pp-virtual below 1 ("--tp must be at least 1, got 0"), a --pp-layers element that is
 /// not a positive integer (parse_layer_list), a negative --collective-timeout, and for
 /// serve a --dp above 1 ("serve: --dp is not supported (run one server per replica)").
 /// Their relations (tp · pp · dp = world, heads against tp, --pp-layers against pp and

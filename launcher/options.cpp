@@ -212,6 +212,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.train = read_train_options(vm);  // train.device too
     cfg.layout = read_layout_options(vm, cfg.command);
     cfg.train.pp_layers = cfg.layout.pp_layers;  // the Trainer plans over its resolved config
+    cfg.train.pp_virtual = cfg.layout.pp_virtual;
     return cfg;
   }
   if (cfg.command == "plan") {

@@ -16,7 +16,8 @@ parallel::Topology rank_topology(const LayoutOptions& layout, int world, int max
 }
 
 parallel::PartitionPlan rank_plan(const LayoutOptions& layout, int world, const ModelConfig& config, int max_dp) {
-  return parallel::make_partition_plan(model_shape(config), rank_topology(layout, world, max_dp), layout.pp_layers);
+  return parallel::make_partition_plan(model_shape(config), rank_topology(layout, world, max_dp), layout.pp_layers,
+                                     layout.pp_virtual);
 }
 
 RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher) {
@@ -41,7 +42,8 @@ void check_alike(const RankSessionSpec& spec, int world, RankSession& s) {
   if (!spec.model.empty()) s.config = ModelConfig::load(spec.model);
   s.topology = rank_topology(spec.layout, world, spec.max_dp);
   if (!s.config) return;
-  s.plan = parallel::make_partition_plan(model_shape(*s.config), s.topology, spec.layout.pp_layers);
+  s.plan = parallel::make_partition_plan(model_shape(*s.config), s.topology, spec.layout.pp_layers,
+                                         spec.layout.pp_virtual);
   if (spec.checks) spec.checks(*s.config);
 }
 

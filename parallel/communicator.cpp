@@ -218,6 +218,27 @@ void Communicator::recv(const TensorView& data, int peer, int tag, Stream stream
   do_recv(data, peer, tag, stream);
 }
 
+AsyncHandle Communicator::send_start(const TensorView& data, int peer, int tag, Stream stream) {
+  check_peer("send", peer, tag);
+  check_view("send", "data", data, stream);
+  return do_send_start(data, peer, tag, stream);
+}
+
+AsyncHandle Communicator::recv_start(const TensorView& data, int peer, int tag, Stream stream) {
+  check_peer("recv", peer, tag);
+  check_view("recv", "data", data, stream);
+  return do_recv_start(data, peer, tag, stream);
+}
+
+AsyncHandle Communicator::do_send_start(const TensorView& data, int peer, int tag, Stream stream) {
+  do_send(data, peer, tag, stream);
+  return AsyncHandle();
+}
+
+AsyncHandle Communicator::do_recv_start(const TensorView& data, int peer, int tag, Stream stream) {
+  return AsyncHandle([this, data, peer, tag, stream] { do_recv(data, peer, tag, stream); });
+}
+
 void Communicator::send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                              int recv_tag, Stream stream) {
   check_peer("send_recv", peer, send_tag);

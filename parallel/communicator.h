@@ -168,6 +168,23 @@ class Communicator {
   /// (pending()).
   void send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                  int recv_tag, Stream stream = {});
+  /// send posted without waiting for it: `data` must not change nor be freed until the
+  /// returned handle's wait() returns. Same checks and errors as send (before anything
+  /// is posted). MpiCommunicator posts MPI_Isend; the default runs the blocking send and
+  /// returns a complete handle. What the pipeline schedule posts early and waits for
+  /// late (docs/architecture.md §5 "Interleaved 1F1B", §6 (communicators)).
+  AsyncHandle send_start(const TensorView& data, int peer, int tag, Stream stream = {});
+  /// recv to be completed later: `data` holds the message once the handle's wait()
+  /// returns (which throws what recv throws: Error for a message of another element
+  /// count, CollectiveTimeout); until then it must not be read, written or freed.
+  /// Messages from one peer with one tag match the receives in the order they are
+  /// waited for. The default — MpiCommunicator's too — runs the blocking recv in wait(),
+  /// not at once as the other defaults do: a receive posted ahead of the computation
+  /// whose result the peer waits for must not block that computation. MpiCommunicator
+  /// does not post MPI_Irecv because Open MPI 4's single-copy (CMA) path writes a longer
+  /// message than expected past the receive buffer (AddressSanitizer in
+  /// train_message_sizes_test); its recv checks the size by MPI_Improbe first.
+  AsyncHandle recv_start(const TensorView& data, int peer, int tag, Stream stream = {});
   /// Blocks until every member has entered the barrier.
   void barrier();
 
@@ -256,6 +273,10 @@ class Communicator {
   virtual void do_send(const TensorView& data, int peer, int tag, Stream stream) = 0;
   /// recv on a checked view, peer and tag.
   virtual void do_recv(const TensorView& data, int peer, int tag, Stream stream) = 0;
+  /// send_start on a checked view, peer and tag. Default: do_send, then a complete handle.
+  virtual AsyncHandle do_send_start(const TensorView& data, int peer, int tag, Stream stream);
+  /// recv_start on a checked view, peer and tag. Default: a handle whose wait() runs do_recv.
+  virtual AsyncHandle do_recv_start(const TensorView& data, int peer, int tag, Stream stream);
   /// send_recv on checked views, peer and tags.
   virtual void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                             int recv_tag, Stream stream) = 0;

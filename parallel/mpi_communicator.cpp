@@ -328,6 +328,14 @@ void MpiCommunicator::do_send(const TensorView& data, int peer, int tag, Stream)
   });
 }
 
+AsyncHandle MpiCommunicator::do_send_start(const TensorView& data, int peer, int tag, Stream) {
+  Op o = begin("send", data, true);
+  o.peer = peer, o.tag = tag;
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  check(MPI_Isend(data.data(), static_cast<int>(o.count), o.type, peer, tag, comm_, request.get()), "MPI_Isend", o);
+  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); });
+}
+
 void MpiCommunicator::receive_checked(void* data, const Op& op, double waited_before_s) {
   using namespace std::chrono;
   const auto start = Clock::now();

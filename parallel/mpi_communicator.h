@@ -82,6 +82,8 @@ class MpiCommunicator final : public Communicator {
   void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                     int recv_tag, Stream stream) override;
+  /// Posts MPI_Isend; the handle's wait() polls it with this group's timeout.
+  AsyncHandle do_send_start(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_barrier() override;
   std::string device_note(Device device) const override;
 

@@ -81,7 +81,7 @@ void count_parameters(const ModelShape& s, int pp, RankPartition& r) {
   const int64_t mlp_part = 3 * inter * h;   // gate/up rows, down columns
   const int64_t norm_part = 2 * h;          // post-attention and post-feedforward norms
   const bool tp_owner = r.coords.tp == 0, kv_owner = r.kv_replica == 0;
-  const int64_t n = r.layers.size();
+  const int64_t n = r.layer_count();
   r.parameters = n * (q_part + kv_part + mlp_part + norm_part);
   r.owned_parameters =
       n * (q_part + (kv_owner ? kv_part : 0) + mlp_part + (tp_owner ? norm_part : 0));
@@ -106,6 +106,13 @@ void count_parameters(const ModelShape& s, int pp, RankPartition& r) {
 }
 
 std::string range(const Range& r) { return detail::concat("[", r.begin, ",", r.end, ")"); }
+
+// "[0,2)" or, for several chunks, "[0,2)+[4,6)".
+std::string layers_text(const std::vector<Range>& chunks) {
+  std::string s;
+  for (const Range& r : chunks) s += (s.empty() ? "" : "+") + range(r);
+  return s;
+}
 
 // Columns padded to their widest cell, separated by two spaces.
 std::string table(const std::vector<std::vector<std::string>>& rows) {
@@ -148,21 +155,39 @@ std::vector<int64_t> balanced_stage_layers(int64_t layers, int pp) {
 }
 
 PartitionPlan make_partition_plan(const ModelShape& shape, int tp, int pp, int dp,
-                                  const std::vector<int64_t>& pp_layers) {
-  return make_partition_plan(shape, Topology::make(Layout{tp, pp, dp}), pp_layers);
+                                  const std::vector<int64_t>& pp_layers, int virtual_stages) {
+  return make_partition_plan(shape, Topology::make(Layout{tp, pp, dp}), pp_layers, virtual_stages);
+}
+
+void check_virtual_stages(int64_t layers, int pp, int v, bool pp_layers_given) {
+  if (v < 1) OLMO2_THROW(InputError, "--pp-virtual ", v, ": a pipeline rank holds at least one model chunk");
+  if (v == 1) return;
+  if (pp < 2) {
+    OLMO2_THROW(InputError, "--pp-virtual ", v, " needs a pipeline (pp ≥ 2), the layout has pp ", pp);
+  }
+  if (pp_layers_given) {
+    OLMO2_THROW(InputError, "--pp-virtual ", v, " splits the layers into equal chunks; it cannot be combined with --pp-layers");
+  }
+  if (layers % (static_cast<int64_t>(pp) * v) != 0) {
+    OLMO2_THROW(InputError, "--pp-virtual ", v, ": num_hidden_layers ", layers, " is not divisible by pp ", pp,
+                " × pp-virtual ", v, " = ", static_cast<int64_t>(pp) * v, " (every model chunk needs the same layers)");
+  }
 }
 
 PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topology,
-                                  const std::vector<int64_t>& pp_layers) {
-  const int tp = topology.layout().tp, pp = topology.layout().pp;
+                                  const std::vector<int64_t>& pp_layers, int virtual_stages) {
+  const int tp = topology.layout().tp, pp = topology.layout().pp, v = virtual_stages;
   check_shape(shape);
   check_layout(shape, tp, pp);
+  check_virtual_stages(shape.layers, pp, v, !pp_layers.empty());
   if (!pp_layers.empty()) check_stage_layers(pp_layers, pp, shape.layers);
 
   PartitionPlan plan;
   plan.shape = shape;
   plan.topology = topology;
+  plan.virtual_stages = v;
   plan.stage_layers = pp_layers.empty() ? balanced_stage_layers(shape.layers, pp) : pp_layers;
+  if (v > 1) plan.stage_layers.assign(static_cast<size_t>(pp), shape.layers / pp);
   plan.padded_vocab = (shape.vocab + tp - 1) / tp * tp;
 
   const int64_t hd = shape.head_dim, q_per = shape.heads / tp, inter_per = shape.intermediate / tp,
@@ -172,17 +197,29 @@ PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topol
   const int64_t kv_per = replicated ? 1 : shape.kv_heads / tp;
 
   plan.ranks.resize(plan.topology.world());
-  std::vector<Range> stage_range(pp);
-  for (int stage = 0; stage < pp; ++stage) {
-    const int64_t first = stage == 0 ? 0 : stage_range[stage - 1].end;
-    stage_range[stage] = {first, first + plan.stage_layers[stage]};
+  // Each stage's chunks: one range of consecutive layers (V = 1), or chunk c of stage s
+  // = virtual stage c·pp + s of L/(pp·V) layers.
+  std::vector<std::vector<Range>> stage_chunks(pp);
+  if (v == 1) {
+    for (int stage = 0; stage < pp; ++stage) {
+      const int64_t first = stage == 0 ? 0 : stage_chunks[stage - 1].front().end;
+      stage_chunks[stage] = {{first, first + plan.stage_layers[stage]}};
+    }
+  } else {
+    const int64_t per = shape.layers / (static_cast<int64_t>(pp) * v);
+    for (int stage = 0; stage < pp; ++stage) {
+      for (int c = 0; c < v; ++c) {
+        const int64_t vs = static_cast<int64_t>(c) * pp + stage;
+        stage_chunks[stage].push_back({vs * per, (vs + 1) * per});
+      }
+    }
   }
   for (int rank = 0; rank < plan.topology.world(); ++rank) {
     RankPartition& r = plan.ranks[rank];
     r.rank = rank;
     r.coords = plan.topology.coords(rank);
     const int t = r.coords.tp, stage = r.coords.pp;
-    r.layers = stage_range[stage];
+    r.chunks = stage_chunks[stage];
     r.embedding = stage == 0;
     r.final_norm = stage == pp - 1;
     r.q_heads = {t * q_per, (t + 1) * q_per};
@@ -199,6 +236,24 @@ PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topol
     count_parameters(shape, pp, r);
   }
   return plan;
+}
+
+std::string describe_chunks(const PartitionPlan& plan) {
+  std::ostringstream out;
+  const int pp = plan.topology.layout().pp;
+  out << "model chunks: " << plan.shape.layers << " layers over pp " << pp << " x pp-virtual "
+      << plan.virtual_stages << " (chunk c of stage s is virtual stage c*pp + s)\n";
+  for (const RankPartition& r : plan.ranks) {
+    if (r.coords.tp != 0 || r.coords.dp != 0) continue;  // the same on every tp and dp rank of a stage
+    for (size_t c = 0; c < r.chunks.size(); ++c) {
+      out << "  stage " << r.coords.pp << " chunk " << c << " (virtual stage " << c * pp + r.coords.pp
+          << "): layers " << range(r.chunks[c]);
+      if (r.embedding && c == 0) out << ", embedding";
+      if (r.final_norm && c + 1 == r.chunks.size()) out << ", final norm and lm_head";
+      out << "\n";
+    }
+  }
+  return out.str();
 }
 
 std::string describe(const PartitionPlan& plan, DType dtype) {
@@ -242,7 +297,7 @@ std::string describe(const PartitionPlan& plan, DType dtype) {
     char gib[32];
     std::snprintf(gib, sizeof gib, "%.3f", static_cast<double>(r.bytes(element)) / (1 << 30));
     rows.push_back({std::to_string(r.rank), std::to_string(r.coords.tp),
-                    std::to_string(r.coords.dp), std::to_string(r.coords.pp), range(r.layers),
+                    std::to_string(r.coords.dp), std::to_string(r.coords.pp), layers_text(r.chunks),
                     range(r.q_heads), kv, range(r.q_rows), range(r.kv_rows), range(r.mlp_rows),
                     vocab, holds.empty() ? "-" : holds, std::to_string(r.parameters),
                     std::to_string(r.bytes(element)), gib});

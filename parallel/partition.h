@@ -42,7 +42,16 @@ struct Range {
 struct RankPartition {
   int rank = 0;             ///< world rank (Topology's order: tp fastest, then dp, then pp)
   Coords coords;            ///< tp rank, dp rank and pipeline stage (coords.pp)
-  Range layers;             ///< decoder layers of this stage
+  /// Decoder layers of this pipeline rank: its model chunks, ascending — one range of
+  /// consecutive layers, or with V virtual stages V ranges (chunk c of stage s is virtual
+  /// stage c·pp + s: docs/architecture.md §5 "Interleaved 1F1B").
+  std::vector<Range> chunks;
+  /// Layers held, over every chunk.
+  int64_t layer_count() const {
+    int64_t n = 0;
+    for (const Range& c : chunks) n += c.size();
+    return n;
+  }
   bool embedding = false;   ///< holds embed_tokens (stage 0)
   bool final_norm = false;  ///< holds model.norm and lm_head (last stage)
   Range q_heads;            ///< query heads
@@ -82,6 +91,8 @@ struct PartitionPlan {
   Topology topology;  ///< the layout and its rank order
   /// Layers per pipeline stage: pp entries, each ≥ 1, summing to shape.layers.
   std::vector<int64_t> stage_layers;
+  /// Model chunks per pipeline rank (the interleaved schedule's V; 1 = plain 1F1B).
+  int virtual_stages = 1;
   int64_t padded_vocab = 0;          ///< vocab rounded up to a multiple of tp
   std::vector<RankPartition> ranks;  ///< world entries; ranks[r].rank == r
 
@@ -99,14 +110,30 @@ struct PartitionPlan {
 /// pp_layers list with ≠ pp entries, an entry < 1, or a sum ≠ layers; an inconsistent
 /// shape (a size < 1, heads % kv heads ≠ 0). The axes and the world are the topology's
 /// (Topology::make checked them).
+///
+/// `virtual_stages` V > 1 (Megatron-LM's virtual pipeline, Narayanan et al. 2021, section 2.2;
+/// docs/architecture.md §5 "Interleaved 1F1B"): the layers L split into pp·V equal chunks
+/// and virtual stage c·pp + s — chunk c of stage s — holds layers
+/// [(c·pp+s)·L/(pp·V), (c·pp+s+1)·L/(pp·V)); stage_layers then counts each stage's layers
+/// over its chunks. InputError (naming the numbers) for V < 1, V > 1 with pp 1,
+/// L % (pp·V) ≠ 0, or V > 1 with a pp_layers list.
 PartitionPlan make_partition_plan(const ModelShape& shape, const Topology& topology,
-                                  const std::vector<int64_t>& pp_layers = {});
+                                  const std::vector<int64_t>& pp_layers = {}, int virtual_stages = 1);
 
 /// The plan over exactly tp × pp × dp ranks: make_partition_plan(shape,
 /// Topology::make(Layout{tp, pp, dp}), pp_layers), whose InputError names an axis < 1 or
 /// more than Topology::kMaxWorld ranks.
 PartitionPlan make_partition_plan(const ModelShape& shape, int tp, int pp, int dp,
-                                  const std::vector<int64_t>& pp_layers = {});
+                                  const std::vector<int64_t>& pp_layers = {}, int virtual_stages = 1);
+
+/// The checks of make_partition_plan on `virtual_stages` alone (InputError naming the
+/// numbers: V < 1, V > 1 with pp 1, layers % (pp·V) ≠ 0, V > 1 with --pp-layers), for
+/// callers that check options before planning.
+void check_virtual_stages(int64_t layers, int pp, int virtual_stages, bool pp_layers_given);
+
+/// The chunk map of the interleaved schedule, one line per (stage, chunk) with its
+/// virtual stage and layers, e.g. "  stage 0 chunk 1 (virtual stage 2): layers [4,6)".
+std::string describe_chunks(const PartitionPlan& plan);
 
 /// Layers per stage, balanced: `layers` over `pp` stages, the first layers % pp stages
 /// one layer more (30 over 4 → 8,8,7,7; 6 over 4 → 2,2,1,1). Throws InputError when

@@ -67,13 +67,26 @@ void TimedCommunicator::do_all_gather(const TensorView& in, const TensorView& ou
   timed(CommOp::all_gather, out.bytes(), [&] { inner_->all_gather(in, out, stream); });
 }
 
-AsyncHandle TimedCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
+template <typename Start>
+AsyncHandle TimedCommunicator::timed_start(CommOp op, uint64_t bytes, Start&& start) {
   auto inner = std::make_shared<AsyncHandle>();
-  timed(CommOp::all_gather, out.bytes(), [&] { *inner = inner_->all_gather_start(in, out, stream); });
-  return AsyncHandle([this, inner] {
-    Account account{stats_[static_cast<int>(CommOp::all_gather)], Clock::now()};
+  timed(op, bytes, [&] { *inner = start(); });
+  return AsyncHandle([this, inner, op] {
+    Account account{stats_[static_cast<int>(op)], Clock::now()};
     inner->wait();
   });
+}
+
+AsyncHandle TimedCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
+  return timed_start(CommOp::all_gather, out.bytes(), [&] { return inner_->all_gather_start(in, out, stream); });
+}
+
+AsyncHandle TimedCommunicator::do_send_start(const TensorView& data, int peer, int tag, Stream stream) {
+  return timed_start(CommOp::send, data.bytes(), [&] { return inner_->send_start(data, peer, tag, stream); });
+}
+
+AsyncHandle TimedCommunicator::do_recv_start(const TensorView& data, int peer, int tag, Stream stream) {
+  return timed_start(CommOp::recv, data.bytes(), [&] { return inner_->recv_start(data, peer, tag, stream); });
 }
 
 void TimedCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out,

@@ -96,11 +96,19 @@ class TimedCommunicator final : public Communicator {
   void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_send_recv(const TensorView& out, const TensorView& in, int peer, int send_tag,
                     int recv_tag, Stream stream) override;
+  /// Forwarded; counted as one send (one recv), its time that of posting plus that of
+  /// the handle's wait().
+  AsyncHandle do_send_start(const TensorView& data, int peer, int tag, Stream stream) override;
+  AsyncHandle do_recv_start(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_barrier() override;
 
  private:
   template <typename Fn>
   void timed(CommOp op, uint64_t bytes, Fn&& fn);
+  /// `start` (which posts through the inner communicator) timed as `op`, and a handle
+  /// whose wait() adds its own time to `op`.
+  template <typename Start>
+  AsyncHandle timed_start(CommOp op, uint64_t bytes, Start&& start);
   std::unique_ptr<Communicator> inner_;
   std::array<CommOpStats, kCommOpCount> stats_{};
 };

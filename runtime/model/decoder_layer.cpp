@@ -47,7 +47,7 @@ using layer_parts::sized;
 /// (after this layer wrote its new keys there).
 void tap_attention(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
                    const TapRows& where, const TensorView& q, const TensorView& k, ForwardTap& tap) {
-  const int64_t global = ctx.shard.layers.begin + layer;
+  const int64_t global = ctx.shard.global_layer(layer);
   const int64_t window = ctx.config.attention_window(global);
   for (size_t i = 0; i < packed.sequences(); ++i) {
     if (!tap.wants_attention(global, i)) continue;  // the other sequences of the batch: no gather
@@ -73,10 +73,10 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
             const TensorView& out, LayerStats* stats) {
   const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
   const DType act = options.activations;
-  const int64_t window = ctx.config.attention_window(ctx.shard.layers.begin + layer);
+  const int64_t window = ctx.config.attention_window(ctx.shard.global_layer(layer));
   const size_t nseq = packed.sequences();
   if (!kv) {  // each sequence attends to its own new tokens only
-    layer_parts::attend_own_rows(ctx, ctx.shard.layers.begin + layer, packed, act, q, k, v, out);
+    layer_parts::attend_own_rows(ctx, ctx.shard.global_layer(layer), packed, act, q, k, v, out);
     for (size_t i = 0; stats && i < nseq; ++i) {
       stats->attention_logit_max =
           std::max(stats->attention_logit_max,
@@ -158,13 +158,13 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
     return (saved->*member).view();
   };
   if (saved) {
-    saved->x = copy_of(x), saved->act = act, saved->layer = sh.layers.begin + layer;
+    saved->x = copy_of(x), saved->act = act, saved->layer = sh.global_layer(layer);
     saved->recompute = options.recompute, saved->batch_invariant = options.batch_invariant;
   }
   // Named activations (docs/architecture.md §13): each site is handed to the tap, which
   // may change it in place; without a tap nothing below differs.
   ForwardTap* const tap = options.tap;
-  const int64_t global = sh.layers.begin + layer;
+  const int64_t global = sh.global_layer(layer);
   const TapRows where = tap ? TapRows{packed.offset, packed.start} : TapRows{};
   auto site = [&](TapSite s, const TensorView& t) {
     if (tap && tap->wants(s, global)) tap->at(s, global, where, t);

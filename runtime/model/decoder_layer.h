@@ -129,7 +129,7 @@ struct LayerContext {
 /// go to scratch in `ws`, not allocated per layer; InputError with a tap); with `stats` the layer's norms (and, with
 /// no cache, its largest attention logit) are added. The layer's attention window and
 /// RoPE are those of its type (ModelConfig::attention_window, rope_parameters of
-/// shard.layers.begin + layer; docs/architecture.md §3). Throws ShapeError on mismatched
+/// shard.global_layer(layer); docs/architecture.md §3). Throws ShapeError on mismatched
 /// shapes, InputError for a KV block outside the pool; CollectiveTimeout if a TP peer
 /// never joins. Source: Olmo2DecoderLayer, Olmo2Attention, Olmo2MLP (transformers);
 /// Olmo3DecoderLayer, Olmo3Attention (modeling_olmo3.py).

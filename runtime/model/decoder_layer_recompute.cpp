@@ -62,7 +62,7 @@ void recompute_activations(const LayerContext& ctx, const LayerWeights& w, const
       // becomes the kept input and the residual stream it updates (a.x) is dropped.
       LayerActivations all;
       const LayerOptions options{a.act, a.batch_invariant, nullptr, Recompute::None};
-      decoder_layer_forward(ctx, w, a.layer - ctx.shard.layers.begin, packed, nullptr, options, a.x.view(), ws, &all,
+      decoder_layer_forward(ctx, w, ctx.shard.local_layer(a.layer), packed, nullptr, options, a.x.view(), ws, &all,
                             nullptr);
       a = std::move(all);
       return;

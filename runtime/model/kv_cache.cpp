@@ -12,7 +12,7 @@ namespace {
 /// The KV slots the layers of `shard` use, ascending without repeats.
 std::vector<int64_t> local_slots(const KVLayout& layout, const ShardSpec& shard) {
   std::vector<int64_t> slots;
-  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) slots.push_back(layout.slot_of(l));
+  for (int64_t i = 0; i < shard.layer_count(); ++i) slots.push_back(layout.slot_of(shard.global_layer(i)));
   std::sort(slots.begin(), slots.end());
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   return slots;
@@ -20,7 +20,7 @@ std::vector<int64_t> local_slots(const KVLayout& layout, const ShardSpec& shard)
 }  // namespace
 
 KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size, Device device)
-    : num_blocks_(num_blocks), block_size_(block_size), device_(device), layout_(c), first_layer_(shard.layers.begin) {
+    : num_blocks_(num_blocks), block_size_(block_size), device_(device), layout_(c), shard_(shard) {
   if (num_blocks < 1) OLMO2_THROW(InputError, "the KV cache needs at least one block, got ", num_blocks);
   if (block_size < 1) OLMO2_THROW(InputError, "KV block size must be ≥ 1, got ", block_size);
   const int64_t width = shard.kv_heads.size() * c.head_dim;
@@ -29,8 +29,8 @@ KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_block
     k_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
     v_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
   }
-  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
-    const auto at = std::lower_bound(slots.begin(), slots.end(), layout_.slot_of(l));
+  for (int64_t i = 0; i < shard.layer_count(); ++i) {
+    const auto at = std::lower_bound(slots.begin(), slots.end(), layout_.slot_of(shard.global_layer(i)));
     pool_of_.push_back(static_cast<size_t>(at - slots.begin()));
   }
 }

@@ -68,7 +68,7 @@ class KVCache {
   /// The model's KV groups.
   const KVLayout& layout() const { return layout_; }
   /// KV group of local layer `layer` (0 = the shard's first layer).
-  int64_t group(int64_t layer) const { return layout_.group_of(first_layer_ + layer); }
+  int64_t group(int64_t layer) const { return layout_.group_of(shard_.global_layer(layer)); }
   /// Keys / values of local layer `layer`: the pool of its slot.
   const TensorView& keys(int64_t layer) const { return k_[pool(layer)].view(); }
   const TensorView& values(int64_t layer) const { return v_[pool(layer)].view(); }
@@ -100,7 +100,7 @@ class KVCache {
   int64_t num_blocks_, block_size_;
   Device device_ = Device::CPU;
   KVLayout layout_;
-  int64_t first_layer_ = 0;
+  ShardSpec shard_;  // which model layers the local layer indices are
   std::vector<size_t> pool_of_;  // per local layer: its slot's index in k_, v_
   std::vector<Tensor> k_, v_;    // per slot used locally, in slot order
 };

@@ -71,8 +71,8 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std:
   if (shard.embedding || (shard.final_norm && c.tie_word_embeddings)) {
     w.embed_tokens = vocab_slice("model.embed_tokens.weight");
   }
-  for (int64_t l = shard.layers.begin; l < shard.layers.end; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+  for (int64_t i = 0; i < shard.layer_count(); ++i) {
+    const std::string p = "model.layers." + std::to_string(shard.global_layer(i)) + ".";
     LayerWeights lw;
     lw.q_proj = slice(p + "self_attn.q_proj.weight", {q, h}, 0, qb, qe);
     lw.k_proj = slice(p + "self_attn.k_proj.weight", {kv, h}, 0, kb, ke);

@@ -29,7 +29,7 @@ ModelWeights zero_weights(const ModelConfig& c, const ShardSpec& sh, Device devi
                 kvw = sh.kv_heads.size() * hd, inter = sh.mlp_rows.size(), vocab = sh.vocab_rows.size();
   ModelWeights w;
   if (sh.embedding || (sh.final_norm && c.tie_word_embeddings)) w.embed_tokens = z({vocab, h});
-  for (int64_t l = sh.layers.begin; l < sh.layers.end; ++l) {
+  for (int64_t l = 0; l < sh.layer_count(); ++l) {
     w.layers.push_back(LayerWeights{z({qw, h}), z({kvw, h}), z({kvw, h}),
                                     z({h, qw}), z({qw}), z({kvw}),
                                     z({inter, h}), z({inter, h}),
@@ -91,7 +91,7 @@ std::vector<Parameter> list_parameters(ModelWeights& w, ModelWeights& g, const M
   for (size_t i = 0; i < w.layers.size(); ++i) {
     LayerWeights& lw = w.layers[i];
     LayerWeights& lg = g.layers[i];
-    const std::string p = "model.layers." + std::to_string(sh.layers.begin + static_cast<int64_t>(i)) + ".";
+    const std::string p = "model.layers." + std::to_string(sh.global_layer(static_cast<int64_t>(i))) + ".";
     const parallel::Range qr{sh.q_heads.begin * hd, sh.q_heads.end * hd};
     const parallel::Range kr{sh.kv_heads.begin * hd, sh.kv_heads.end * hd};
     const parallel::Range ir = sh.mlp_rows;

@@ -1,10 +1,44 @@
 #include "runtime/model/shard_spec.h"
 
+#include "core/error.h"
+
 namespace olmo2 {
+
+int64_t ShardSpec::layer_count() const {
+  int64_t n = 0;
+  for (const parallel::Range& r : chunks) n += r.size();
+  return n;
+}
+
+int64_t ShardSpec::global_layer(int64_t local) const {
+  OLMO2_CHECK(local >= 0, "local layer ", local, " < 0");
+  int64_t left = local;
+  for (const parallel::Range& r : chunks) {
+    if (left < r.size()) return r.begin + left;
+    left -= r.size();
+  }
+  OLMO2_THROW(Error, "local layer ", local, " beyond the ", layer_count(), " layers of this rank");
+}
+
+int64_t ShardSpec::local_layer(int64_t global) const {
+  int64_t first = 0;
+  for (const parallel::Range& r : chunks) {
+    if (global >= r.begin && global < r.end) return first + (global - r.begin);
+    first += r.size();
+  }
+  OLMO2_THROW(Error, "layer ", global, " is not held by this rank");
+}
+
+parallel::Range ShardSpec::chunk_locals(int c) const {
+  OLMO2_CHECK(c >= 0 && static_cast<size_t>(c) < chunks.size(), "model chunk ", c, " of ", chunks.size());
+  int64_t first = 0;
+  for (int i = 0; i < c; ++i) first += chunks[static_cast<size_t>(i)].size();
+  return {first, first + chunks[static_cast<size_t>(c)].size()};
+}
 
 ShardSpec ShardSpec::whole(const ModelConfig& c) {
   ShardSpec s;
-  s.layers = {0, c.num_hidden_layers};
+  s.chunks = {{0, c.num_hidden_layers}};
   s.q_heads = {0, c.num_attention_heads};
   s.kv_heads = {0, c.num_key_value_heads};
   s.mlp_rows = {0, c.intermediate_size};
@@ -16,7 +50,7 @@ ShardSpec ShardSpec::whole(const ModelConfig& c) {
 ShardSpec ShardSpec::from_plan(const parallel::PartitionPlan& plan, int rank) {
   const parallel::RankPartition& r = plan.ranks.at(static_cast<size_t>(rank));
   ShardSpec s;
-  s.layers = r.layers, s.q_heads = r.q_heads, s.kv_heads = r.kv_heads, s.mlp_rows = r.mlp_rows;
+  s.chunks = r.chunks, s.q_heads = r.q_heads, s.kv_heads = r.kv_heads, s.mlp_rows = r.mlp_rows;
   s.vocab_rows = r.vocab_rows, s.vocab_real = r.vocab_real;
   s.embedding = r.embedding, s.final_norm = r.final_norm;
   s.k_counts = r.kv_replica == 0;

@@ -36,6 +36,8 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   int64_t local = 0;
   for (const auto& mb : micro_batches) local += count_targets(mb);
   const int64_t total = global_target_count(local, ctx.dp);
+  OLMO2_CHECK(static_cast<size_t>(ctx.pp_virtual) == model.shard().chunks.size(), "--pp-virtual ", ctx.pp_virtual,
+              " but the model holds ", model.shard().chunks.size(), " chunks");
   LossSums sums;
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);

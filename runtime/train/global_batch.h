@@ -25,6 +25,9 @@ struct TrainContext {
   /// ZeRO stages 2 and 3 (runtime/train/zero_shards.h): the units' gathers and gradient
   /// reduce-scatters over dp happen inside the backward, and step 4 below is skipped.
   UnitHooks* hooks = nullptr;
+  /// Model chunks per pipeline rank (--pp-virtual; docs/architecture.md §5 "Interleaved
+  /// 1F1B"): the model's shard must hold as many (ShardSpec::chunks), Error otherwise.
+  int pp_virtual = 1;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this

@@ -15,7 +15,12 @@ namespace olmo2 {
 /// rank 0 adds them — not once per rank (docs/architecture.md §11.5: √34 = 5.8310, not
 /// √59); a kv head replicated over TP ranks (after sum_kv_replica_gradients) only on its
 /// first replica. Each rank sums its squares in fp64; the sum crosses ranks as one f64,
-/// an all-reduce over `tp` then one over `pp` (either may be null or of size 1). DP
+/// an all-reduce over `tp` (which may be null or of size 1). With a pipeline (`pp` of
+/// more than one rank) the squares are summed per unit — the embedding, each decoder
+/// layer, the tail — those sums cross ranks as a vector (an i64 max all-reduce over `pp`
+/// agrees its length first) and are added in the model's order, so that the norm does not
+/// depend on which stage holds which layer (the interleaved schedule's chunks:
+/// docs/architecture.md §5 "Interleaved 1F1B"). DP
 /// replicas hold identical, already reduced gradients and are not summed — unless
 /// `dp_chunks` is given: then `params` are this rank's ZeRO gradient chunks (stages 2 and
 /// 3, DataParallelAdamW::chunk_parameters), disjoint over DP, and the sum is all-reduced

@@ -239,7 +239,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanOptions& o) {
   const int64_t runtime = o.runtime_bytes >= 0 ? o.runtime_bytes : runtime_baseline_bytes(o.device);
   for (const parallel::RankPartition& rp : plan.ranks) {
     RankMemory m;
-    m.rank = rp.rank, m.coords = rp.coords, m.layers = rp.layers.size(), m.runtime = runtime;
+    m.rank = rp.rank, m.coords = rp.coords, m.layers = rp.layer_count(), m.runtime = runtime;
     if (o.serve) {
       m.weights = (rp.parameters + rp.padding_elements) * static_cast<int64_t>(dtype_size(o.serve_dtype));
       m.kv_cache = o.kv_cache_bytes;

@@ -151,7 +151,7 @@ void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool d
     const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
     const double tokens = std::max(1.0, sums.back());
     for (size_t l = 0; reporter && l < local; ++l) {
-      const size_t g = static_cast<size_t>(model_->shard().layers.begin) + l;
+      const size_t g = static_cast<size_t>(model_->shard().global_layer(static_cast<int64_t>(l)));
       v[g] = static_cast<float>(sums[l] / tokens);
       v[static_cast<size_t>(L) + g] = static_cast<float>(sums[local + l] / tokens);
       v[static_cast<size_t>(2 * L) + g] = static_cast<float>(sums[2 * local + l] / tokens);

@@ -68,6 +68,9 @@ struct TrainOptions {
   // The layout is the process groups' (the launcher's rank session makes them from
   // --tp --pp --dp); only the split of layers over its stages is the plan's to take.
   std::vector<int64_t> pp_layers;  ///< --pp-layers (empty: balanced)
+  /// --pp-virtual V: model chunks per pipeline rank, the interleaved 1F1B schedule
+  /// (docs/architecture.md §5 "Interleaved 1F1B"); 1: plain 1F1B.
+  int pp_virtual = 1;
   int zero_stage = 0;              ///< --zero-stage: 1 AdamW state, 2 also gradients, 3 also parameters sharded over DP
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
   /// --memory-per-rank: bytes one rank may hold; a run whose memory plan exceeds it on

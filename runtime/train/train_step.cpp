@@ -80,7 +80,8 @@ void check_stage(const Olmo2Model& model, const ParallelContext& ctx) {
 
 struct StageActivations {
   Batch b;
-  std::vector<LayerActivations> layers;
+  int model_chunk = 0;                    ///< which of the rank's model chunks ran (ShardSpec::chunks)
+  std::vector<LayerActivations> layers;  ///< that chunk's layers, in order
   Tensor dx_top;  ///< last stage: d(loss)/d(output of its last layer), from the forward
 };
 
@@ -93,7 +94,7 @@ void LayerDiagnostics::reset(size_t layers) {
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t chunk,
                            const ParallelContext& ctx, LayerDiagnostics* diag, Recompute recompute,
-                           UnitHooks* hooks) {
+                           UnitHooks* hooks, int model_chunk) {
   check_stage(model, ctx);
   OLMO2_CHECK(chunk > 0, "loss chunk ", chunk);
   const ModelConfig& c = model.config();
@@ -102,16 +103,20 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   parallel::Communicator* tp = ctx.tensor_parallel();
   // every tensor of the step lives beside the weights
   const Device dev = hooks ? hooks->device() : weights_device(model);
-  const size_t layers = w.layers.size();
-  const int tail = static_cast<int>(layers) + 1;  // the UnitHooks number of the final norm and lm_head
+  const int tail = static_cast<int>(w.layers.size()) + 1;  // the UnitHooks number of the final norm and lm_head
+  // The chunk's local layers; the embedding runs before chunk 0 of the first stage, the
+  // tail after the last chunk of the last stage (docs/architecture.md §5 "Interleaved 1F1B").
+  const parallel::Range mine = sh.chunk_locals(model_chunk);
+  const bool first_chunk = model_chunk == 0, last_chunk = static_cast<size_t>(model_chunk) + 1 == sh.chunks.size();
   StageActivationsPtr saved(new StageActivations);
+  saved->model_chunk = model_chunk;
   saved->b = pack(samples, c, dev);
   const Batch& b = saved->b;
   const int64_t n = b.packed.rows(), h = c.hidden_size;
 
   // ---- this stage's input: the embedding (stage 0) or the previous stage's output ----
   Tensor x;
-  if (sh.embedding) {
+  if (sh.embedding && first_chunk) {
     x = Tensor::zeros({n, h}, DType::F32, dev);
     if (hooks) hooks->before_forward(0);
     parallel::vocab_parallel_embedding(b.packed.ids.view(), w.embed_tokens.view(), sh.vocab_rows.begin, x.view(), tp);
@@ -125,36 +130,34 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
     ops::copy(input.view(), x.view());
   }
   // ---- the stage's layers (training computes in f32), keeping activations ----
-  std::vector<LayerStats> stats(diag ? w.layers.size() : 0);
+  const size_t count = static_cast<size_t>(mine.size());
+  std::vector<LayerStats> stats(diag ? count : 0);
   if (diag) {
     OLMO2_CHECK(diag->output_norm_sum.size() == w.layers.size(), "diagnostics sized for ",
                 diag->output_norm_sum.size(), " layers, the stage has ", w.layers.size());
-    diag->tokens += n;
+    if (first_chunk) diag->tokens += n;
   }
-  if (grads) saved->layers.resize(w.layers.size());
+  if (grads) saved->layers.resize(count);
   const DType act = model.activation_dtype();  // bf16 precision: bf16-valued activations
   const LayerOptions lo{act, false, nullptr, recompute};
-  if (!hooks) {
-    model.forward_layers(b.packed, nullptr, lo, x.view(), ctx, grads ? &saved->layers : nullptr,
-                         diag ? &stats : nullptr, nullptr);
-  } else {  // forward_layers' loop, each layer's weights present only around its forward
-    const LayerContext lc = model.layer_context(ctx);
-    LayerWorkspace ws;
-    for (size_t l = 0; l < layers; ++l) {
-      hooks->before_forward(static_cast<int>(l) + 1);
-      decoder_layer_forward(lc, w.layers[l], static_cast<int64_t>(l), b.packed, nullptr, lo, x.view(), ws,
-                            grads ? &saved->layers[l] : nullptr, diag ? &stats[l] : nullptr);
-      hooks->after_forward(static_cast<int>(l) + 1);
-    }
+  const LayerContext lc = model.layer_context(ctx);
+  LayerWorkspace ws;
+  for (size_t i = 0; i < count; ++i) {  // with hooks each layer's weights are present only around its forward
+    const size_t l = static_cast<size_t>(mine.begin) + i;
+    if (hooks) hooks->before_forward(static_cast<int>(l) + 1);
+    decoder_layer_forward(lc, w.layers[l], static_cast<int64_t>(l), b.packed, nullptr, lo, x.view(), ws,
+                          grads ? &saved->layers[i] : nullptr, diag ? &stats[i] : nullptr);
+    if (hooks) hooks->after_forward(static_cast<int>(l) + 1);
   }
-  for (size_t l = 0; diag && l < stats.size(); ++l) {
-    diag->attention_norm_sum[l] += stats[l].attention_norm_sum;
-    diag->mlp_norm_sum[l] += stats[l].mlp_norm_sum;
-    diag->output_norm_sum[l] += stats[l].output_norm_sum;
-    diag->attention_logit_max[l] = std::max(diag->attention_logit_max[l], stats[l].attention_logit_max);
+  for (size_t i = 0; diag && i < stats.size(); ++i) {
+    const size_t l = static_cast<size_t>(mine.begin) + i;
+    diag->attention_norm_sum[l] += stats[i].attention_norm_sum;
+    diag->mlp_norm_sum[l] += stats[i].mlp_norm_sum;
+    diag->output_norm_sum[l] += stats[i].output_norm_sum;
+    diag->attention_logit_max[l] = std::max(diag->attention_logit_max[l], stats[i].attention_logit_max);
   }
   StageForward out;
-  if (!sh.final_norm) {
+  if (!(sh.final_norm && last_chunk)) {
     out.output = std::move(x);
     if (grads) out.saved = std::move(saved);
     return out;
@@ -206,8 +209,11 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations
   const ShardSpec& sh = model.shard();
   const Batch& b = saved.b;
   const int64_t n = b.packed.rows(), h = model.config().hidden_size;
+  const parallel::Range mine = sh.chunk_locals(saved.model_chunk);
+  const bool first_chunk = saved.model_chunk == 0,
+             last_chunk = static_cast<size_t>(saved.model_chunk) + 1 == sh.chunks.size();
   Tensor dx;  // gradient of the residual stream (replicated over TP)
-  if (sh.final_norm) {
+  if (sh.final_norm && last_chunk) {
     dx = std::move(saved.dx_top);
   } else {
     if (grad_output.shape() != std::vector<int64_t>{n, h}) {
@@ -219,12 +225,13 @@ Tensor stage_backward(const Olmo2Model& model, ModelWeights& g, StageActivations
   }
   const LayerContext lc = model.layer_context(ctx);
   LayerBackwardWorkspace ws;
-  for (size_t l = w.layers.size(); l-- > 0;) {
+  for (size_t i = static_cast<size_t>(mine.size()); i-- > 0;) {
+    const size_t l = static_cast<size_t>(mine.begin) + i;
     if (hooks) hooks->before_backward(static_cast<int>(l) + 1);
-    decoder_layer_backward(lc, w.layers[l], g.layers[l], b.packed, saved.layers[l], dx.view(), ws);
+    decoder_layer_backward(lc, w.layers[l], g.layers[l], b.packed, saved.layers[i], dx.view(), ws);
     if (hooks) hooks->after_backward(static_cast<int>(l) + 1);
   }
-  if (!sh.embedding) return dx;  // d(stage input), for the previous stage
+  if (!(sh.embedding && first_chunk)) return dx;  // d(stage input), for the previous stage
   if (hooks) hooks->before_backward(0);
   parallel::vocab_parallel_embedding_backward(b.packed.ids.view(), dx.view(), sh.vocab_rows.begin,
                                               g.embed_tokens.view(), ctx.tensor_parallel());

@@ -99,10 +99,15 @@ struct StageForward {
 /// "Recomputation"): losses and gradients are bit-identical in every mode.
 /// With `hooks` each unit is bracketed by its calls (see UnitHooks); the arithmetic is
 /// the same.
+/// `model_chunk`: which of the rank's model chunks (ShardSpec::chunks; 0 unless the
+/// interleaved schedule gave it several) runs — its layers only; the embedding only
+/// in chunk 0 of the first stage, the tail only in the last chunk of the last stage
+/// (docs/architecture.md §5 "Interleaved 1F1B"). stage_backward runs the chunk its
+/// StageActivations came from. Error when model_chunk is not a chunk of the shard.
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
                            const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr,
-                           Recompute recompute = Recompute::None, UnitHooks* hooks = nullptr);
+                           Recompute recompute = Recompute::None, UnitHooks* hooks = nullptr, int model_chunk = 0);
 
 /// Backward of one micro-batch through this rank's stage: `grad_output` is the gradient
 /// at the stage's output received from the next stage ([tokens, hidden] f32; ignored on

@@ -171,14 +171,23 @@ ShardSpec Trainer::plan_layout(const ModelConfig& config) {
     // The config is this run's own (a resumed checkpoint's), so the plan is made here,
     // over the topology the launcher's rank session checked.
     const parallel::PartitionPlan plan =
-        parallel::make_partition_plan(model_shape(config), groups_->topology, options_.pp_layers);
+        parallel::make_partition_plan(model_shape(config), groups_->topology, options_.pp_layers, options_.pp_virtual);
     shard = ShardSpec::from_plan(plan, world_->rank());
+    const int64_t per_step = options_.global_batch / (micro_batch() * dp_size_);
+    if (options_.pp_virtual > 1 && per_step % l.pp != 0) {
+      OLMO2_THROW(InputError, "--pp-virtual ", options_.pp_virtual, ": the interleaved schedule needs the micro-batches ",
+                  "per step (--global-batch ", options_.global_batch, " / (--micro-batch ", micro_batch(), " × dp ",
+                  dp_size_, ") = ", per_step, ") to be a multiple of pp ", l.pp);
+    }
     if (config.tie_word_embeddings && l.pp > 1) {
       OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
                               "parallelism cannot split over stages: use --pp 1");
     }
     layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
+    // --pp-virtual is not part of it: the interleaved schedule sums in plain 1F1B's order
+    // (docs/architecture.md §5 "Interleaved 1F1B"), so a resume that changes it is exact.
   } else {
+    parallel::check_virtual_stages(config.num_hidden_layers, 1, options_.pp_virtual, !options_.pp_layers.empty());
     layout_ = "tp 1, pp 1, dp 1";
   }
   return shard;
@@ -408,7 +417,8 @@ StepRecord Trainer::step() {
                                                       factor,
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
                                                                   diag_step ? &diag : nullptr,
-                                                                  parse_recompute(o.recompute, "--recompute"), zero_.get()},
+                                                                  parse_recompute(o.recompute, "--recompute"), zero_.get(),
+                                                                  o.pp_virtual},
                                                       inject);
   // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
   OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");

@@ -16,17 +16,19 @@ ModelWeights shape_only_weights(const ModelConfig& config, const ShardSpec& shar
   // zero_weights of a shard holding one unit, each of its tensors replaced by its shape.
   auto unit = [&](bool embedding, parallel::Range layers, bool final_norm) {
     ShardSpec one = shard;
-    one.embedding = embedding, one.layers = layers, one.final_norm = final_norm;
+    one.embedding = embedding, one.chunks = {layers}, one.final_norm = final_norm;
     ModelWeights w = zero_weights(config, one, device);
     for (const Parameter& p : list_parameters(w, w, config, one)) *p.value = shape_only(p.value->shape(), dtype, device);
     return w;
   };
-  const int64_t first = shard.layers.begin, end = shard.layers.end;
   ModelWeights out;
-  if (shard.embedding) out.embed_tokens = std::move(unit(true, {first, first}, false).embed_tokens);
-  for (int64_t l = first; l < end; ++l) out.layers.push_back(std::move(unit(false, {l, l + 1}, false).layers.front()));
+  if (shard.embedding) out.embed_tokens = std::move(unit(true, {0, 0}, false).embed_tokens);
+  for (int64_t i = 0; i < shard.layer_count(); ++i) {
+    const int64_t l = shard.global_layer(i);
+    out.layers.push_back(std::move(unit(false, {l, l + 1}, false).layers.front()));
+  }
   if (shard.final_norm) {
-    ModelWeights tail = unit(false, {end, end}, true);
+    ModelWeights tail = unit(false, {0, 0}, true);
     out.norm = std::move(tail.norm), out.lm_head = std::move(tail.lm_head);
   }
   return out;

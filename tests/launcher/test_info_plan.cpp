@@ -135,6 +135,25 @@ TEST(CliInfoPlan, UnevenAndExplicitStagesCaseC3) {
   expect_refused(run_olmo2(m + " --pp 31"), 1, "num_hidden_layers 30 < pp 31");
 }
 
+// --pp-virtual: the chunk map of the interleaved 1F1B (docs/architecture.md §5), the
+// layers column naming each rank's chunks, and the refusals naming the numbers.
+TEST(CliInfoPlan, PpVirtualPrintsTheChunkMap) {
+  const std::string m = "info --model " + kConfigs + "/OLMo-2-0425-1B";  // 16 layers
+  auto r = run_olmo2(m + " --pp 4 --pp-virtual 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("model chunks: 16 layers over pp 4 x pp-virtual 2"));
+  EXPECT_THAT(r.out, HasSubstr("stage 0 chunk 0 (virtual stage 0): layers [0,2), embedding\n"));
+  EXPECT_THAT(r.out, HasSubstr("stage 0 chunk 1 (virtual stage 4): layers [8,10)\n"));
+  EXPECT_THAT(r.out, HasSubstr("stage 3 chunk 1 (virtual stage 7): layers [14,16), final norm and lm_head\n"));
+  EXPECT_EQ(row(r.out, 1).at(4), "[2,4)+[10,12)");
+  EXPECT_THAT(run_olmo2(m + " --pp 4").out, Not(HasSubstr("model chunks")));
+  expect_refused(run_olmo2(m + " --pp 4 --pp-virtual 3"), 1,
+                 "--pp-virtual 3: num_hidden_layers 16 is not divisible by pp 4 × pp-virtual 3 = 12");
+  expect_refused(run_olmo2(m + " --pp-virtual 2"), 1, "--pp-virtual 2 needs a pipeline (pp ≥ 2), the layout has pp 1");
+  expect_refused(run_olmo2(m + " --pp-layers 8,8 --pp-virtual 2"), 1, "cannot be combined with --pp-layers");
+  expect_refused(run_olmo2(m + " --pp 2 --pp-virtual 0"), 2, "--pp-virtual must be at least 1, got 0");
+}
+
 TEST(CliInfoPlan, ImpossibleLayoutsExitOneWithOneLine) {
   const std::string m32 = "info --model " + kConfigs + "/OLMo-2-0325-32B";
   expect_refused(run_olmo2(m32 + " --tp 16"), 1,

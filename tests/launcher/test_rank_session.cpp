@@ -56,7 +56,7 @@ const Command kCommands[] = {{"generate", 0}, {"trace", 0}, {"train", 0}, {"serv
 
 
 void expect_same_fields(const ShardSpec& a, const ShardSpec& b) {
-  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.chunks, b.chunks);
   EXPECT_EQ(a.q_heads, b.q_heads);
   EXPECT_EQ(a.kv_heads, b.kv_heads);
   EXPECT_EQ(a.mlp_rows, b.mlp_rows);

@@ -111,8 +111,8 @@ TEST(KVCacheGroups, LayersOfOneSlotShareAPoolAndABlockCostsTheSlotsUsed) {
 TEST(KVCacheGroups, APipelineStageKeepsThePoolsOfTheSlotsItsLayersUse) {
   const ModelConfig c = config({S, S, F, S, S, F});  // g = 2: {2, 5} full; {0, 1}, {3, 4} sliding
   ShardSpec late = ShardSpec::whole(c), first = ShardSpec::whole(c);
-  late.layers = {3, 6};
-  first.layers = {0, 1};
+  late.chunks = {{3, 6}};
+  first.chunks = {{0, 1}};
   const KVCache cache(c, late, 4, 4);
   EXPECT_EQ((std::vector<int64_t>{cache.group(0), cache.group(1), cache.group(2)}), (std::vector<int64_t>{2, 2, 0}));
   EXPECT_EQ(cache.keys(1).data(), cache.keys(2).data());  // layers 4 and 5: slot 1

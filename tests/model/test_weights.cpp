@@ -70,14 +70,14 @@ TEST(Weights, Bf16CopyOfEveryStageAndOfATiedModel) {
     std::vector<ShardSpec> shards = {ShardSpec::whole(c)};
     if (!tied) {  // pipeline stages: the first without the head, the middle with layers only, the last without the embedding
       ShardSpec first = ShardSpec::whole(c), middle = first, last = first;
-      first.layers = {0, 1}, first.final_norm = false;
-      middle.layers = {1, 2}, middle.embedding = false, middle.final_norm = false;
-      last.layers = {2, 3}, last.embedding = false;
+      first.chunks = {{0, 1}}, first.final_norm = false;
+      middle.chunks = {{1, 2}}, middle.embedding = false, middle.final_norm = false;
+      last.chunks = {{2, 3}}, last.embedding = false;
       shards.insert(shards.end(), {first, middle, last});
     }
     for (const ShardSpec& sh : shards) {
-      SCOPED_TRACE("tied " + std::to_string(tied) + ", layers " + std::to_string(sh.layers.begin) + "-" +
-                   std::to_string(sh.layers.end));
+      SCOPED_TRACE("tied " + std::to_string(tied) + ", layers " + std::to_string(sh.chunks.front().begin) + "-" +
+                   std::to_string(sh.chunks.front().end));
       ModelWeights master = zero_weights(c, sh);
       fill(master, 0.5f);
       ModelWeights compute = weights_in(master, DType::BF16);

@@ -77,7 +77,7 @@ TEST(Partition, Olmo32BAtTp8SplitsKvHeadsWithoutReplication) {
     const RankPartition& r = plan.ranks[t];
     EXPECT_EQ(r.rank, t);
     EXPECT_EQ(r.coords, (Coords{t, 0, 0}));
-    EXPECT_EQ(r.layers, (Range{0, 64}));
+    EXPECT_EQ(r.chunks.front(), (Range{0, 64}));
     EXPECT_EQ(r.q_heads, (Range{5 * t, 5 * t + 5}));
     EXPECT_EQ(r.kv_heads, (Range{t, t + 1}));
     EXPECT_EQ(r.kv_replicas, 1);
@@ -116,7 +116,7 @@ TEST(Partition, Olmo1BAtTp4Pp4) {
   const RankPartition& r5 = plan.ranks[5];  // tp 1, stage 1
   EXPECT_EQ(r5.coords, (Coords{1, 0, 1}));
   EXPECT_EQ(&plan.at({1, 0, 1}), &r5);
-  EXPECT_EQ(r5.layers, (Range{4, 8}));
+  EXPECT_EQ(r5.chunks.front(), (Range{4, 8}));
   EXPECT_EQ(r5.q_heads, (Range{4, 8}));
   EXPECT_EQ(r5.kv_heads, (Range{4, 8}));
   EXPECT_FALSE(r5.embedding || r5.final_norm);
@@ -195,7 +195,7 @@ TEST(Partition, CaseC3UnevenStagesPlaceEveryLayerOnce) {
   EXPECT_EQ(balanced_stage_layers(5, 2), (std::vector<int64_t>{3, 2}));
   const PartitionPlan plan = make_partition_plan(small(30, 2, 2, 16), 1, 4, 1);
   const std::vector<Range> want = {{0, 8}, {8, 16}, {16, 23}, {23, 30}};
-  for (int p = 0; p < 4; ++p) EXPECT_EQ(plan.at({0, 0, p}).layers, want[p]);
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(plan.at({0, 0, p}).chunks.front(), want[p]);
 
   for (int64_t layers = 1; layers <= 70; ++layers) {
     for (int pp = 1; pp <= std::min<int64_t>(layers, 30); ++pp) {
@@ -203,16 +203,16 @@ TEST(Partition, CaseC3UnevenStagesPlaceEveryLayerOnce) {
       std::vector<int> seen(layers, 0);
       int64_t fewest = layers, most = 0;
       for (int stage = 0; stage < pp; ++stage) {
-        const Range l = p.at({0, 0, stage}).layers;
+        const Range l = p.at({0, 0, stage}).chunks.front();
         ASSERT_GE(l.size(), 1);
         fewest = std::min(fewest, l.size()), most = std::max(most, l.size());
         if (stage > 0) {
-          EXPECT_EQ(l.begin, p.at({0, 0, stage - 1}).layers.end);
-          EXPECT_LE(l.size(), p.at({0, 0, stage - 1}).layers.size());
+          EXPECT_EQ(l.begin, p.at({0, 0, stage - 1}).chunks.front().end);
+          EXPECT_LE(l.size(), p.at({0, 0, stage - 1}).chunks.front().size());
         }
         for (int64_t i = l.begin; i < l.end; ++i) ++seen[i];
         for (int t = 0; t < 2; ++t) {
-          for (int d = 0; d < 2; ++d) EXPECT_EQ(p.at({t, d, stage}).layers, l);
+          for (int d = 0; d < 2; ++d) EXPECT_EQ(p.at({t, d, stage}).chunks.front(), l);
         }
       }
       EXPECT_LE(most - fewest, 1) << layers << " over " << pp;
@@ -227,10 +227,10 @@ TEST(Partition, ExplicitStageLayers) {
   const ModelShape s = small(30, 2, 2, 16);
   const PartitionPlan plan = make_partition_plan(s, 1, 4, 1, {10, 6, 7, 7});
   EXPECT_EQ(plan.stage_layers, (std::vector<int64_t>{10, 6, 7, 7}));
-  EXPECT_EQ(plan.at({0, 0, 1}).layers, (Range{10, 16}));
-  EXPECT_EQ(plan.at({0, 0, 3}).layers, (Range{23, 30}));
+  EXPECT_EQ(plan.at({0, 0, 1}).chunks.front(), (Range{10, 16}));
+  EXPECT_EQ(plan.at({0, 0, 3}).chunks.front(), (Range{23, 30}));
   EXPECT_EQ(replica_sums(plan).second, s.parameter_count());
-  EXPECT_EQ(make_partition_plan(s, 1, 2, 1, {1, 29}).at({0, 0, 1}).layers, (Range{1, 30}));
+  EXPECT_EQ(make_partition_plan(s, 1, 2, 1, {1, 29}).at({0, 0, 1}).chunks.front(), (Range{1, 30}));
   EXPECT_THAT(input_error([&] {
                 make_partition_plan(s, 1, 4, 1, {8, 8, 7});
               }),
@@ -310,7 +310,7 @@ TEST(Partition, ParameterSumsOverAReplicaForManyLayouts) {
           const RankPartition& first = plan.at({r.coords.tp, 0, r.coords.pp});
           EXPECT_EQ(r.parameters, first.parameters);
           EXPECT_EQ(r.owned_parameters, first.owned_parameters);
-          EXPECT_EQ(r.layers, first.layers);
+          EXPECT_EQ(r.chunks.front(), first.chunks.front());
         }
       }
     }

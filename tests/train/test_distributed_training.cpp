@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -648,8 +649,14 @@ TEST(DistributedTraining, OneFOneBBoundsLiveActivationsAndMatchesOneProcess) {
     std::vector<Parameter> pm = list_parameters(mine.mutable_weights(), gm, c, sh);
     init_parameters(pm, 9, 0.02);
     PipelineStats st;
+    const auto t0 = std::chrono::steady_clock::now();
     const LossSums got = pipeline_forward_backward(mine, gm, use, 1e-4f, 0.01f, 512,
                                                    ParallelContext{nullptr, groups.pp.get()}, &st);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Time blocked on pipeline messages: some on every stage past the first (its first
+    // input comes from a peer), never more than the call took.
+    if (stage > 0) EXPECT_GT(st.idle_seconds, 0.0);
+    EXPECT_LE(st.idle_seconds, wall);
     EXPECT_EQ(st.forwards, M);
     EXPECT_EQ(st.backwards, M);
     EXPECT_EQ(st.peak_live, std::min<int64_t>(world - stage, M)) << "stage " << stage << ", " << M << " micro-batches";
