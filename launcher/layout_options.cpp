@@ -20,6 +20,10 @@ void add_layout_options(po::options_description& d, const std::string& command, 
                                                                 : "data-parallel replicas (default: world / (tp * pp))");
   }
   d.add_options()("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)");
+  if (info || command == "train") {
+    d.add_options()("cp", po::value<int>(), info ? "context-parallel ranks (info: default 1)"
+                                                 : "context-parallel ranks: each sequence split over them (default 1)");
+  }
   if (info || command == "plan") return;  // no collectives: nothing runs on ranks
   d.add_options()("collective-timeout", po::value<double>(),
                   command == "serve"
@@ -29,7 +33,7 @@ void add_layout_options(po::options_description& d, const std::string& command, 
 
 LayoutOptions read_layout_options(const po::variables_map& vm, const std::string& command) {
   LayoutOptions l;
-  const std::pair<const char*, int*> axes[] = {{"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}};
+  const std::pair<const char*, int*> axes[] = {{"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}, {"cp", &l.cp}};
   for (const auto& [axis, field] : axes) {
     if (!vm.count(axis)) continue;
     *field = vm[axis].as<int>();
