@@ -60,7 +60,7 @@ RingHopWork ring_hop_work(const ContextShard& shard, int64_t window, int q_rank,
 /// output is rounded to bf16. What differs: the reference rounds the normalised
 /// probabilities to bf16 before multiplying by v; the online softmax does not know the
 /// normaliser until the last block, so its probabilities stay f32 (the output differs by
-/// at most 2^-9·max|v| before its rounding). lse stays the f32 scores' (not the rounded
+/// at most 2^-8·max|v| before its rounding, bf16's unit roundoff). lse stays the f32 scores' (not the rounded
 /// ones'), since the backward, as ops::causal_attention_backward, works in f32.
 /// Memory: the m/l state [T_j, H], one K/V block in flight and one score tile per thread
 /// (128 query rows by one run of keys), never [T, T].
@@ -80,7 +80,9 @@ void ring_attention_forward(parallel::Communicator& cp, const ContextShard& shar
 /// In f32 equal to ops::causal_attention_backward on each whole sequence up to the order
 /// of the sums. With a bf16 forward, D uses the bf16-rounded `out` (FlashAttention's
 /// convention) where ops::causal_attention_backward uses Σ P·dP of its f32 recomputation:
-/// D differs by at most 2^-9·Σ|dout|·|out| per row and head. Same errors as the forward.
+/// D differs by Σ|dout|·|out − out_f32| per row and head (out_f32: the attention in f32),
+/// which moves dq and dk, not dv (tests/model/test_ring_attention.cpp derives the bound).
+/// Same errors as the forward.
 void ring_attention_backward(parallel::Communicator& cp, const ContextShard& shard, const TensorView& q,
                              const TensorView& k, const TensorView& v, const TensorView& out,
                              const TensorView& lse, const TensorView& dout, int n_heads, int n_kv_heads,
