@@ -1,0 +1,64 @@
+// What ring_attention_forward and ring_attention_backward share (ring_attention.cpp,
+// ring_attention_backward.cpp): the runs of consecutive positions a rank holds, which
+// pairs of runs attend each other, the query tiles and their key columns, the checks
+// and the ring shift (docs/architecture.md §7 "Context parallelism: ring attention").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "parallel/communicator.h"
+#include "runtime/model/ring_attention.h"
+
+namespace olmo2::ring_parts {
+
+/// Query rows per score tile: a tile is kQueryTile × (one run of keys) f32 per thread.
+inline constexpr int64_t kQueryTile = 128;
+
+/// Rows [row, row + len) of a rank hold positions [pos, pos + len) of sequence `seq`.
+struct Run {
+  int32_t seq = 0;
+  int64_t pos = 0, row = 0, len = 0;
+};
+
+/// The runs of rank `rank` (two per sequence, in row order), from shard.lengths alone.
+std::vector<Run> runs_of(const ContextShard& shard, int rank);
+
+/// The (query run, key run) pairs of the same sequence with some allowed (query, key):
+/// key position ≤ query position and, when window > 0, query − key < window.
+struct RunPair {
+  Run q, k;
+};
+std::vector<RunPair> computed_pairs(const std::vector<Run>& q_runs, const std::vector<Run>& k_runs,
+                                    int64_t window, int64_t* pairs_total = nullptr);
+
+/// Key columns [lo, hi) of run `k` (relative to its first row) that query position `p`
+/// may attend; lo ≥ hi when none.
+inline void key_range(const Run& k, int64_t p, int64_t window, int64_t& lo, int64_t& hi) {
+  hi = std::min(k.len, p - k.pos + 1);
+  lo = window > 0 ? std::max<int64_t>(0, p - window + 1 - k.pos) : 0;
+}
+
+/// Heads and shapes checked alike by forward and backward; returns hd. ShapeError when
+/// the rows are not shard.rows(cp.rank()), the widths not H·hd / KV·hd, H % KV ≠ 0,
+/// cp.size() ≠ shard.cp, window < 0, or a view is not f32 with contiguous rows.
+int64_t check_shapes(const char* op, const parallel::Communicator& cp, const ContextShard& shard,
+                     const TensorView& q, const TensorView& k, const TensorView& v, int n_heads,
+                     int n_kv_heads, int64_t window);
+
+/// Copies rows of `src` (contiguous rows of `width` floats, row stride src.stride(0)) into
+/// dst (dense), and back.
+void pack_rows(const TensorView& src, float* dst);
+void unpack_rows(const float* src, const TensorView& dst);
+
+/// One ring step: sends `n` floats of `send` to cp rank + 1 and receives `n` floats from
+/// cp rank − 1 into `recv` (which must not overlap `send`). Blocking; ordered by rank
+/// parity (even ranks send first) so that no rank waits on a peer that waits on it.
+void ring_shift(parallel::Communicator& cp, float* send, float* recv, int64_t n, int tag);
+
+/// C[m, n] = alpha·op(A)·op(B) + beta·C, row-major f32 (cblas_sgemm).
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace olmo2::ring_parts
