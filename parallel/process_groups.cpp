@@ -59,10 +59,6 @@ ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
   g.dp = split(world, topology.dp_color(world_rank), world_rank, "dp", c.dp, timeout_s);
   g.pp = split(world, topology.pp_color(world_rank), world_rank, "pp", c.pp, timeout_s);
   g.cp = split(world, topology.cp_color(world_rank), world_rank, "cp", c.cp, timeout_s);
-  if (topology.layout().cp > 1) {
-    g.dp_cp = split(world, topology.dp_cp_color(world_rank), world_rank, "dp_cp",
-                    c.cp + topology.layout().cp * c.dp, timeout_s);
-  }
 
   MPI_Comm node = MPI_COMM_NULL;
   check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
@@ -74,8 +70,7 @@ ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
 }
 
 void wrap_communicators(ProcessGroups& g, const CommunicatorFactory& make) {
-  for (std::unique_ptr<Communicator>* c : {&g.world, &g.tp, &g.dp, &g.pp, &g.cp, &g.dp_cp}) {
-    if (!*c) continue;  // dp_cp without context parallelism
+  for (std::unique_ptr<Communicator>* c : {&g.world, &g.tp, &g.dp, &g.pp, &g.cp}) {
     *c = make(std::move(*c));
     OLMO2_CHECK(*c, "wrap_communicators: the factory returned no communicator");
   }

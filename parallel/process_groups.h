@@ -10,18 +10,13 @@
 namespace olmo2::parallel {
 
 /// This rank's communicators for one topology. Group ranks equal the coordinates:
-/// tp->rank() == topology.coords(world->rank()).tp, and likewise for cp, dp and pp;
-/// dp_cp->rank() == cp_idx + cp × dp_idx.
+/// tp->rank() == topology.coords(world->rank()).tp, and likewise for cp, dp and pp.
 struct ProcessGroups {
   std::unique_ptr<Communicator> world;  ///< every rank, in world-rank order ("world")
   std::unique_ptr<Communicator> tp;     ///< same cp, dp and pp ("tp")
   std::unique_ptr<Communicator> dp;     ///< same tp, cp and pp ("dp")
   std::unique_ptr<Communicator> pp;     ///< same tp, cp and dp ("pp")
   std::unique_ptr<Communicator> cp;     ///< same tp, dp and pp ("cp"; one rank without context parallelism)
-  /// Same tp and pp ("dp_cp"): the replicas of one weight shard, over which gradients,
-  /// loss sums and ZeRO shards go (docs/architecture.md §7 "Context parallelism"); the
-  /// dp group itself when cp is 1 (then null: use dp).
-  std::unique_ptr<Communicator> dp_cp;
   int local_rank = 0;                   ///< rank among the processes on this node (selects the GPU)
   int local_size = 1;                   ///< number of processes on this node
   Topology topology;
@@ -31,8 +26,7 @@ struct ProcessGroups {
 };
 
 /// Makes the groups of `topology` over MPI_COMM_WORLD: MPI_Comm_dup for "world", then
-/// MPI_Comm_split for tp, dp, pp, cp and (when cp > 1) dp_cp (in that order on every rank,
-/// key = world rank), and
+/// MPI_Comm_split for tp, dp, pp and cp (in that order on every rank, key = world rank), and
 /// the node-local rank from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), never from a
 /// launcher's environment. Collective over MPI_COMM_WORLD: every rank must call it with
 /// the same topology. Every communicator gets `timeout_s` (0 = wait forever).
@@ -50,7 +44,7 @@ std::unique_ptr<Communicator> make_world_communicator(double timeout_s);
 using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(std::unique_ptr<Communicator>)>;
 
 /// The hook that chooses the communicator type of a device backend: replaces world, tp,
-/// dp, pp, cp and dp_cp when present (in that order, the same on every rank) by `make(old)` — e.g. a
+/// dp, pp and cp (in that order, the same on every rank) by `make(old)` — e.g. a
 /// HostStagedCommunicator around the MPI one for device views, or a NCCL communicator
 /// bootstrapped over it. A factory that is collective must be so on every rank.
 void wrap_communicators(ProcessGroups& groups, const CommunicatorFactory& make);

@@ -102,15 +102,11 @@ int Topology::rank(const Coords& c) const {
   return c.tp + l.tp * (c.cp + l.cp * (c.dp + l.dp * c.pp));
 }
 
-std::vector<int> Topology::group(int rank, int Coords::*axis, int size, int Coords::*outer, int outer_size) const {
+std::vector<int> Topology::group(int rank, int Coords::*axis, int size) const {
   Coords c = coords(rank);
   std::vector<int> g;
-  g.reserve(static_cast<size_t>(size) * outer_size);
-  // `outer` is the slower axis in the rank order: ascending loops give sorted ranks.
-  for (int o = 0; o < outer_size; ++o) {
-    if (outer) c.*outer = o;
-    for (c.*axis = 0; c.*axis < size; ++(c.*axis)) g.push_back(this->rank(c));
-  }
+  g.reserve(size);
+  for (c.*axis = 0; c.*axis < size; ++(c.*axis)) g.push_back(this->rank(c));
   return g;
 }
 
@@ -118,9 +114,6 @@ std::vector<int> Topology::tp_group(int rank) const { return group(rank, &Coords
 std::vector<int> Topology::cp_group(int rank) const { return group(rank, &Coords::cp, layout_.cp); }
 std::vector<int> Topology::dp_group(int rank) const { return group(rank, &Coords::dp, layout_.dp); }
 std::vector<int> Topology::pp_group(int rank) const { return group(rank, &Coords::pp, layout_.pp); }
-std::vector<int> Topology::dp_cp_group(int rank) const {
-  return group(rank, &Coords::cp, layout_.cp, &Coords::dp, layout_.dp);
-}
 
 int Topology::tp_color(int rank) const {
   const Coords c = coords(rank);
@@ -142,9 +135,5 @@ int Topology::pp_color(int rank) const {
   return c.tp + layout_.tp * (c.cp + layout_.cp * c.dp);
 }
 
-int Topology::dp_cp_color(int rank) const {
-  const Coords c = coords(rank);
-  return c.tp + layout_.tp * c.pp;
-}
 
 }  // namespace olmo2::parallel

@@ -86,10 +86,6 @@ class Topology {
   std::vector<int> dp_group(int rank) const;
   /// The sorted world ranks of `rank`'s PP group (same tp, cp and dp; pp ranks, stride tp × cp × dp).
   std::vector<int> pp_group(int rank) const;
-  /// The sorted world ranks of `rank`'s data-and-context group (same tp and pp; dp × cp
-  /// ranks, Megatron-LM's "data parallel with context parallel" group): the replicas of
-  /// one shard of the weights, over which gradients and loss sums are reduced.
-  std::vector<int> dp_cp_group(int rank) const;
 
   /// Color of `rank`'s TP group: cp_idx + cp × (dp_idx + dp × pp_idx), in [0, cp × dp × pp).
   int tp_color(int rank) const;
@@ -99,17 +95,12 @@ class Topology {
   int dp_color(int rank) const;
   /// Color of `rank`'s PP group: tp_idx + tp × (cp_idx + cp × dp_idx), in [0, tp × cp × dp).
   int pp_color(int rank) const;
-  /// Color of `rank`'s data-and-context group: tp_idx + tp × pp_idx, in [0, tp × pp); its
-  /// rank in that group is cp_idx + cp × dp_idx.
-  int dp_cp_color(int rank) const;
 
  private:
   Topology(int world, Layout layout) : world_(world), layout_(layout) {}
   void check_rank(int rank) const;
-  /// The sorted ranks whose coordinates differ from `rank`'s only on `axis` (of `size`
-  /// ranks) and, when given, on `outer` (of `outer_size`; slower than `axis` in the rank order).
-  std::vector<int> group(int rank, int Coords::*axis, int size, int Coords::*outer = nullptr,
-                         int outer_size = 1) const;
+  /// The sorted ranks whose coordinates differ from `rank`'s only on `axis` (of `size` ranks).
+  std::vector<int> group(int rank, int Coords::*axis, int size) const;
 
   int world_ = 1;
   Layout layout_;

@@ -46,8 +46,10 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   std::deque<StageActivationsPtr> live;  // forwarded, not yet backwarded (FIFO)
   int64_t next_fwd = 0, next_bwd = 0;
   const Device dev = hooks ? hooks->device() : weights_device(model);  // activations and gradients cross stages as device views
+  // Under context parallelism a stage holds its CP rank's 1/cp of every sequence's rows.
+  const int64_t cp = ctx.context_parallel() ? ctx.cp->size() : 1;
   auto buffer = [&](int64_t mb) {
-    return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]), h}, DType::F32, dev);
+    return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]) / cp, h}, DType::F32, dev);
   };
   auto recv_forward = [&]() {
     if (first) return Tensor();
