@@ -65,11 +65,11 @@ Topology Topology::make(const Layout& l) {
   int64_t world = 1;
   bool over = false;
   for (const auto& [name, v] : axes) {
-    if (world > kMaxWorld) {
-      over = true;
-      break;
+    if (world <= kMaxWorld) {
+      world *= v;
+    } else if (v != 1) {
+      over = true;  // the whole product is not computed: the message leaves it out
     }
-    world *= v;
   }
   if (world > kMaxWorld) {
     OLMO2_THROW(InputError, "invalid layout: tp ", l.tp, " x pp ", l.pp, " x dp ", l.dp,
