@@ -99,6 +99,11 @@ struct StageForward {
 /// "Recomputation"): losses and gradients are bit-identical in every mode.
 /// With `hooks` each unit is bracketed by its calls (see UnitHooks); the arithmetic is
 /// the same.
+/// Context parallelism (ctx.cp with more than one rank; docs/architecture.md §7 "Context
+/// parallelism"): the stage runs on this CP rank's zigzag rows of the samples only (tokens
+/// = Σ lengths / cp, each length a multiple of 2·cp, else InputError), at their positions
+/// in the whole sequences, with ring attention over ctx.cp; the loss sums are this rank's
+/// rows' (the caller sums them over cp). Every rank of ctx.cp must call it alike.
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
                            const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr,
