@@ -124,7 +124,7 @@ void ring_attention_forward(parallel::Communicator& cp, const ContextShard& shar
   for (int64_t r = 0; r < rows; ++r) std::fill_n(out.f32() + r * out.stride(0), n_heads * hd, 0.0f);
   const std::vector<Run> q_runs = ring_parts::runs_of(shard, j);
   // The block in hand: K rows then V rows, one message.
-  std::vector<float> block(static_cast<size_t>(2 * rows * kvw)), next(p > 1 ? block.size() : 0);
+  std::vector<float> block(static_cast<size_t>(2 * rows * kvw)), spare;
   ring_parts::pack_rows(k, block.data());
   ring_parts::pack_rows(v, block.data() + rows * kvw);
   for (int hop = 0; hop < p; ++hop) {
@@ -144,8 +144,7 @@ void ring_attention_forward(parallel::Communicator& cp, const ContextShard& shar
       }
     }
     if (hop + 1 < p) {
-      ring_parts::ring_shift(cp, block.data(), next.data(), static_cast<int64_t>(block.size()), kTagKV);
-      block.swap(next);
+      ring_parts::ring_shift(cp, block.data(), static_cast<int64_t>(block.size()), kTagKV, spare);
     }
   }
   const std::vector<float>& m = bf16 ? st.m32 : st.m;

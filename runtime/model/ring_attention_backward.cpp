@@ -116,7 +116,7 @@ void ring_attention_backward(parallel::Communicator& cp, const ContextShard& sha
   const Queries in{q, dout, dq, lse.f32(), d.data(), n_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd))};
   const std::vector<Run> q_runs = ring_parts::runs_of(shard, j);
   const int64_t part = rows * kvw;  // one of K, V, dK, dV
-  std::vector<float> block(static_cast<size_t>(4 * part), 0.0f), next(p > 1 ? block.size() : 0);
+  std::vector<float> block(static_cast<size_t>(4 * part), 0.0f), spare;
   ring_parts::pack_rows(k, block.data());
   ring_parts::pack_rows(v, block.data() + part);
   for (int hop = 0; hop < p; ++hop) {
@@ -137,14 +137,12 @@ void ring_attention_backward(parallel::Communicator& cp, const ContextShard& sha
       }
     }
     if (hop + 1 < p) {
-      ring_parts::ring_shift(cp, block.data(), next.data(), static_cast<int64_t>(block.size()), kTagKVGrad);
-      block.swap(next);
+      ring_parts::ring_shift(cp, block.data(), static_cast<int64_t>(block.size()), kTagKVGrad, spare);
     }
   }
   // In hand: rank j+1's block; its dK/dV go one hop on, rank j's arrive from j−1.
   if (p > 1) {
-    ring_parts::ring_shift(cp, block.data() + 2 * part, next.data() + 2 * part, 2 * part, kTagHome);
-    block.swap(next);
+    ring_parts::ring_shift(cp, block.data() + 2 * part, 2 * part, kTagHome, spare);
   }
   ring_parts::unpack_rows(block.data() + 2 * part, dk);
   ring_parts::unpack_rows(block.data() + 3 * part, dv);

@@ -52,10 +52,13 @@ int64_t check_shapes(const char* op, const parallel::Communicator& cp, const Con
 void pack_rows(const TensorView& src, float* dst);
 void unpack_rows(const float* src, const TensorView& dst);
 
-/// One ring step: sends `n` floats of `send` to cp rank + 1 and receives `n` floats from
-/// cp rank − 1 into `recv` (which must not overlap `send`). Blocking; ordered by rank
-/// parity (even ranks send first) so that no rank waits on a peer that waits on it.
-void ring_shift(parallel::Communicator& cp, float* send, float* recv, int64_t n, int tag);
+/// One ring step in place: sends the `n` floats of `data` to cp rank + 1 and replaces them
+/// with the `n` floats of cp rank − 1. Blocking, in pieces of at most kRingPiece floats so
+/// that only one piece (in `spare`) is held twice; per piece, even ranks send first and
+/// odd ranks receive first (into `spare`), so no rank waits on a peer that waits on it; at
+/// cp 2 (next = previous) one send_recv per piece.
+inline constexpr int64_t kRingPiece = int64_t{1} << 20;
+void ring_shift(parallel::Communicator& cp, float* data, int64_t n, int tag, std::vector<float>& spare);
 
 /// C[m, n] = alpha·op(A)·op(B) + beta·C, row-major f32 (cblas_sgemm).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

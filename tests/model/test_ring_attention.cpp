@@ -1,6 +1,6 @@
 // Ring attention (runtime/model/ring_attention.h) against ops::causal_attention and
 // ops::causal_attention_backward on each whole sequence, at cp = the MPI world size (1,
-// 2, 4): one sequence, two of different lengths, MHA and GQA, no window, a window smaller
+// 2, 3, 4): one sequence, two of different lengths, MHA and GQA, no window, a window smaller
 // than a chunk and one spanning chunks; the zigzag shard, its refusals and the pairs the
 // ring skips (docs/architecture.md §7 "Context parallelism: ring attention").
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include "ops/backward.h"
 #include "parallel/process_groups.h"
 #include "runtime/model/ring_attention.h"
+#include "runtime/model/ring_attention_parts.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
 
@@ -111,15 +112,15 @@ Local run_ring(parallel::Communicator& cp, const ContextShard& shard, const Case
   return l;
 }
 
-// Lengths are multiples of 8 = 2·cp at cp 4; chunks are 8 rows at cp 4 for the 64-token
-// sequences, so window 3 lies within a chunk and 20 spans three; 512 tokens make runs
-// longer than the 128-row query tile.
+// Lengths are multiples of 24 (= 2·cp at cp 1, 2, 3 and 4 all divide them); chunks of the
+// 96-token sequences are 12 rows at cp 4, so window 3 lies within a chunk and 20 spans
+// two or three; 480 tokens make runs longer than the 128-row query tile.
 const Case kCases[] = {
     {{48}, 4, 2, 16, 0},      // one sequence, GQA
-    {{32, 64}, 2, 2, 16, 0},  // two sequences of different lengths, MHA
-    {{64}, 4, 2, 8, 3},       // a window smaller than a chunk
-    {{64, 32}, 4, 1, 8, 20},  // a window spanning chunks
-    {{512}, 2, 1, 8, 200},    // runs of several query tiles
+    {{48, 96}, 2, 2, 16, 0},  // two sequences of different lengths, MHA
+    {{96}, 4, 2, 8, 3},       // a window smaller than a chunk
+    {{96, 48}, 4, 1, 8, 20},  // a window spanning chunks
+    {{480}, 2, 1, 8, 200},    // runs of several query tiles
 };
 
 // fp32: the ring adds each query's softmax sum, its output and the dk/dv of a key in
@@ -230,6 +231,20 @@ TEST(RingAttention, Bf16WithinDerivedBounds) {
     }
     EXPECT_LT(relative_error(l.dv, shard, j, seqs, &Whole::dv), 1e-5);
   }
+}
+
+// A block of 2.5 pieces moves one rank on, in place: every value the previous rank's.
+TEST(RingAttention, RingShiftMovesBlocksOfSeveralPiecesInPlace) {
+  auto world = parallel::make_world_communicator(60.0);
+  const int j = world->rank(), p = world->size();
+  if (p == 1) GTEST_SKIP() << "a ring of one rank shifts nothing";
+  const int64_t n = ring_parts::kRingPiece * 5 / 2;
+  std::vector<float> data(static_cast<size_t>(n)), spare;
+  for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float(j * 1000 + i % 997);
+  ring_parts::ring_shift(*world, data.data(), n, 5, spare);
+  const int prev = (j + p - 1) % p;
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(data[size_t(i)], float(prev * 1000 + i % 997)) << "element " << i;
+  EXPECT_LE(int64_t(spare.size()), ring_parts::kRingPiece);
 }
 
 TEST(RingAttention, ZigzagShardHoldsChunksJAndMirror) {
