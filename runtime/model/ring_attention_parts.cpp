@@ -139,6 +139,18 @@ void ring_shift(parallel::Communicator& cp, float* data, int64_t n, int tag, std
   }
 }
 
+void ring_pass(parallel::Communicator& cp, const ContextShard& shard, int64_t window, std::vector<float>& block,
+               int64_t moved, int tag, std::vector<float>& spare,
+               const std::function<void(const std::vector<RunPair>&)>& visit) {
+  const int p = shard.cp, j = cp.rank();
+  const std::vector<Run> q_runs = runs_of(shard, j);
+  for (int hop = 0; hop < p; ++hop) {
+    const std::vector<RunPair> pairs = computed_pairs(q_runs, runs_of(shard, (j - hop + p) % p), window);
+    if (!pairs.empty()) visit(pairs);
+    if (hop + 1 < p) ring_shift(cp, block.data(), moved, tag, spare);
+  }
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
