@@ -6,7 +6,7 @@
 //   OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe
 //       --allow-run-as-root build/bench/olmo2_ring_attention_bench
 //       [--seq 4096] [--heads 16] [--kv-heads 16] [--head-dim 64] [--window 0] [--iterations 3]
-//       [--reference 1]
+//       [--reference 1] [--bf16 0]
 //
 // docs/architecture.md §7 "Context parallelism: ring attention"; bench/README.md.
 #include <algorithm>
@@ -35,7 +35,8 @@ using olmo2::Tensor;
 struct Options {
   int64_t seq = 4096, heads = 16, kv_heads = 16, head_dim = 64, window = 0;
   int iterations = 3;
-  bool reference = true;  ///< --reference 0: the ring alone (memory runs at long sequences)
+  bool reference = true;
+  DType act = DType::F32;  ///< --bf16 1: activations rounded as in bf16 training  ///< --reference 0: the ring alone (memory runs at long sequences)
 };
 
 Options parse(int argc, char** argv) {
@@ -50,6 +51,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--window") o.window = v;
     else if (a == "--iterations") o.iterations = static_cast<int>(v);
     else if (a == "--reference") o.reference = v != 0;
+    else if (a == "--bf16") o.act = v != 0 ? DType::BF16 : DType::F32;
     else {
       std::fprintf(stderr, "olmo2_ring_attention_bench: unknown option %s\n", a.c_str());
       std::exit(2);
@@ -107,11 +109,11 @@ int main(int argc, char** argv) {
   for (int it = 0; it < o.iterations; ++it) {
     cp->barrier();
     const double t0 = now();
-    olmo2::ring_attention_forward(*cp, s, lq.view(), lk.view(), lv.view(), h, kv, o.window, DType::F32, out.view(),
+    olmo2::ring_attention_forward(*cp, s, lq.view(), lk.view(), lv.view(), h, kv, o.window, o.act, out.view(),
                                   lse.view());
     double t1 = now() - t0;
     olmo2::ring_attention_backward(*cp, s, lq.view(), lk.view(), lv.view(), out.view(), lse.view(), ldo.view(), h, kv,
-                                   o.window, dq.view(), dk.view(), dv.view());
+                                   o.window, dq.view(), dk.view(), dv.view(), o.act);
     double t2 = now() - t0;
     cp->all_reduce_max(std::span<double>(&t1, 1));  // a step waits for the slowest rank
     cp->all_reduce_max(std::span<double>(&t2, 1));
@@ -132,7 +134,7 @@ int main(int argc, char** argv) {
     ref_fwd = ref_all = 1e30;
     for (int it = 0; it < o.iterations; ++it) {
       const double t0 = now();
-      olmo2::ops::causal_attention(q.view(), k.view(), v.view(), h, kv, ro.view(), DType::F32, o.window);
+      olmo2::ops::causal_attention(q.view(), k.view(), v.view(), h, kv, ro.view(), o.act, o.window);
       const double t1 = now() - t0;
       olmo2::ops::causal_attention_backward(q.view(), k.view(), v.view(), dout.view(), h, kv, rdq.view(), rdk.view(),
                                             rdv.view(), o.window);
@@ -143,8 +145,9 @@ int main(int argc, char** argv) {
   }
   cp->barrier();
   if (j == 0) {
-    std::printf("seq %lld heads %lld/%lld head_dim %lld window %lld, cp %d, best of %d\n", (long long)o.seq,
-                (long long)o.heads, (long long)o.kv_heads, (long long)o.head_dim, (long long)o.window, n, o.iterations);
+    std::printf("seq %lld heads %lld/%lld head_dim %lld window %lld, %s, cp %d, best of %d\n", (long long)o.seq,
+                (long long)o.heads, (long long)o.kv_heads, (long long)o.head_dim, (long long)o.window,
+                o.act == DType::BF16 ? "bf16" : "f32", n, o.iterations);
     std::printf("ring attention (slowest rank): forward %.3f s  forward+backward %.3f s\n", best_fwd, best_all);
     std::printf("peak resident set of the largest rank (inputs, outputs, ring buffers): %.2f GiB\n", peak_gb);
     if (!o.reference) return 0;
