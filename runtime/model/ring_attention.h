@@ -85,9 +85,11 @@ void ring_attention_forward(parallel::Communicator& cp, const ContextShard& shar
 /// probabilities' Σ P·dP = dout·(Σ P·v), as ops::causal_attention_backward computes it (the
 /// backward of the f32 attention of the stored, rounded q, k, v), so with act = BF16 one
 /// more pass over the ring computes Σ exp(s − lse)·v in f32 first (2 products per block:
-/// about 40 % more work). Then, in f32 and bf16 alike, dq, dk, dv equal
-/// ops::causal_attention_backward on each whole sequence up to the order of the sums.
-/// Same errors as the forward.
+/// about 40 % more work, and that output's [T_j, H·hd] f32 held). Then, in f32 and bf16
+/// alike, dq, dk, dv equal ops::causal_attention_backward on each whole sequence up to the
+/// order of the sums.
+/// Memory: one block of k, v, dk, dv in hand (moved in place), D [T_j, H], two score tiles
+/// per thread. Same errors as the forward.
 void ring_attention_backward(parallel::Communicator& cp, const ContextShard& shard, const TensorView& q,
                              const TensorView& k, const TensorView& v, const TensorView& out,
                              const TensorView& lse, const TensorView& dout, int n_heads, int n_kv_heads,
