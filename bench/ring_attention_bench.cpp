@@ -6,6 +6,7 @@
 //   OMPI_MCA_mpi_yield_when_idle=1 OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe
 //       --allow-run-as-root build/bench/olmo2_ring_attention_bench
 //       [--seq 4096] [--heads 16] [--kv-heads 16] [--head-dim 64] [--window 0] [--iterations 3]
+//       [--reference 1] [--bf16 0]
 //
 // docs/architecture.md §7 "Context parallelism: ring attention"; bench/README.md.
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "ops/attention.h"
 #include "ops/backward.h"
@@ -32,6 +35,8 @@ using olmo2::Tensor;
 struct Options {
   int64_t seq = 4096, heads = 16, kv_heads = 16, head_dim = 64, window = 0;
   int iterations = 3;
+  bool reference = true;
+  DType act = DType::F32;  ///< --bf16 1: activations rounded as in bf16 training  ///< --reference 0: the ring alone (memory runs at long sequences)
 };
 
 Options parse(int argc, char** argv) {
@@ -45,6 +50,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--head-dim") o.head_dim = v;
     else if (a == "--window") o.window = v;
     else if (a == "--iterations") o.iterations = static_cast<int>(v);
+    else if (a == "--reference") o.reference = v != 0;
+    else if (a == "--bf16") o.act = v != 0 ? DType::BF16 : DType::F32;
     else {
       std::fprintf(stderr, "olmo2_ring_attention_bench: unknown option %s\n", a.c_str());
       std::exit(2);
@@ -85,21 +92,28 @@ int main(int argc, char** argv) {
   const int j = cp->rank(), n = cp->size();
   const int h = static_cast<int>(o.heads), kv = static_cast<int>(o.kv_heads);
   std::mt19937 rng(7);
-  const Tensor q = random_tensor(o.seq, o.heads * o.head_dim, rng), k = random_tensor(o.seq, o.kv_heads * o.head_dim, rng),
-               v = random_tensor(o.seq, o.kv_heads * o.head_dim, rng), dout = random_tensor(o.seq, o.heads * o.head_dim, rng);
   const olmo2::ContextShard s = olmo2::zigzag_shard({o.seq}, n);
-  const Tensor lq = rows_of(s, j, q), lk = rows_of(s, j, k), lv = rows_of(s, j, v), ldo = rows_of(s, j, dout);
+  // The whole sequence's tensors only for the reference: a memory run holds this rank's rows.
+  const int64_t rows = o.reference ? o.seq : s.rows(j);
+  const Tensor q = random_tensor(rows, o.heads * o.head_dim, rng), k = random_tensor(rows, o.kv_heads * o.head_dim, rng),
+               v = random_tensor(rows, o.kv_heads * o.head_dim, rng), dout = random_tensor(rows, o.heads * o.head_dim, rng);
+  auto local = [&](const Tensor& t) { return o.reference ? rows_of(s, j, t) : Tensor(); };
+  const Tensor lq_ = local(q), lk_ = local(k), lv_ = local(v), ldo_ = local(dout);
+  const Tensor& lq = o.reference ? lq_ : q;
+  const Tensor& lk = o.reference ? lk_ : k;
+  const Tensor& lv = o.reference ? lv_ : v;
+  const Tensor& ldo = o.reference ? ldo_ : dout;
   Tensor out = Tensor::zeros(lq.shape()), lse = Tensor::zeros({lq.shape()[0], o.heads}), dq = Tensor::zeros(lq.shape()),
          dk = Tensor::zeros(lk.shape()), dv = Tensor::zeros(lk.shape());
   double best_fwd = 1e30, best_all = 1e30;
   for (int it = 0; it < o.iterations; ++it) {
     cp->barrier();
     const double t0 = now();
-    olmo2::ring_attention_forward(*cp, s, lq.view(), lk.view(), lv.view(), h, kv, o.window, DType::F32, out.view(),
+    olmo2::ring_attention_forward(*cp, s, lq.view(), lk.view(), lv.view(), h, kv, o.window, o.act, out.view(),
                                   lse.view());
     double t1 = now() - t0;
     olmo2::ring_attention_backward(*cp, s, lq.view(), lk.view(), lv.view(), out.view(), lse.view(), ldo.view(), h, kv,
-                                   o.window, dq.view(), dk.view(), dv.view());
+                                   o.window, dq.view(), dk.view(), dv.view(), o.act);
     double t2 = now() - t0;
     cp->all_reduce_max(std::span<double>(&t1, 1));  // a step waits for the slowest rank
     cp->all_reduce_max(std::span<double>(&t2, 1));
@@ -107,13 +121,20 @@ int main(int argc, char** argv) {
   }
   // The reference on the whole sequence, rank 0 alone (the others wait in the barrier).
   double ref_fwd = 0, ref_all = 0, diff[4] = {0, 0, 0, 0};
-  if (j == 0) {
+  double peak_gb = 0;  // this rank's peak resident set before the reference runs
+  {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    peak_gb = double(u.ru_maxrss) / (1 << 20);  // KiB to GiB
+    cp->all_reduce_max(std::span<double>(&peak_gb, 1));
+  }
+  if (j == 0 && o.reference) {
     Tensor ro = Tensor::zeros(q.shape()), rdq = Tensor::zeros(q.shape()), rdk = Tensor::zeros(k.shape()),
            rdv = Tensor::zeros(k.shape());
     ref_fwd = ref_all = 1e30;
     for (int it = 0; it < o.iterations; ++it) {
       const double t0 = now();
-      olmo2::ops::causal_attention(q.view(), k.view(), v.view(), h, kv, ro.view(), DType::F32, o.window);
+      olmo2::ops::causal_attention(q.view(), k.view(), v.view(), h, kv, ro.view(), o.act, o.window);
       const double t1 = now() - t0;
       olmo2::ops::causal_attention_backward(q.view(), k.view(), v.view(), dout.view(), h, kv, rdq.view(), rdk.view(),
                                             rdv.view(), o.window);
@@ -124,9 +145,12 @@ int main(int argc, char** argv) {
   }
   cp->barrier();
   if (j == 0) {
-    std::printf("seq %lld heads %lld/%lld head_dim %lld window %lld, cp %d, best of %d\n", (long long)o.seq,
-                (long long)o.heads, (long long)o.kv_heads, (long long)o.head_dim, (long long)o.window, n, o.iterations);
+    std::printf("seq %lld heads %lld/%lld head_dim %lld window %lld, %s, cp %d, best of %d\n", (long long)o.seq,
+                (long long)o.heads, (long long)o.kv_heads, (long long)o.head_dim, (long long)o.window,
+                o.act == DType::BF16 ? "bf16" : "f32", n, o.iterations);
     std::printf("ring attention (slowest rank): forward %.3f s  forward+backward %.3f s\n", best_fwd, best_all);
+    std::printf("peak resident set of the largest rank (inputs, outputs, ring buffers): %.2f GiB\n", peak_gb);
+    if (!o.reference) return 0;
     std::printf("causal_attention, one process: forward %.3f s  forward+backward %.3f s\n", ref_fwd, ref_all);
     std::printf("max |ring - reference| on rank 0's rows: out %.2e dq %.2e dk %.2e dv %.2e\n", diff[0], diff[1],
                 diff[2], diff[3]);

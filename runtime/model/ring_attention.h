@@ -56,12 +56,16 @@ RingHopWork ring_hop_work(const ContextShard& shard, int64_t window, int q_rank,
 /// scores, what the backward recomputes the probabilities from.
 ///
 /// `act` as ops::causal_attention: with bf16 the scores q·kᵀ are rounded to bf16, scaled,
-/// and rounded again, as the reference (eager_attention_forward) rounds them, and the
-/// output is rounded to bf16. What differs: the reference rounds the normalised
-/// probabilities to bf16 before multiplying by v; the online softmax does not know the
-/// normaliser until the last block, so its probabilities stay f32 (the output differs by
-/// at most 2^-8·max|v| before its rounding, bf16's unit roundoff). lse stays the f32 scores' (not the rounded
-/// ones'), since the backward, as ops::causal_attention_backward, works in f32.
+/// and rounded again, the normalised probabilities exp(x − max)/sum are rounded to bf16
+/// before P·V, and the output is rounded, as the reference (eager_attention_forward) rounds
+/// them. The probabilities need the row's final max and sum, so bf16 goes over the ring
+/// twice: the max and sum first (Stats), the probabilities and P·V then (about 1.5× the
+/// f32 forward's products and twice its messages). What differs from the reference: its
+/// sum adds the exp in key order, the ring block by block (rescaled when the max grows),
+/// so the sum may differ in its last bits and a probability or the output then lands one
+/// bf16 ulp apart, rarely (tests/model/test_ring_attention.cpp counts how rarely). lse is
+/// that of the f32 scores (not the rounded ones'), since the backward, as
+/// ops::causal_attention_backward, works in f32.
 /// Memory: the m/l state [T_j, H], one K/V block in flight and one score tile per thread
 /// (128 query rows by one run of keys), never [T, T].
 /// Throws ShapeError on inconsistent shapes (rows ≠ shard.rows(j), H % KV ≠ 0, cp.size()
@@ -77,15 +81,19 @@ void ring_attention_forward(parallel::Communicator& cp, const ContextShard& shar
 /// dS = P ∘ (dP − D)·scale, dq += dS·k, dk_block += dSᵀ·q, dv_block += Pᵀ·dout. The dK/dV
 /// partial sums travel around the ring with their K/V block (one message of k, v, dk, dv)
 /// and after cp−1 hops one more hop of dk, dv alone brings them back to their owner.
-/// In f32 equal to ops::causal_attention_backward on each whole sequence up to the order
-/// of the sums. With a bf16 forward, D uses the bf16-rounded `out` (FlashAttention's
-/// convention) where ops::causal_attention_backward uses Σ P·dP of its f32 recomputation:
-/// D differs by Σ|dout|·|out − out_f32| per row and head (out_f32: the attention in f32),
-/// which moves dq and dk, not dv (tests/model/test_ring_attention.cpp derives the bound).
-/// Same errors as the forward.
+/// `act`: the forward's. After a bf16 forward `out` is rounded; D must be the f32
+/// probabilities' Σ P·dP = dout·(Σ P·v), as ops::causal_attention_backward computes it (the
+/// backward of the f32 attention of the stored, rounded q, k, v), so with act = BF16 one
+/// more pass over the ring computes Σ exp(s − lse)·v in f32 first (2 products per block:
+/// about 40 % more work, and that output's [T_j, H·hd] f32 held). Then, in f32 and bf16
+/// alike, dq, dk, dv equal ops::causal_attention_backward on each whole sequence up to the
+/// order of the sums.
+/// Memory: one block of k, v, dk, dv in hand (moved in place), D [T_j, H], two score tiles
+/// per thread. Same errors as the forward.
 void ring_attention_backward(parallel::Communicator& cp, const ContextShard& shard, const TensorView& q,
                              const TensorView& k, const TensorView& v, const TensorView& out,
                              const TensorView& lse, const TensorView& dout, int n_heads, int n_kv_heads,
-                             int64_t window, const TensorView& dq, const TensorView& dk, const TensorView& dv);
+                             int64_t window, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                             DType act = DType::F32);
 
 }  // namespace olmo2

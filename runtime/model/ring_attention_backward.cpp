@@ -14,11 +14,11 @@ namespace olmo2 {
 namespace {
 
 using ring_parts::kQueryTile;
-using ring_parts::Run;
 using ring_parts::RunPair;
 
 constexpr int kTagKVGrad = 7102;  // K, V, dK, dV of the backward on the CP group
 constexpr int kTagHome = 7103;    // the dK/dV sums' last hop to their owner
+constexpr int kTagKV32 = 7104;    // K, V of the bf16 backward's f32 output pass
 
 /// This rank's inputs and per-(row, head) statistics, shared by every block.
 struct Queries {
@@ -87,7 +87,8 @@ void block_backward_head(const Queries& in, const std::vector<RunPair>& pairs, f
 void ring_attention_backward(parallel::Communicator& cp, const ContextShard& shard, const TensorView& q,
                              const TensorView& k, const TensorView& v, const TensorView& out,
                              const TensorView& lse, const TensorView& dout, int n_heads, int n_kv_heads,
-                             int64_t window, const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+                             int64_t window, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                             DType act) {
   const char* op = "ring_attention_backward";
   const int64_t hd = ring_parts::check_shapes(op, cp, shard, q, k, v, n_heads, n_kv_heads, window);
   const int64_t rows = q.size(0), kvw = k.size(1);
@@ -101,10 +102,34 @@ void ring_attention_backward(parallel::Communicator& cp, const ContextShard& sha
   }
   OLMO2_CHECK(lse.shape() == std::vector<int64_t>({rows, n_heads}) && lse.dtype() == DType::F32 && lse.is_contiguous(),
               op, ": lse ", lse.shape_str(), " must be [", rows, ", ", n_heads, "] f32 dense");
-  const int p = shard.cp, j = cp.rank(), group = n_heads / n_kv_heads;
+  const int p = shard.cp, group = n_heads / n_kv_heads;
+  const int64_t part = rows * kvw;  // one of K, V, dK, dV
+  std::vector<float> block(static_cast<size_t>(4 * part), 0.0f), spare;
+  auto own_block = [&] {
+    ring_parts::pack_rows(k, block.data());
+    ring_parts::pack_rows(v, block.data() + part);
+  };
+  own_block();
+  // D = rowsum(dout ∘ o), o the output the f32 probabilities give: `out` itself in f32;
+  // after a bf16 forward the f32 attention Σ exp(s − lse)·v, one pass over the ring, as
+  // ops::causal_attention_backward's Σ P·dP.
+  Tensor out32;
+  const TensorView* o_view = &out;
+  if (act == DType::BF16) {
+    out32 = Tensor::zeros({rows, n_heads * hd});
+    ring_parts::SoftmaxState st{std::vector<float>(lse.f32(), lse.f32() + rows * n_heads),
+                                std::vector<float>(static_cast<size_t>(rows * n_heads), 1.0f), {}, {}};
+    const ring_parts::Heads hs{n_heads, n_kv_heads, hd, window, false};
+    ring_parts::ring_pass(cp, shard, window, block, 2 * part, kTagKV32, spare, [&](const std::vector<RunPair>& pairs) {
+      ring_parts::attend_block(ring_parts::Pass::Normalised, hs, pairs, q, block.data(), block.data() + part, kvw, st,
+                               out32.view());
+    });
+    own_block();
+    o_view = &out32.view();
+  }
   std::vector<float> d(static_cast<size_t>(rows * n_heads));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* o = out.f32() + r * out.stride(0);
+    const float* o = o_view->f32() + r * o_view->stride(0);
     const float* g = dout.f32() + r * dout.stride(0);
     for (int h = 0; h < n_heads; ++h) {
       float sum = 0.0f;
@@ -114,38 +139,21 @@ void ring_attention_backward(parallel::Communicator& cp, const ContextShard& sha
     std::fill_n(dq.f32() + r * dq.stride(0), n_heads * hd, 0.0f);
   }
   const Queries in{q, dout, dq, lse.f32(), d.data(), n_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd))};
-  const std::vector<Run> q_runs = ring_parts::runs_of(shard, j);
-  const int64_t part = rows * kvw;  // one of K, V, dK, dV
-  std::vector<float> block(static_cast<size_t>(4 * part), 0.0f), next(p > 1 ? block.size() : 0);
-  ring_parts::pack_rows(k, block.data());
-  ring_parts::pack_rows(v, block.data() + part);
-  for (int hop = 0; hop < p; ++hop) {
-    const int src = (j - hop + p) % p;
-    const std::vector<RunPair> pairs =
-        ring_parts::computed_pairs(q_runs, ring_parts::runs_of(shard, src), window);
-    if (!pairs.empty()) {
-      // One kv head per thread: its query heads add into the same dK/dV columns.
+  ring_parts::ring_pass(cp, shard, window, block, 4 * part, kTagKVGrad, spare, [&](const std::vector<RunPair>& pairs) {
+    // One kv head per thread: its query heads add into the same dK/dV columns.
 #pragma omp parallel if (n_kv_heads > 1 && rows * rows > 4096)
-      {
-        std::vector<float> pt, dst;
+    {
+      std::vector<float> pt, dst;
 #pragma omp for schedule(static)
-        for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
-          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            block_backward_head(in, pairs, block.data(), rows, kvw, h, kvh, pt, dst);
-          }
+      for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+          block_backward_head(in, pairs, block.data(), rows, kvw, h, kvh, pt, dst);
         }
       }
     }
-    if (hop + 1 < p) {
-      ring_parts::ring_shift(cp, block.data(), next.data(), static_cast<int64_t>(block.size()), kTagKVGrad);
-      block.swap(next);
-    }
-  }
+  });
   // In hand: rank j+1's block; its dK/dV go one hop on, rank j's arrive from j−1.
-  if (p > 1) {
-    ring_parts::ring_shift(cp, block.data() + 2 * part, next.data() + 2 * part, 2 * part, kTagHome);
-    block.swap(next);
-  }
+  if (p > 1) ring_parts::ring_shift(cp, block.data() + 2 * part, 2 * part, kTagHome, spare);
   ring_parts::unpack_rows(block.data() + 2 * part, dk);
   ring_parts::unpack_rows(block.data() + 3 * part, dv);
 }

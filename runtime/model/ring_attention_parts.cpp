@@ -119,20 +119,35 @@ void unpack_rows(const float* src, const TensorView& dst) {
   for (int64_t r = 0; r < dst.size(0); ++r) std::copy_n(src + r * w, w, dst.f32() + r * dst.stride(0));
 }
 
-void ring_shift(parallel::Communicator& cp, float* send, float* recv, int64_t n, int tag) {
-  const int p = cp.size(), j = cp.rank();
-  const TensorView out(send, DType::F32, {n}), in(recv, DType::F32, {n});
-  if (p == 2) {  // the next rank is the previous one: both halves at once
-    cp.send_recv(out, in, 1 - j, tag, tag);
-    return;
+void ring_shift(parallel::Communicator& cp, float* data, int64_t n, int tag, std::vector<float>& spare) {
+  const int p = cp.size(), j = cp.rank(), next = (j + 1) % p, prev = (j + p - 1) % p;
+  for (int64_t at = 0; at < n; at += kRingPiece) {
+    const int64_t len = std::min(kRingPiece, n - at);
+    spare.resize(static_cast<size_t>(len));
+    const TensorView mine(data + at, DType::F32, {len}), other(spare.data(), DType::F32, {len});
+    if (p == 2) {
+      cp.send_recv(mine, other, next, tag, tag);
+    } else if (j % 2 == 0) {
+      cp.send(mine, next, tag);
+      cp.recv(mine, prev, tag);  // the piece is sent: its place takes the previous rank's
+      continue;
+    } else {
+      cp.recv(other, prev, tag);
+      cp.send(mine, next, tag);
+    }
+    std::copy_n(spare.data(), len, data + at);
   }
-  const int next = (j + 1) % p, prev = (j + p - 1) % p;
-  if (j % 2 == 0) {
-    cp.send(out, next, tag);
-    cp.recv(in, prev, tag);
-  } else {
-    cp.recv(in, prev, tag);
-    cp.send(out, next, tag);
+}
+
+void ring_pass(parallel::Communicator& cp, const ContextShard& shard, int64_t window, std::vector<float>& block,
+               int64_t moved, int tag, std::vector<float>& spare,
+               const std::function<void(const std::vector<RunPair>&)>& visit) {
+  const int p = shard.cp, j = cp.rank();
+  const std::vector<Run> q_runs = runs_of(shard, j);
+  for (int hop = 0; hop < p; ++hop) {
+    const std::vector<RunPair> pairs = computed_pairs(q_runs, runs_of(shard, (j - hop + p) % p), window);
+    if (!pairs.empty()) visit(pairs);
+    if (hop + 1 < p) ring_shift(cp, block.data(), moved, tag, spare);
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -52,10 +53,48 @@ int64_t check_shapes(const char* op, const parallel::Communicator& cp, const Con
 void pack_rows(const TensorView& src, float* dst);
 void unpack_rows(const float* src, const TensorView& dst);
 
-/// One ring step: sends `n` floats of `send` to cp rank + 1 and receives `n` floats from
-/// cp rank − 1 into `recv` (which must not overlap `send`). Blocking; ordered by rank
-/// parity (even ranks send first) so that no rank waits on a peer that waits on it.
-void ring_shift(parallel::Communicator& cp, float* send, float* recv, int64_t n, int tag);
+/// One ring step in place: sends the `n` floats of `data` to cp rank + 1 and replaces them
+/// with the `n` floats of cp rank − 1. Blocking, in pieces of at most kRingPiece floats so
+/// that only one piece (in `spare`) is held twice; per piece, even ranks send first and
+/// odd ranks receive first (into `spare`), so no rank waits on a peer that waits on it; at
+/// cp 2 (next = previous) one send_recv per piece.
+inline constexpr int64_t kRingPiece = int64_t{1} << 20;
+void ring_shift(parallel::Communicator& cp, float* data, int64_t n, int tag, std::vector<float>& spare);
+
+/// Visits the K/V blocks of every rank in ring order: hop h hands `visit` the pairs of
+/// this rank's runs with rank (j−h)'s (computed_pairs; not called when none), the block in
+/// hand being rank (j−h)'s; between hops the first `moved` floats of `block` go one rank on
+/// (ring_shift with `tag`). `block` starts as this rank's and ends as rank j+1's.
+void ring_pass(parallel::Communicator& cp, const ContextShard& shard, int64_t window, std::vector<float>& block,
+               int64_t moved, int tag, std::vector<float>& spare,
+               const std::function<void(const std::vector<RunPair>&)>& visit);
+
+/// Per (query row, head) [rows·H]: m the running max, l the running sum of exp(score − m)
+/// (FlashAttention's m and ℓ) of the scores the output is built from; m32/l32 the same of
+/// the f32 scores, kept apart only when bf16 rounds the others.
+struct SoftmaxState {
+  std::vector<float> m, l, m32, l32;
+};
+
+/// How attend_block treats a block's scores x (scaled; rounded to bf16 as the reference
+/// rounds q·kᵀ and the scaled scores when `round` is set):
+///  - Online: merged into (m, l), the output rows rescaled by exp(m − m') and P·V added
+///    with P = exp(x − m') (one pass; the output is divided by l at the end);
+///  - Stats: merged into (m, l) (and, with `round`, the f32 scores into (m32, l32)); no P·V;
+///  - Normalised: P = exp(x − m)/l with the final (m, l), rounded to bf16 with `round`,
+///    and P·V added (the reference's order of operations: the second pass).
+enum class Pass { Online, Stats, Normalised };
+
+/// Query heads [h_begin, h_end) of this rank's rows q against one K/V block (kb, vb:
+/// [rows, KV·hd] dense, query head h on kv head h/(H/KV)), tiles of kQueryTile rows over
+/// the `pairs`' runs; out [rows, H·hd] accumulates P·V; `tile` is the caller's scratch.
+struct Heads {
+  int n_heads, n_kv_heads;
+  int64_t hd, window;
+  bool round;
+};
+void attend_block(Pass pass, const Heads& hs, const std::vector<RunPair>& pairs, const TensorView& q,
+                  const float* kb, const float* vb, int64_t kvw, SoftmaxState& st, const TensorView& out);
 
 /// C[m, n] = alpha·op(A)·op(B) + beta·C, row-major f32 (cblas_sgemm).
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,

@@ -1,6 +1,6 @@
 // Ring attention (runtime/model/ring_attention.h) against ops::causal_attention and
 // ops::causal_attention_backward on each whole sequence, at cp = the MPI world size (1,
-// 2, 4): one sequence, two of different lengths, MHA and GQA, no window, a window smaller
+// 2, 3, 4): one sequence, two of different lengths, MHA and GQA, no window, a window smaller
 // than a chunk and one spanning chunks; the zigzag shard, its refusals and the pairs the
 // ring skips (docs/architecture.md §7 "Context parallelism: ring attention").
 #include <gtest/gtest.h>
@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
-#include <span>
 #include <vector>
 
 #include "ops/attention.h"
 #include "ops/backward.h"
 #include "parallel/process_groups.h"
 #include "runtime/model/ring_attention.h"
+#include "runtime/model/ring_attention_parts.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/test_util.h"
 
@@ -32,7 +32,6 @@ struct Case {
 /// One sequence's inputs and the single-process reference's outputs.
 struct Whole {
   Tensor q, k, v, dout, out, dq, dk, dv;
-  Tensor out32;  ///< the f32 attention of the same q, k, v (what the f32 backward differentiates)
 };
 
 Tensor random_tensor(int64_t rows, int64_t cols, float amplitude, std::mt19937& rng) {
@@ -59,9 +58,6 @@ std::vector<Whole> references(const Case& c, DType act) {
     w.out = Tensor::zeros(w.q.shape()), w.dq = Tensor::zeros(w.q.shape());
     w.dk = Tensor::zeros(w.k.shape()), w.dv = Tensor::zeros(w.k.shape());
     ops::causal_attention(w.q.view(), w.k.view(), w.v.view(), c.heads, c.kv_heads, w.out.view(), act, c.window);
-    w.out32 = Tensor::zeros(w.q.shape());
-    ops::causal_attention(w.q.view(), w.k.view(), w.v.view(), c.heads, c.kv_heads, w.out32.view(), DType::F32,
-                          c.window);
     ops::causal_attention_backward(w.q.view(), w.k.view(), w.v.view(), w.dout.view(), c.heads, c.kv_heads,
                                    w.dq.view(), w.dk.view(), w.dv.view(), c.window);
     seqs.push_back(std::move(w));
@@ -107,19 +103,19 @@ Local run_ring(parallel::Communicator& cp, const ContextShard& shard, const Case
   ring_attention_forward(cp, shard, q.view(), k.view(), v.view(), c.heads, c.kv_heads, c.window, act, l.out.view(),
                          l.lse.view());
   ring_attention_backward(cp, shard, q.view(), k.view(), v.view(), l.out.view(), l.lse.view(), dout.view(), c.heads,
-                          c.kv_heads, c.window, l.dq.view(), l.dk.view(), l.dv.view());
+                          c.kv_heads, c.window, l.dq.view(), l.dk.view(), l.dv.view(), act);
   return l;
 }
 
-// Lengths are multiples of 8 = 2·cp at cp 4; chunks are 8 rows at cp 4 for the 64-token
-// sequences, so window 3 lies within a chunk and 20 spans three; 512 tokens make runs
-// longer than the 128-row query tile.
+// Lengths are multiples of 24 (= 2·cp at cp 1, 2, 3 and 4 all divide them); chunks of the
+// 96-token sequences are 12 rows at cp 4, so window 3 lies within a chunk and 20 spans
+// two or three; 480 tokens make runs longer than the 128-row query tile.
 const Case kCases[] = {
     {{48}, 4, 2, 16, 0},      // one sequence, GQA
-    {{32, 64}, 2, 2, 16, 0},  // two sequences of different lengths, MHA
-    {{64}, 4, 2, 8, 3},       // a window smaller than a chunk
-    {{64, 32}, 4, 1, 8, 20},  // a window spanning chunks
-    {{512}, 2, 1, 8, 200},    // runs of several query tiles
+    {{48, 96}, 2, 2, 16, 0},  // two sequences of different lengths, MHA
+    {{96}, 4, 2, 8, 3},       // a window smaller than a chunk
+    {{96, 48}, 4, 1, 8, 20},  // a window spanning chunks
+    {{480}, 2, 1, 8, 200},    // runs of several query tiles
 };
 
 // fp32: the ring adds each query's softmax sum, its output and the dk/dv of a key in
@@ -140,51 +136,15 @@ TEST(RingAttention, EqualsCausalAttentionInF32) {
   }
 }
 
-double max_abs(const std::vector<Whole>& seqs, Tensor Whole::*field) {
-  double m = 0;
-  for (const Whole& w : seqs) {
-    for (int64_t i = 0; i < (w.*field).numel(); ++i) m = std::max(m, std::fabs(double((w.*field).f32()[i])));
-  }
-  return m;
-}
-
-/// Σ over the query rows t and the query heads of kv head g of the f32 backward's
-/// probabilities P[t, s], for each key s: [L, KV], naive, in double.
-std::vector<double> column_mass(const Whole& w, const Case& c) {
-  const int64_t len = w.q.shape()[0], group = c.heads / c.kv_heads;
-  const double scale = 1.0 / std::sqrt(double(c.hd));
-  std::vector<double> mass(static_cast<size_t>(len * c.kv_heads), 0.0), p;
-  for (int h = 0; h < c.heads; ++h) {
-    for (int64_t t = 0; t < len; ++t) {
-      const int64_t first = c.window > 0 ? std::max<int64_t>(0, t - c.window + 1) : 0;
-      p.assign(static_cast<size_t>(t + 1 - first), 0.0);
-      double mx = -1e300, sum = 0;
-      for (int64_t s = first; s <= t; ++s) {
-        double dot = 0;
-        for (int64_t i = 0; i < c.hd; ++i) {
-          dot += double(w.q.f32()[t * c.heads * c.hd + h * c.hd + i]) * w.k.f32()[s * c.kv_heads * c.hd + h / group * c.hd + i];
-        }
-        p[static_cast<size_t>(s - first)] = dot * scale;
-        mx = std::max(mx, dot * scale);
-      }
-      for (double& x : p) sum += (x = std::exp(x - mx));
-      for (int64_t s = first; s <= t; ++s) mass[static_cast<size_t>(s * c.kv_heads + h / group)] += p[size_t(s - first)] / sum;
-    }
-  }
-  return mass;
-}
-
 // bf16 (q, k, v hold bf16 values, as the model's stored activations do). Forward: the
-// reference multiplies bf16-rounded probabilities by v, the ring f32 ones (each off by at
-// most 2^-8·p, so Σ|Δp|·|v| ≤ 2^-8·max|v|), and both round their outputs to bf16, which
-// may land one ulp (≤ 2^-7·|out| ≤ 2^-7·max|v|) apart on top: |Δout| ≤ 3·2^-8·max|v|.
-// The scores are rounded alike (the same f32 products q·kᵀ: one sgemm reduction over hd).
-// lse is the f32 scores' in both precisions. Backward: only D = rowsum(dout ∘ out) differs
-// from the f32 reference (the rounded output against the f32 one): with ΔD per query row
-// and head, dq moves by at most scale·|ΔD_t|·max|k| (Σ_s P_ts = 1), dk_s by at most
-// scale·max|ΔD|·max|q|·Σ_t P_ts (its column mass), dv not at all; plus the f32 order
-// tolerance 1e-5 of the largest gradient.
-TEST(RingAttention, Bf16WithinDerivedBounds) {
+// scores, probabilities and output rounded where the reference rounds them; only the sum
+// of a row's exp is added in another order (block by block), so the normaliser may differ
+// in its last f32 bits and a rounded probability, then the output, land one bf16 ulp
+// apart: at most one output element in 200 may (measured: at most 3 in 1,920), each by at
+// most one probability's ulp times |v| plus one output ulp, both ≤ 2^-7·max|v| (a
+// probability is ≤ 1, |out| ≤ max|v|). lse is the f32 scores' in both precisions. Backward: the f32 derivative of the attention of the rounded q, k, v, as
+// ops::causal_attention_backward computes it, so within the f32 order tolerance 1e-5.
+TEST(RingAttention, Bf16MatchesTheReferenceRounding) {
   auto world = parallel::make_world_communicator(60.0);
   const int j = world->rank();
   for (const Case& c : kCases) {
@@ -192,44 +152,40 @@ TEST(RingAttention, Bf16WithinDerivedBounds) {
     const ContextShard shard = zigzag_shard(c.lengths, world->size());
     const std::vector<Whole> seqs = references(c, DType::BF16);
     const Local l = run_ring(*world, shard, c, seqs, DType::BF16), l32 = run_ring(*world, shard, c, seqs, DType::F32);
-    const double max_q = max_abs(seqs, &Whole::q), max_k = max_abs(seqs, &Whole::k), max_v = max_abs(seqs, &Whole::v);
-    const double scale = 1.0 / std::sqrt(double(c.hd));
-    const Tensor out = local_rows(shard, j, seqs, &Whole::out), out32 = local_rows(shard, j, seqs, &Whole::out32),
-                 dout = local_rows(shard, j, seqs, &Whole::dout), dq = local_rows(shard, j, seqs, &Whole::dq),
-                 dk = local_rows(shard, j, seqs, &Whole::dk);
-    const int64_t rows = out.shape()[0], qw = c.heads * c.hd, kvw = c.kv_heads * c.hd;
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      ASSERT_LE(test::abs_diff(l.out.f32()[i], out.f32()[i]), 3 * std::ldexp(max_v, -8)) << "out element " << i;
+    const Tensor out = local_rows(shard, j, seqs, &Whole::out);
+    int64_t differ = 0;
+    double max_v = 0;
+    for (const Whole& w : seqs) {
+      for (int64_t i = 0; i < w.v.numel(); ++i) max_v = std::max(max_v, std::fabs(double(w.v.f32()[i])));
     }
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const float got = l.out.f32()[i], want = out.f32()[i];
+      if (got == want) continue;
+      ++differ;
+      ASSERT_LE(test::abs_diff(got, want), 2 * std::ldexp(max_v, -7)) << "out " << i;
+    }
+    EXPECT_LE(differ * 200, out.numel()) << differ << " of " << out.numel() << " outputs differ";
     for (int64_t i = 0; i < l.lse.numel(); ++i) {
       ASSERT_NEAR(l.lse.f32()[i], l32.lse.f32()[i], 1e-6 * std::max(1.0, std::fabs(double(l32.lse.f32()[i]))));
     }
-    std::vector<double> d_err(static_cast<size_t>(rows * c.heads), 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < qw; ++i) {
-        d_err[size_t(r * c.heads + i / c.hd)] +=
-            std::fabs(double(dout.f32()[r * qw + i])) * test::abs_diff(l.out.f32()[r * qw + i], out32.f32()[r * qw + i]);
-      }
-    }
-    double d_max = *std::max_element(d_err.begin(), d_err.end());
-    world->all_reduce_max(std::span<double>(&d_max, 1));
-    const double tol_q = 1e-5 * max_abs(seqs, &Whole::dq), tol_k = 1e-5 * max_abs(seqs, &Whole::dk);
-    std::vector<std::vector<double>> mass;
-    for (const Whole& w : seqs) mass.push_back(column_mass(w, c));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < qw; ++i) {
-        const double bound = scale * d_err[size_t(r * c.heads + i / c.hd)] * max_k * (1 + 1e-3) + tol_q;
-        ASSERT_LE(test::abs_diff(l.dq.f32()[r * qw + i], dq.f32()[r * qw + i]), bound) << "dq row " << r << " col " << i;
-      }
-      const std::vector<double>& m = mass[size_t(shard.seq[j][r])];
-      for (int64_t i = 0; i < kvw; ++i) {
-        const double col = m[size_t(shard.pos[j][r] * c.kv_heads + i / c.hd)];
-        const double bound = scale * d_max * max_q * col * (1 + 1e-3) + tol_k;
-        ASSERT_LE(test::abs_diff(l.dk.f32()[r * kvw + i], dk.f32()[r * kvw + i]), bound) << "dk row " << r << " col " << i;
-      }
-    }
+    EXPECT_LT(relative_error(l.dq, shard, j, seqs, &Whole::dq), 1e-5);
+    EXPECT_LT(relative_error(l.dk, shard, j, seqs, &Whole::dk), 1e-5);
     EXPECT_LT(relative_error(l.dv, shard, j, seqs, &Whole::dv), 1e-5);
   }
+}
+
+// A block of 2.5 pieces moves one rank on, in place: every value the previous rank's.
+TEST(RingAttention, RingShiftMovesBlocksOfSeveralPiecesInPlace) {
+  auto world = parallel::make_world_communicator(60.0);
+  const int j = world->rank(), p = world->size();
+  if (p == 1) GTEST_SKIP() << "a ring of one rank shifts nothing";
+  const int64_t n = ring_parts::kRingPiece * 5 / 2;
+  std::vector<float> data(static_cast<size_t>(n)), spare;
+  for (int64_t i = 0; i < n; ++i) data[size_t(i)] = float(j * 1000 + i % 997);
+  ring_parts::ring_shift(*world, data.data(), n, 5, spare);
+  const int prev = (j + p - 1) % p;
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(data[size_t(i)], float(prev * 1000 + i % 997)) << "element " << i;
+  EXPECT_LE(int64_t(spare.size()), ring_parts::kRingPiece);
 }
 
 TEST(RingAttention, ZigzagShardHoldsChunksJAndMirror) {
