@@ -62,7 +62,7 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   ops::linear_backward(a.attn.view(), w.o_proj.view(), dh, dattn, g.o_proj.view());
   if (ctx.cp) {  // ring attention's backward over the CP group (docs/architecture.md §7 "Context parallelism")
     ring_attention_backward(*ctx.cp, *packed.context, a.qr.view(), a.kr.view(), a.v.view(), a.attn.view(),
-                            a.lse.view(), dattn, nh, nkv, window, dq, dk, dv);
+                            a.lse.view(), dattn, nh, nkv, window, dq, dk, dv, a.act);
   }
   for (size_t i = 0; !ctx.cp && i < packed.sequences(); ++i) {
     ops::causal_attention_backward(packed.rows_of(a.qr.view(), i), packed.rows_of(a.kr.view(), i),
