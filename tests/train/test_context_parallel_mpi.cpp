@@ -12,22 +12,20 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "parallel/agreement.h"
 #include "parallel/process_groups.h"
-#include "runtime/io/npy.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/train/trainer.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/train/shared_dir.h"
+#include "tests/train/tiny_run.h"
 
 namespace olmo2 {
 namespace {
 
-using parallel::Topology;
 using parallel::test::message_of;
 using parallel::test::world_rank;
 using parallel::test::world_size;
@@ -39,28 +37,15 @@ class CpRun {
  public:
   CpRun() {
     if (world_rank() == 0) {
-      const nlohmann::json base = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"},
-                                   {"vocab_size", 131}, {"hidden_size", 64}, {"intermediate_size", 128},
-                                   {"num_hidden_layers", 2}, {"num_attention_heads", 4},
-                                   {"num_key_value_heads", 4}, {"max_position_embeddings", 64},
-                                   {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
-                                   {"eos_token_id", 130}, {"pad_token_id", 129}};
-      nlohmann::json gqa = base, olmo3 = base;
-      gqa["num_key_value_heads"] = 2;
-      olmo3["num_key_value_heads"] = 2, olmo3["architectures"] = {"Olmo3ForCausalLM"}, olmo3["model_type"] = "olmo3";
+      const nlohmann::json base = test::tiny_olmo2_config(4);
+      nlohmann::json gqa = test::tiny_olmo2_config(2), olmo3 = gqa;
+      olmo3["architectures"] = {"Olmo3ForCausalLM"}, olmo3["model_type"] = "olmo3";
       olmo3["layer_types"] = {"sliding_attention", "full_attention"}, olmo3["sliding_window"] = 6;
       olmo3["rope_theta"] = 500000.0;  // Olmo 3's, which both kinds of layer use unambiguously
       std::ofstream(file("mha.json")) << base.dump(1);
       std::ofstream(file("gqa.json")) << gqa.dump(1);
       std::ofstream(file("olmo3.json")) << olmo3.dump(1);
-      std::mt19937 rng(5);
-      std::vector<uint32_t> ids(2048);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i] = static_cast<uint32_t>(i % 64 == 0 ? 130 : rng() % 5 == 0 ? rng() % 128 : (i * 7) % 31);
-      }
-      NpyWriter w(file("tokens.npy"));
-      w.append(ids);
-      w.close();
+      test::write_pattern_tokens(file("tokens.npy"), 5);
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -89,7 +74,7 @@ struct Trajectory {
 /// Trains `o` on tp × pp × (the rest as dp) × cp up to step `until` (0: o.steps), saving there.
 Trajectory train(const TrainOptions& o, int tp, int pp, int cp, int64_t until = 0) {
   const int dp = world_size() / (tp * pp * cp);
-  auto groups = parallel::make_process_groups(Topology::make(world_size(), tp, pp, dp, 0, cp), 120.0);
+  auto groups = parallel::make_process_groups(parallel::Topology::make(world_size(), tp, pp, dp, 0, cp), 120.0);
   Trainer t(o, &groups);
   Trajectory r;
   while (t.steps_done() < (until ? until : o.steps)) {
@@ -112,12 +97,7 @@ WeightsDifference weights_difference(const std::string& a, const std::string& b)
   if (world_rank() != 0) return r;
   const Checkpoint x = Checkpoint::open(a), y = Checkpoint::open(b);
   for (const std::string& name : y.names()) {
-    const Tensor ta = x.load_f32(name, x.info(name).shape), tb = y.load_f32(name, y.info(name).shape);
-    double d = 0, n = 0;
-    for (int64_t i = 0; i < tb.numel(); ++i) {
-      d += std::pow(double(ta.f32()[i]) - tb.f32()[i], 2), n += std::pow(double(tb.f32()[i]), 2);
-    }
-    const double rel = std::sqrt(d / std::max(n, 1e-300));
+    const double rel = test::tensor_difference(x, y, name);
     if (name == "model.embed_tokens.weight") {
       r.embedding = rel;
     } else if (rel > r.worst) {
@@ -259,7 +239,7 @@ TEST(ContextParallel, ACheckpointResumesAcrossCpSizes) {
 TEST(ContextParallel, ASequenceLengthNotDivisibleByTwiceCpAndZeroTwoAreRefusedOnEveryRank) {
   if (!two_ranks()) GTEST_SKIP() << "the np 2 cases";
   CpRun s;
-  auto groups = parallel::make_process_groups(Topology::make(world_size(), 1, 1, 1, 0, 2), 60.0);
+  auto groups = parallel::make_process_groups(parallel::Topology::make(world_size(), 1, 1, 1, 0, 2), 60.0);
   TrainOptions o = s.options("gqa", "");
   o.seq_len = 18;
   std::string m = message_of<parallel::AgreedError>([&] { Trainer t(o, &groups); });
