@@ -219,6 +219,7 @@ int run_train(const CliConfig& cfg, bool under_mpi_launcher) {
                    !distributed ? " on " + s.placement
                                 : " on " + std::to_string(s.world_size()) + " ranks (tp " + std::to_string(l.tp) +
                                       ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
+                                      (l.cp > 1 ? ", cp " + std::to_string(l.cp) : std::string()) +
                                       (o.zero_stage >= 1 ? ", ZeRO-" + std::to_string(o.zero_stage) : std::string()) + ")",
                    s.device);
     }

@@ -24,6 +24,8 @@ void add_layout_options(po::options_description& d, const std::string& command, 
     d.add_options()("pp-virtual", po::value<int>(),
                     info ? "model chunks per pipeline rank (info: print the chunk map of the interleaved 1F1B)"
                          : "model chunks per pipeline rank: the interleaved 1F1B schedule (default 1: plain 1F1B)");
+    d.add_options()("cp", po::value<int>(), info ? "context-parallel ranks (info: default 1)"
+                                                 : "context-parallel ranks: each sequence split over them (default 1)");
   }
   if (info || command == "plan") return;  // no collectives: nothing runs on ranks
   d.add_options()("collective-timeout", po::value<double>(),
@@ -34,7 +36,8 @@ void add_layout_options(po::options_description& d, const std::string& command, 
 
 LayoutOptions read_layout_options(const po::variables_map& vm, const std::string& command) {
   LayoutOptions l;
-  const std::pair<const char*, int*> axes[] = {{"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}, {"pp-virtual", &l.pp_virtual}};
+  const std::pair<const char*, int*> axes[] = {
+      {"tp", &l.tp}, {"pp", &l.pp}, {"dp", &l.dp}, {"pp-virtual", &l.pp_virtual}, {"cp", &l.cp}};
   for (const auto& [axis, field] : axes) {
     if (!vm.count(axis)) continue;
     *field = vm[axis].as<int>();

@@ -11,8 +11,10 @@
 namespace olmo2 {
 
 parallel::Topology rank_topology(const LayoutOptions& layout, int world, int max_dp) {
-  if (world == 0) return parallel::Topology::make(parallel::Layout{layout.tp, layout.pp, std::max(layout.dp, 1)});
-  return parallel::Topology::make(world, layout.tp, layout.pp, layout.dp, max_dp);
+  if (world == 0) {
+    return parallel::Topology::make(parallel::Layout{layout.tp, layout.pp, std::max(layout.dp, 1), layout.cp});
+  }
+  return parallel::Topology::make(world, layout.tp, layout.pp, layout.dp, max_dp, layout.cp);
 }
 
 parallel::PartitionPlan rank_plan(const LayoutOptions& layout, int world, const ModelConfig& config, int max_dp) {
@@ -32,7 +34,7 @@ RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher)
 int RankSession::rank() const { return groups ? groups->world->rank() : 0; }
 
 ParallelContext RankSession::parallel_context() const {
-  return groups ? ParallelContext{groups->tp.get(), groups->pp.get()} : ParallelContext{};
+  return groups ? ParallelContext{groups->tp.get(), groups->pp.get(), groups->cp.get()} : ParallelContext{};
 }
 
 namespace {

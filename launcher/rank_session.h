@@ -21,7 +21,7 @@
 namespace olmo2 {
 
 /// The topology of `layout` on a job of `world` ranks: Topology::make(world, tp, pp, dp
-/// (0 when not given: world / (tp · pp)), max_dp). `world` 0: no job, exactly the ranks
+/// (0 when not given: world / (tp · pp · cp)), max_dp, cp). `world` 0: no job, exactly the ranks
 /// the layout names, tp × pp × dp with dp 1 when not given (info's plan):
 /// Topology::make(Layout). Throws InputError as those do, one message per mistake naming
 /// the numbers ("invalid layout: world 4 is not divisible by tp 3 × pp 1 = 3 …").
@@ -81,7 +81,7 @@ struct RankSession {
   parallel::Coords coords() const { return topology.coords(rank()); }
   /// The world communicator; null on one process (parallel::agree then just runs).
   parallel::Communicator* world() const { return groups ? groups->world.get() : nullptr; }
-  /// The tp and pp groups a sharded computation uses; empty on one process.
+  /// The tp, pp and cp groups a sharded computation uses; empty on one process.
   ParallelContext parallel_context() const;
 };
 

@@ -114,7 +114,7 @@ std::string layers_text(const std::vector<Range>& chunks) {
   return s;
 }
 
-// Columns padded to their widest cell, separated by two spaces.
+// Columns padded to their widest cell, separated by two spaces; a column of empty cells is left out.
 std::string table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& row : rows) {
@@ -125,6 +125,7 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   for (const auto& row : rows) {
     std::string line;
     for (size_t c = 0; c < row.size(); ++c) {
+      if (width[c] == 0) continue;  // a column empty throughout (cp without context parallelism)
       if (c) line += "  ";
       line += row[c] + std::string(width[c] - row[c].size(), ' ');
     }
@@ -260,8 +261,15 @@ std::string describe(const PartitionPlan& plan, DType dtype) {
   const ModelShape& s = plan.shape;
   const Layout& l = plan.topology.layout();
   std::ostringstream out;
-  out << "partition plan: tp " << l.tp << " x pp " << l.pp << " x dp " << l.dp << " = "
-      << plan.topology.world() << " ranks (rank = tp_rank + tp*(dp_rank + dp*stage))\n";
+  if (l.cp > 1) {  // context parallelism: every CP rank holds its (tp, pp) shard whole (docs/architecture.md §4)
+    out << "partition plan: tp " << l.tp << " x pp " << l.pp << " x dp " << l.dp << " x cp " << l.cp << " = "
+        << plan.topology.world() << " ranks (rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*stage)))\n";
+    out << "  context: each sequence cut into " << 2 * l.cp << " chunks; cp rank j holds chunks j and "
+        << 2 * l.cp - 1 << "-j (zigzag), attention as ring attention over the cp group\n";
+  } else {
+    out << "partition plan: tp " << l.tp << " x pp " << l.pp << " x dp " << l.dp << " = "
+        << plan.topology.world() << " ranks (rank = tp_rank + tp*(dp_rank + dp*stage))\n";
+  }
   out << "  stages: " << s.layers << " layers as " << join(plan.stage_layers)
       << "; stage 0 holds the embedding, stage " << l.pp - 1 << " the final norm and lm_head\n";
   out << "  attention: " << s.heads << " query heads, " << s.heads / l.tp << " per rank; ";
@@ -278,7 +286,7 @@ std::string describe(const PartitionPlan& plan, DType dtype) {
   out << ", " << plan.padded_vocab / l.tp << " rows per rank\n";
 
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "tp", "dp", "pp", "layers", "q_heads", "kv_heads", "q_rows", "kv_rows", "mlp_rows",
+      {"rank", "tp", l.cp > 1 ? "cp" : "", "dp", "pp", "layers", "q_heads", "kv_heads", "q_rows", "kv_rows", "mlp_rows",
        "vocab_rows", "holds", "parameters", "bytes", "GiB"}};
   const int64_t element = static_cast<int64_t>(dtype_size(dtype));
   int64_t held = 0, owned = 0;
@@ -297,11 +305,12 @@ std::string describe(const PartitionPlan& plan, DType dtype) {
     char gib[32];
     std::snprintf(gib, sizeof gib, "%.3f", static_cast<double>(r.bytes(element)) / (1 << 30));
     rows.push_back({std::to_string(r.rank), std::to_string(r.coords.tp),
-                    std::to_string(r.coords.dp), std::to_string(r.coords.pp), layers_text(r.chunks),
+                    l.cp > 1 ? std::to_string(r.coords.cp) : "", std::to_string(r.coords.dp),
+                    std::to_string(r.coords.pp), layers_text(r.chunks),
                     range(r.q_heads), kv, range(r.q_rows), range(r.kv_rows), range(r.mlp_rows),
                     vocab, holds.empty() ? "-" : holds, std::to_string(r.parameters),
                     std::to_string(r.bytes(element)), gib});
-    if (r.coords.dp == 0) held += r.parameters, owned += r.owned_parameters;
+    if (r.coords.dp == 0 && r.coords.cp == 0) held += r.parameters, owned += r.owned_parameters;
   }
   out << "  parameters per DP replica: " << held
       << " held (replicated norms and kv heads on each rank), " << owned

@@ -58,6 +58,7 @@ ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
   g.tp = split(world, topology.tp_color(world_rank), world_rank, "tp", c.tp, timeout_s);
   g.dp = split(world, topology.dp_color(world_rank), world_rank, "dp", c.dp, timeout_s);
   g.pp = split(world, topology.pp_color(world_rank), world_rank, "pp", c.pp, timeout_s);
+  g.cp = split(world, topology.cp_color(world_rank), world_rank, "cp", c.cp, timeout_s);
 
   MPI_Comm node = MPI_COMM_NULL;
   check(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node),
@@ -69,7 +70,7 @@ ProcessGroups make_process_groups(const Topology& topology, double timeout_s) {
 }
 
 void wrap_communicators(ProcessGroups& g, const CommunicatorFactory& make) {
-  for (std::unique_ptr<Communicator>* c : {&g.world, &g.tp, &g.dp, &g.pp}) {
+  for (std::unique_ptr<Communicator>* c : {&g.world, &g.tp, &g.dp, &g.pp, &g.cp}) {
     *c = make(std::move(*c));
     OLMO2_CHECK(*c, "wrap_communicators: the factory returned no communicator");
   }

@@ -66,21 +66,36 @@ void tap_attention(const LayerContext& ctx, int64_t layer, const PackedTokens& p
   }
 }
 
+/// The largest attention logit of sequence i's rows (no cache). Under context parallelism
+/// a rank's rows of a sequence are two chunks of consecutive positions (the zigzag split):
+/// the maximum over each chunk's causal pairs, a lower bound of the whole sequence's that
+/// the trainer takes the maximum of over the CP group (docs/architecture.md §7 "Context
+/// parallelism").
+float own_rows_max_logit(const LayerContext& ctx, const PackedTokens& packed, size_t i, const TensorView& q,
+                         const TensorView& k, int nh, int nkv, int64_t window) {
+  const TensorView qi = packed.rows_of(q, i), ki = packed.rows_of(k, i);
+  if (!ctx.cp) return ops::causal_attention_max_logit(qi, ki, nh, nkv, window);
+  const int64_t half = qi.size(0) / 2;
+  return std::max(ops::causal_attention_max_logit(qi.rows(0, half), ki.rows(0, half), nh, nkv, window),
+                  ops::causal_attention_max_logit(qi.rows(half, qi.size(0)), ki.rows(half, ki.size(0)), nh, nkv,
+                                                  window));
+}
+
 /// Attention of every sequence's new rows into `out`, writing the new keys and values
-/// into the cache first when there is one.
+/// into the cache first when there is one. `lse`: ring attention's log-sum-exp under
+/// context parallelism (empty otherwise).
 void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, const KVCacheBinding* kv,
             const LayerOptions& options, const TensorView& q, const TensorView& k, const TensorView& v,
-            const TensorView& out, LayerStats* stats) {
+            const TensorView& out, const TensorView& lse, LayerStats* stats) {
   const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
   const DType act = options.activations;
   const int64_t window = ctx.config.attention_window(ctx.shard.global_layer(layer));
   const size_t nseq = packed.sequences();
   if (!kv) {  // each sequence attends to its own new tokens only
-    layer_parts::attend_own_rows(ctx, ctx.shard.global_layer(layer), packed, act, q, k, v, out);
+    layer_parts::attend_own_rows(ctx, ctx.shard.global_layer(layer), packed, act, q, k, v, out, lse);
     for (size_t i = 0; stats && i < nseq; ++i) {
       stats->attention_logit_max =
-          std::max(stats->attention_logit_max,
-                   ops::causal_attention_max_logit(packed.rows_of(q, i), packed.rows_of(k, i), nh, nkv, window));
+          std::max(stats->attention_logit_max, own_rows_max_logit(ctx, packed, i, q, k, nh, nkv, window));
     }
     return;
   }
@@ -119,7 +134,7 @@ bool keeps(Recompute mode, Tensor LayerActivations::*member) {
       return true;
     case Recompute::Selective:
       return member != &LayerActivations::qr && member != &LayerActivations::kr &&
-             member != &LayerActivations::attn && member != &LayerActivations::x1;
+             member != &LayerActivations::attn && member != &LayerActivations::lse && member != &LayerActivations::x1;
     case Recompute::Full:
       return member == &LayerActivations::x;
   }
@@ -184,7 +199,9 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   layer_parts::qk_norm_rope(ctx, w, global, packed, act, q0, k0, q, k);
   site(TapSite::AttentionQueries, q), site(TapSite::AttentionKeys, k), site(TapSite::AttentionValues, v);
   const TensorView attn = buffer(&LayerActivations::attn, ws.attn, qw);
-  attend(ctx, layer, packed, kv, options, q, k, v, attn, stats);
+  OLMO2_CHECK(!(ctx.cp && kv), "context parallelism runs without a KV cache (training only)");
+  const TensorView lse = ctx.cp ? buffer(&LayerActivations::lse, ws.lse, nh) : TensorView{};
+  attend(ctx, layer, packed, kv, options, q, k, v, attn, lse, stats);
   if (tap && tap->wants(TapSite::AttentionProbabilities, global)) tap_attention(ctx, layer, packed, kv, where, q, k, *tap);
   site(TapSite::AttentionHeadOutputs, attn);
   const TensorView p = buffer(&LayerActivations::p, ws.proj, h);

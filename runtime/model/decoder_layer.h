@@ -90,6 +90,7 @@ struct LayerActivations {
   Tensor qr, kr;  ///< after QK-norm and RoPE
   Tensor v;       ///< value projection
   Tensor attn;    ///< attention output, before o_proj
+  Tensor lse;     ///< context parallelism: ring attention's log-sum-exp [T, local heads], kept with attn
   Tensor p;       ///< o_proj output (all-reduced), before post_attention_layernorm
   Tensor x1;      ///< residual after the attention block
   Tensor gate, up;
@@ -112,6 +113,7 @@ struct LayerStats {
 struct LayerWorkspace {
   Tensor q, k, v, attn, proj, gate, up, act;
   Tensor qr, kr, normed;  ///< training: q/k after QK-norm + RoPE, a post-norm's output
+  Tensor lse;             ///< context parallelism: ring attention's log-sum-exp when not kept
 };
 
 /// Everything about the model a layer needs besides its weights.
@@ -119,6 +121,10 @@ struct LayerContext {
   const ModelConfig& config;
   const ShardSpec& shard;
   parallel::Communicator* tp;  ///< null without tensor parallelism (or with one rank)
+  /// Context-parallel group (more than one rank, else null): attention without a KV cache
+  /// is ring attention over it, on rows split as packed.context says (docs/architecture.md
+  /// §7 "Context parallelism").
+  parallel::Communicator* cp = nullptr;
 };
 
 /// Forward of local layer `layer` (0 = the shard's first) over the packed rows: x [T, h]

@@ -9,6 +9,7 @@
 #include "parallel/tp_qk_norm.h"
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/decoder_layer_parts.h"
+#include "runtime/model/ring_attention.h"
 #include "runtime/model/rope_frequencies.h"
 
 namespace olmo2 {
@@ -59,7 +60,11 @@ void decoder_layer_backward(const LayerContext& ctx, const LayerWeights& w, Laye
   ops::rmsnorm_backward(a.p.view(), w.post_attention_layernorm.view(), eps, dx, dh,
                         g.post_attention_layernorm.view());
   ops::linear_backward(a.attn.view(), w.o_proj.view(), dh, dattn, g.o_proj.view());
-  for (size_t i = 0; i < packed.sequences(); ++i) {
+  if (ctx.cp) {  // ring attention's backward over the CP group (docs/architecture.md §7 "Context parallelism")
+    ring_attention_backward(*ctx.cp, *packed.context, a.qr.view(), a.kr.view(), a.v.view(), a.attn.view(),
+                            a.lse.view(), dattn, nh, nkv, window, dq, dk, dv, a.act);
+  }
+  for (size_t i = 0; !ctx.cp && i < packed.sequences(); ++i) {
     ops::causal_attention_backward(packed.rows_of(a.qr.view(), i), packed.rows_of(a.kr.view(), i),
                                    packed.rows_of(a.v.view(), i), packed.rows_of(dattn, i), nh, nkv,
                                    packed.rows_of(dq, i), packed.rows_of(dk, i), packed.rows_of(dv, i), window);

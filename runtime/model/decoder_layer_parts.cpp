@@ -7,6 +7,7 @@
 #include "ops/rope.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tp_qk_norm.h"
+#include "runtime/model/ring_attention.h"
 #include "runtime/model/rope_frequencies.h"
 
 namespace olmo2::layer_parts {
@@ -52,9 +53,17 @@ void qk_norm_rope(const LayerContext& ctx, const LayerWeights& w, int64_t layer,
 }
 
 void attend_own_rows(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, DType act,
-                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out) {
+                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse) {
   const int nh = static_cast<int>(ctx.shard.q_heads.size()), nkv = static_cast<int>(ctx.shard.kv_heads.size());
   const int64_t window = ctx.config.attention_window(layer);
+  if (ctx.cp) {
+    OLMO2_CHECK(packed.context, "context-parallel attention needs the rows' zigzag split (PackedTokens::context)");
+    Tensor scratch;
+    const TensorView l = !lse.empty() ? lse : sized(scratch, packed.rows(), nh, q.device());
+    ring_attention_forward(*ctx.cp, *packed.context, q, k, v, nh, nkv, window, act, out, l);
+    return;
+  }
   for (size_t i = 0; i < packed.sequences(); ++i) {
     ops::causal_attention(packed.rows_of(q, i), packed.rows_of(k, i), packed.rows_of(v, i), nh, nkv,
                           packed.rows_of(out, i), act, window);

@@ -28,8 +28,12 @@ void qk_norm_rope(const LayerContext& ctx, const LayerWeights& w, int64_t layer,
 
 /// Causal attention of each sequence of `packed` over its own rows (no KV cache), within
 /// global layer `layer`'s window, into out [T, local q heads·hd] (ops::causal_attention).
+/// With ctx.cp (packed.context set, else Error) ring attention over the CP group instead
+/// (ring_attention_forward; docs/architecture.md §7 "Context parallelism"), writing its
+/// log-sum-exp [T, local q heads] f32 into `lse` (scratch when `lse` is empty).
 void attend_own_rows(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, DType act,
-                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out);
+                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse = {});
 
 /// out = rmsnorm(in) · gain, rounded to `act`: a post-attention or post-feedforward norm.
 void post_norm(const TensorView& in, const Tensor& gain, float eps, DType act, const TensorView& out);

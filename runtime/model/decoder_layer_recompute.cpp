@@ -36,7 +36,9 @@ void recompute_selective(const LayerContext& ctx, const LayerWeights& w, const P
   a.qr = fresh(n, a.q0.shape()[1], dev), a.kr = fresh(n, a.k0.shape()[1], dev);
   layer_parts::qk_norm_rope(ctx, w, a.layer, packed, a.act, a.q0.view(), a.k0.view(), a.qr.view(), a.kr.view());
   a.attn = fresh(n, a.q0.shape()[1], dev);
-  layer_parts::attend_own_rows(ctx, a.layer, packed, a.act, a.qr.view(), a.kr.view(), a.v.view(), a.attn.view());
+  if (ctx.cp) a.lse = fresh(n, static_cast<int64_t>(ctx.shard.q_heads.size()), dev);  // ring attention's, for the backward
+  layer_parts::attend_own_rows(ctx, a.layer, packed, a.act, a.qr.view(), a.kr.view(), a.v.view(), a.attn.view(),
+                               a.lse.view());
   // x1 = x + post_attention_layernorm(p), summed (and rounded) as the forward summed it.
   a.x1 = layer_parts::copy_of(a.x.view());
   Tensor normed = fresh(n, a.p.shape()[1], dev);

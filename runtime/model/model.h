@@ -141,9 +141,9 @@ class Olmo2Model {
   /// packed.ids on stage 0, else received from the previous pipeline stage.
   Tensor stage_input(const PackedTokens& packed, const ParallelContext& ctx) const;
 
-  /// The context its layers need (the TP group when it has more than one rank).
+  /// The context its layers need (the TP and CP groups when they have more than one rank).
   LayerContext layer_context(const ParallelContext& ctx) const {
-    return LayerContext{config_, shard_, ctx.tensor_parallel()};
+    return LayerContext{config_, shard_, ctx.tensor_parallel(), ctx.context_parallel()};
   }
 
   const ShardSpec& shard() const { return shard_; }

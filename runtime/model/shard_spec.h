@@ -47,10 +47,15 @@ struct ShardSpec {
 struct ParallelContext {
   parallel::Communicator* tp = nullptr;  ///< tensor-parallel group
   parallel::Communicator* pp = nullptr;  ///< pipeline group (stage = pp->rank())
+  /// context-parallel group: each sequence's rows are split over it in the zigzag order
+  /// and attention runs as ring attention (docs/architecture.md §7 "Context parallelism")
+  parallel::Communicator* cp = nullptr;
   /// tp when it has more than one rank, else null.
   parallel::Communicator* tensor_parallel() const { return tp && tp->size() > 1 ? tp : nullptr; }
   /// pp when it has more than one rank, else null.
   parallel::Communicator* pipeline() const { return pp && pp->size() > 1 ? pp : nullptr; }
+  /// cp when it has more than one rank, else null.
+  parallel::Communicator* context_parallel() const { return cp && cp->size() > 1 ? cp : nullptr; }
 };
 
 }  // namespace olmo2

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "runtime/model/config.h"
 
 namespace olmo2 {
+
+struct ContextShard;  // runtime/model/ring_attention.h
 
 /// Sequences of new tokens, with (when a KV cache is used) the positions each already
 /// has cached and its block table.
@@ -28,6 +31,11 @@ struct PackedTokens {
   std::vector<int64_t> start;   ///< per sequence: positions cached before its rows
   Tensor ids;                   ///< [T] i32 (on the model's device)
   Tensor positions;             ///< [T] i32: start[i] + t for the t-th new token of sequence i
+  /// Context parallelism (docs/architecture.md §7 "Context parallelism"): the zigzag split
+  /// these rows are one CP rank's part of; then sequence i's rows are that rank's rows of
+  /// the whole sequence, `positions` their positions in it (not start[i] + t), and
+  /// attention runs as ring attention over the CP group. Null: each sequence whole.
+  std::shared_ptr<const ContextShard> context;
   int64_t rows() const { return offset.back(); }
   size_t sequences() const { return offset.size() - 1; }
   /// Rows of sequence i of a [T, ·] view.

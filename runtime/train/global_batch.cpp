@@ -41,14 +41,16 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   LossSums sums;
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);
-    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp},
+    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp, ctx.cp},
                                      nullptr, ctx.diag, ctx.recompute, ctx.hooks);
   }
   if (inject) inject(sums);
   if (ctx.dp && !ctx.hooks) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);
+  if (ctx.cp && !ctx.hooks) all_reduce_gradients(params, *ctx.cp, ctx.bucket_bytes);  // each CP rank's rows
   if (ctx.tp && !ctx.hooks) sum_kv_replica_gradients(params, *ctx.tp);
   std::vector<double> v{sums.ce_sum, sums.z_sq_sum};  // the last stage holds them; others add zeros
   all_reduce_doubles(ctx.dp, v);
+  all_reduce_doubles(ctx.cp, v);
   all_reduce_doubles(ctx.pp, v);
   return LossSums{v[0], v[1], total};
 }

@@ -28,6 +28,11 @@ struct TrainContext {
   /// Model chunks per pipeline rank (--pp-virtual; docs/architecture.md §5 "Interleaved
   /// 1F1B"): the model's shard must hold as many (ShardSpec::chunks), Error otherwise.
   int pp_virtual = 1;
+  /// Context parallelism (docs/architecture.md §7 "Context parallelism"): each micro-batch's
+  /// sequences are split over cp (zigzag rows, ring attention); gradients and loss sums
+  /// are summed over cp after dp. The target count is dp's alone (every CP rank counts
+  /// the same whole samples). Null or one rank: not split.
+  parallel::Communicator* cp = nullptr;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this
@@ -56,9 +61,10 @@ float loss_gradient_scale(double loss_scale, int64_t global_targets);
 ///  2. pipeline_forward_backward with scale loss_gradient_scale(loss_scale, count);
 ///  3. `inject`, if given, on this rank's local loss sums and gradients (tests inject
 ///     a non-finite value on one rank here);
-///  4. gradients summed over DP in buckets, and over kv-head replicas on TP (without
-///     ctx.hooks: with them each unit's gradient was reduce-scattered in the backward);
-///  5. ce_sum and z_sq_sum summed over DP and PP (f64 all-reduces).
+///  4. gradients summed over DP in buckets, then over CP likewise, and over kv-head
+///     replicas on TP (without ctx.hooks: with them each unit's gradient was
+///     reduce-scattered in the backward);
+///  5. ce_sum and z_sq_sum summed over DP, CP and PP (f64 all-reduces, in that order).
 /// Gradients must be zero on entry (they accumulate). Returns the global sums and count
 /// on every rank; a count of 0 runs no forward. Collective over tp, pp and dp.
 LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Parameter>& params, ModelWeights& grads,

@@ -21,7 +21,9 @@ namespace olmo2 {
 /// (TrainOptions has no recompute mode yet). Throws nothing.
 MemoryPlanOptions run_plan_options(const TrainOptions& o, const parallel::Layout& layout, int64_t micro_batch);
 
-/// The planned total of every world rank (bytes, rank order) for the run. With
+/// The planned total of every world rank (bytes, rank order) for the run; under context
+/// parallelism (layout.cp > 1) a rank plans as its (tp, dp, pp) rank with seq_len / cp
+/// tokens a sequence (run_plan_options). With
 /// o.memory_per_rank > 0 and a rank whose total exceeds it, InputError naming the option,
 /// the size, the rank and its coordinates, its total and its three largest components.
 /// Pure (every rank computes the same answer; call it inside parallel::agree). Throws

@@ -36,6 +36,7 @@ MetricsReporter::MetricsReporter(const TrainOptions& options, parallel::ProcessG
   if (groups_) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank();
+    cp_ = groups_->cp && groups_->cp->size() > 1 ? groups_->cp.get() : nullptr;
   }
   const TrainOptions& opt = options_;
   // The metrics port is taken now, so a port in use stops every rank before any work.
@@ -142,13 +143,14 @@ void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool d
     }
     sums.push_back(static_cast<double>(diag.tokens));
     all_reduce_doubles(dp_, sums);
-    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP and DP
-    for (parallel::Communicator* c : {tp_, dp_}) {
+    all_reduce_doubles(cp_, sums);  // each CP rank's share of the sequences' tokens
+    std::vector<float> logits = diag.attention_logit_max;  // this rank's heads: max over TP, DP and CP
+    for (parallel::Communicator* c : {tp_, dp_, cp_}) {
       if (c && c->size() > 1) c->all_reduce_max(logits);
     }
     all_reduce_doubles(tp_, layer_grad_sq);  // each TP rank's owned shards
     std::vector<float> v(static_cast<size_t>(5 * L), 0.0f);
-    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0;
+    const bool reporter = (!tp_ || tp_->rank() == 0) && dp_rank_ == 0 && (!cp_ || cp_->rank() == 0);
     const double tokens = std::max(1.0, sums.back());
     for (size_t l = 0; reporter && l < local; ++l) {
       const size_t g = static_cast<size_t>(model_->shard().global_layer(static_cast<int64_t>(l)));

@@ -74,7 +74,7 @@ class MetricsReporter {
   const TrainOptions options_;
   parallel::ProcessGroups* groups_ = nullptr;
   parallel::Communicator* world_ = nullptr;  ///< null: one process
-  parallel::Communicator *tp_ = nullptr, *dp_ = nullptr;
+  parallel::Communicator *tp_ = nullptr, *dp_ = nullptr, *cp_ = nullptr;
   int dp_rank_ = 0;
   const Olmo2Model* model_ = nullptr;                      ///< set by start()
   /// --port-file: the endpoints' addresses gathered to world rank 0, which writes them

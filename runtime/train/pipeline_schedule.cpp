@@ -113,8 +113,10 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   if (!early && vp.V > 1) {
     OLMO2_THROW(InputError, "--pp-virtual ", vp.V, ": the interleaved schedule runs on the CPU (MPI) only");
   }
+  // Under context parallelism a stage holds its CP rank's 1/cp of every sequence's rows.
+  const int64_t cp = ctx.context_parallel() ? ctx.cp->size() : 1;
   auto buffer = [&](int64_t mb) {
-    return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]), h}, DType::F32, dev);
+    return Tensor::zeros({tokens_of(micro_batches[static_cast<size_t>(mb)]) / cp, h}, DType::F32, dev);
   };
   struct Posted {
     Tensor data;

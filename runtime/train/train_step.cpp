@@ -11,6 +11,7 @@
 #include "parallel/tensor_collectives.h"
 #include "parallel/vocab_parallel.h"
 #include "parallel/vocab_parallel_loss.h"
+#include "runtime/model/ring_attention.h"
 
 namespace olmo2 {
 namespace {
@@ -29,9 +30,38 @@ Tensor on_device(Tensor t, Device device) {
   return d;
 }
 
+/// Context parallelism: `b` becomes CP rank cp.rank()'s zigzag rows of `samples`
+/// (zigzag_shard of their lengths): per sequence its two chunks, with their ids, targets
+/// and their positions in the whole sequence, for RoPE (docs/architecture.md §7 "Context
+/// parallelism"). InputError (zigzag_shard's) for a length not divisible by 2 · cp.
+void keep_context_rows(Batch& b, const std::vector<Sample>& samples, const parallel::Communicator& cp) {
+  std::vector<int64_t> lengths;
+  for (const Sample& s : samples) lengths.push_back(static_cast<int64_t>(s.input_ids.size()));
+  auto shard = std::make_shared<ContextShard>(zigzag_shard(lengths, cp.size()));
+  const size_t j = static_cast<size_t>(cp.rank());
+  const int64_t n = shard->rows(cp.rank());
+  std::vector<int32_t> ids(n), positions(n), targets(n);
+  std::vector<int64_t> offset(samples.size() + 1, 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t s = shard->seq[j][r], p = shard->pos[j][r];
+    ids[r] = samples[s].input_ids[p], targets[r] = samples[s].labels[p], positions[r] = p;
+    ++offset[s + 1];
+  }
+  for (size_t i = 0; i < samples.size(); ++i) offset[i + 1] += offset[i];
+  auto host = [&](std::vector<int32_t>& v) {
+    Tensor t = Tensor::zeros({n}, DType::I32);
+    ops::copy(TensorView(v.data(), DType::I32, {n}), t.view());
+    return t;
+  };
+  b.packed.offset = std::move(offset), b.packed.start.assign(samples.size(), 0);
+  b.packed.ids = host(ids), b.packed.positions = host(positions), b.targets = host(targets);
+  b.packed.context = std::move(shard);
+}
+
 /// Packs and checks on the host, then copies the i32 ids, positions and targets to
-/// `device` (the data loader stays on the host: docs/architecture.md §2).
-Batch pack(const std::vector<Sample>& samples, const ModelConfig& c, Device device) {
+/// `device` (the data loader stays on the host: docs/architecture.md §2). With `cp`
+/// (more than one rank) only this CP rank's rows (keep_context_rows).
+Batch pack(const std::vector<Sample>& samples, const ModelConfig& c, Device device, parallel::Communicator* cp) {
   TokenBatch tb;
   std::vector<int32_t> targets;
   for (size_t i = 0; i < samples.size(); ++i) {
@@ -58,6 +88,8 @@ Batch pack(const std::vector<Sample>& samples, const ModelConfig& c, Device devi
   b.packed = pack_tokens(tb, c);
   b.targets = Tensor::zeros({b.packed.rows()}, DType::I32, device);
   ops::copy(TensorView(targets.data(), DType::I32, {b.packed.rows()}), b.targets.view());
+  if (cp) keep_context_rows(b, samples, *cp);
+  b.targets = on_device(std::move(b.targets), device);
   b.packed.ids = on_device(std::move(b.packed.ids), device);
   b.packed.positions = on_device(std::move(b.packed.positions), device);
   return b;
@@ -110,7 +142,7 @@ StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const s
   const bool first_chunk = model_chunk == 0, last_chunk = static_cast<size_t>(model_chunk) + 1 == sh.chunks.size();
   StageActivationsPtr saved(new StageActivations);
   saved->model_chunk = model_chunk;
-  saved->b = pack(samples, c, dev);
+  saved->b = pack(samples, c, dev, ctx.context_parallel());
   const Batch& b = saved->b;
   const int64_t n = b.packed.rows(), h = c.hidden_size;
 

@@ -104,6 +104,11 @@ struct StageForward {
 /// in chunk 0 of the first stage, the tail only in the last chunk of the last stage
 /// (docs/architecture.md §5 "Interleaved 1F1B"). stage_backward runs the chunk its
 /// StageActivations came from. Error when model_chunk is not a chunk of the shard.
+/// Context parallelism (ctx.cp with more than one rank; docs/architecture.md §7 "Context
+/// parallelism"): the stage runs on this CP rank's zigzag rows of the samples only (tokens
+/// = Σ lengths / cp, each length a multiple of 2·cp, else InputError), at their positions
+/// in the whole sequences, with ring attention over ctx.cp; the loss sums are this rank's
+/// rows' (the caller sums them over cp). Every rank of ctx.cp must call it alike.
 StageForward stage_forward(const Olmo2Model& model, ModelWeights* grads, const std::vector<Sample>& samples,
                            const Tensor& input, float z_coef, float scale, int64_t loss_chunk_tokens = 512,
                            const ParallelContext& ctx = {}, LayerDiagnostics* diag = nullptr,

@@ -50,6 +50,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
+    if (groups_->cp && groups_->cp->size() > 1) cp_ = groups_->cp.get();
   }
   // Phase 1: the options and the layout, (rank 0) which checkpoints a resume may
   // continue, and the metrics port; every rank learns whether any failed before anyone
@@ -110,6 +111,17 @@ void Trainer::check_options_and_layout() {
   loss_spikes_ = monitoring::SpikeDetector("loss", opt.spike_window, opt.spike_sigma);
   grad_spikes_ = monitoring::SpikeDetector("grad_norm", opt.spike_window, opt.spike_sigma);
   faults_.check_rank(world_ ? world_->size() : 1);
+  if (cp_) {  // context parallelism: docs/architecture.md §7 "Context parallelism"
+    const int cp = cp_->size();
+    if (opt.seq_len % (2 * cp) != 0) {
+      OLMO2_THROW(InputError, "--seq-len ", opt.seq_len, " is not divisible by 2 × --cp ", cp, " = ", 2 * cp,
+                  " (each sequence is cut into 2 × cp equal chunks, two per context-parallel rank)");
+    }
+    if (opt.zero_stage >= 2) {
+      OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage, " with --cp ", cp,
+                  " is not supported (its gradient reduce-scatter runs over dp only): use --zero-stage 0 or 1");
+    }
+  }
   if (opt.zero_stage >= 1 && dp_size_ == 1) {
     OLMO2_THROW(InputError, "--zero-stage ", opt.zero_stage,
                 " shards over data-parallel ranks; this layout has dp 1");
@@ -183,7 +195,8 @@ ShardSpec Trainer::plan_layout(const ModelConfig& config) {
       OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
                               "parallelism cannot split over stages: use --pp 1");
     }
-    layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp);
+    layout_ = "tp " + std::to_string(l.tp) + ", pp " + std::to_string(l.pp) + ", dp " + std::to_string(l.dp) +
+              (l.cp > 1 ? ", cp " + std::to_string(l.cp) : std::string());
     // --pp-virtual is not part of it: the interleaved schedule sums in plain 1F1B's order
     // (docs/architecture.md §5 "Interleaved 1F1B"), so a resume that changes it is exact.
   } else {
@@ -418,7 +431,7 @@ StepRecord Trainer::step() {
                                                       TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
                                                                   diag_step ? &diag : nullptr,
                                                                   parse_recompute(o.recompute, "--recompute"), zero_.get(),
-                                                                  o.pp_virtual},
+                                                                  o.pp_virtual, cp_},
                                                       inject);
   // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
   OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");
@@ -520,7 +533,7 @@ std::string Trainer::save() {
   // then the moments); every rank learns the writer's order; then one whole tensor at a
   // time is gathered on rank 0 and written. An error of the writer is held until the
   // stream ends, so that no rank is left sending.
-  const bool contribute = dp_rank_ == 0;
+  const bool contribute = dp_rank_ == 0 && (!cp_ || cp_->rank() == 0);  // CP replicas hold the same weights
   const auto layouts = gather_slice_layouts(slices, contribute, *world_, 0);
   std::unique_ptr<CheckpointWriter> writer;
   parallel::agree(world_, [&] {

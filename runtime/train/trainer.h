@@ -149,6 +149,8 @@ class Trainer {
   parallel::ProcessGroups* groups_ = nullptr;
   parallel::Communicator* world_ = nullptr;  ///< null or size 1: one process
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
+  /// The context-parallel group when it has more than one rank, else null (docs/architecture.md §7).
+  parallel::Communicator* cp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
   std::string layout_;  ///< "tp 2, pp 2, dp 1" for logs and the training state
   std::vector<int64_t> planned_memory_;  ///< the memory plan's total per world rank (bytes)

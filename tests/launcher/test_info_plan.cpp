@@ -182,6 +182,24 @@ TEST(CliInfoPlan, MalformedLayoutOptionsExitTwo) {
   expect_refused(run_olmo2("tokenize --tokenizer x --ids --tp 2"), 2, "unrecognised option '--tp'");
 }
 
+// Context parallelism (docs/architecture.md §4): the cp axis between tp and dp, a cp
+// column, every CP rank holding its (tp, pp) shard; --cp is train's and info's only.
+TEST(CliInfoPlan, ContextParallelRanksHoldTheirShardWhole) {
+  const std::string m = "info --model " + kConfigs + "/OLMo-2-0425-1B";
+  const auto r = run_olmo2(m + " --tp 2 --cp 2 --dp 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("partition plan: tp 2 x pp 1 x dp 2 x cp 2 = 8 ranks "
+                               "(rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*stage)))"));
+  // Rank 7 = tp 1 + 2·(cp 1 + 2·dp 1): cells rank, tp, cp, dp, pp, layers, q_heads.
+  const Cells r7 = row(r.out, 7), r1 = row(r.out, 1);
+  ASSERT_GE(r7.size(), 7u) << r.out;
+  EXPECT_EQ(Cells(r7.begin(), r7.begin() + 5), (Cells{"7", "1", "1", "1", "0"}));
+  EXPECT_EQ(Cells(r7.begin() + 5, r7.end()), Cells(r1.begin() + 5, r1.end())) << "rank 7 holds rank 1's shard";
+  expect_refused(run_olmo2(m + " --cp 0"), 2, "--cp must be at least 1, got 0");
+  expect_refused(run_olmo2("generate --model " + kConfigs + "/OLMo-2-0425-1B --prompt-ids 1 --cp 2"), 2,
+                 "unrecognised option '--cp'");
+}
+
 TEST(CliInfoPlan, LayoutFromIniConfig) {
   test::TempDir dir;
   std::ofstream(dir.file("run.ini"))

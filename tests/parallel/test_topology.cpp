@@ -252,5 +252,77 @@ TEST(Topology, MegatronOrderExample) {
   EXPECT_EQ(t.pp_group(5), (std::vector<int>{1, 5}));
 }
 
+// Context parallelism (docs/architecture.md §4): every factorisation tp × cp × dp × pp of
+// world 1..16 with cp > 1; rank = tp + tp·(cp + cp·(dp + dp·pp)); the four axes' groups
+// each partition the world, with strides 1, tp, tp·cp and tp·cp·dp; any two groups of a
+// rank meet only in it.
+TEST(Topology, ContextParallelAxisEveryFactorisationOfWorld1To16) {
+  int layouts = 0;
+  for (int world = 1; world <= 16; ++world) {
+    for (int cp = 2; cp <= world; ++cp) {
+      if (world % cp != 0) continue;
+      for (Layout l : all_layouts(world / cp)) {
+        l.cp = cp;
+        SCOPED_TRACE("world " + std::to_string(world) + ", " + to_string(l));
+        ++layouts;
+        const Topology t = Topology::make(world, l.tp, l.pp, l.dp, 0, cp);
+        EXPECT_EQ(t.layout(), l);
+        EXPECT_EQ(Topology::make(world, l.tp, l.pp, 0, 0, cp).layout(), l) << "dp derived";
+        EXPECT_EQ(Topology::make(l).world(), world);
+        for (int r = 0; r < world; ++r) {
+          const Coords c = t.coords(r);
+          EXPECT_TRUE(c.cp >= 0 && c.cp < cp) << to_string(c);
+          EXPECT_EQ(r, c.tp + l.tp * (c.cp + cp * (c.dp + l.dp * c.pp))) << to_string(c);
+          EXPECT_EQ(t.rank(c), r);
+        }
+        check_axis(
+            t, "tp", l.tp, 1, [&](int r) { return t.tp_group(r); }, [&](int r) { return t.tp_color(r); },
+            [](Coords& c) -> int& { return c.tp; });
+        check_axis(
+            t, "cp", cp, l.tp, [&](int r) { return t.cp_group(r); }, [&](int r) { return t.cp_color(r); },
+            [](Coords& c) -> int& { return c.cp; });
+        check_axis(
+            t, "dp", l.dp, l.tp * cp, [&](int r) { return t.dp_group(r); }, [&](int r) { return t.dp_color(r); },
+            [](Coords& c) -> int& { return c.dp; });
+        check_axis(
+            t, "pp", l.pp, l.tp * cp * l.dp, [&](int r) { return t.pp_group(r); },
+            [&](int r) { return t.pp_color(r); }, [](Coords& c) -> int& { return c.pp; });
+        for (int r = 0; r < world; ++r) {
+          const std::vector<int> groups[] = {t.tp_group(r), t.cp_group(r), t.dp_group(r), t.pp_group(r)};
+          for (size_t a = 0; a < 4; ++a) {
+            for (size_t b = a + 1; b < 4; ++b) {
+              std::vector<int> both;
+              std::set_intersection(groups[a].begin(), groups[a].end(), groups[b].begin(), groups[b].end(),
+                                    std::back_inserter(both));
+              EXPECT_EQ(both, std::vector<int>{r}) << "axes " << a << " and " << b << " of rank " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(layouts, 94) << "Σ over world 1..16 and cp > 1 dividing it of the factorisations of world / cp into 3";
+}
+
+TEST(Topology, ContextParallelMegatronOrderAndRefusals) {
+  // world 8 = tp 2 × cp 2 × dp 2: TP {4,5}, CP {5,7} (stride tp), DP {1,5} (stride tp·cp).
+  const Topology t = Topology::make(8, 2, 1, 2, 0, 2);
+  EXPECT_EQ(t.coords(5), (Coords{1, 1, 0, 0}));
+  EXPECT_EQ(t.tp_group(5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(t.cp_group(5), (std::vector<int>{5, 7}));
+  EXPECT_EQ(t.dp_group(5), (std::vector<int>{1, 5}));
+  EXPECT_EQ(to_string(t.layout()), "tp 2 × pp 1 × dp 2 × cp 2");
+  // With cp 1 the rank numbers are the (tp, dp, pp) layout's.
+  EXPECT_EQ(Topology::make(8, 2, 2, 2, 0, 1).coords(5), (Coords{1, 0, 1, 0}));
+  EXPECT_NE(message_of<InputError>([] { Topology::make(6, 1, 1, 0, 0, 4); })
+                .find("world 6 is not divisible by tp 1 × pp 1 × cp 4 = 4"),
+            std::string::npos);
+  EXPECT_NE(message_of<InputError>([] { Topology::make(8, 2, 1, 3, 0, 2); }).find("tp 2 × pp 1 × cp 2 × dp 3 = 12 ≠ world 8"),
+            std::string::npos);
+  EXPECT_NE(message_of<InputError>([] { Topology::make(4, 1, 1, 0, 0, 0); }).find("cp 0"), std::string::npos);
+  EXPECT_NE(message_of<InputError>([] { Topology::make(Layout{1, 1, 1, 0}); }).find("cp must be at least 1, got 0"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace olmo2::parallel

@@ -21,6 +21,7 @@
 #include "runtime/train/trainer.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/train/shared_dir.h"
+#include "tests/train/tiny_run.h"
 
 namespace olmo2 {
 namespace {
@@ -37,20 +38,8 @@ class ZeroRun {
   ZeroRun() {
     if (world_rank() == 0) {
       const std::string path = dir_.file("");
-      const nlohmann::json c = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", 131},
-                                {"hidden_size", 64}, {"intermediate_size", 128}, {"num_hidden_layers", 2},
-                                {"num_attention_heads", 4}, {"num_key_value_heads", 4},
-                                {"max_position_embeddings", 64}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
-                                {"tie_word_embeddings", false}, {"eos_token_id", 130}, {"pad_token_id", 129}};
-      std::ofstream(path + "/config.json") << c.dump(1);
-      std::mt19937 rng(3);
-      std::vector<uint32_t> ids(2048);
-      for (size_t i = 0; i < ids.size(); ++i) {
-        ids[i] = static_cast<uint32_t>(i % 64 == 0 ? 130 : rng() % 5 == 0 ? rng() % 128 : (i * 7) % 31);
-      }
-      NpyWriter w(path + "/tokens.npy");
-      w.append(ids);
-      w.close();
+      std::ofstream(path + "/config.json") << test::tiny_olmo2_config().dump(1);
+      test::write_pattern_tokens(path + "/tokens.npy", 3);
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
@@ -103,12 +92,7 @@ double weights_difference(const std::string& a, const std::string& b, double* em
   const Checkpoint x = Checkpoint::open(a), y = Checkpoint::open(b);
   double worst = 0;
   for (const std::string& name : y.names()) {
-    const Tensor ta = x.load_f32(name, x.info(name).shape), tb = y.load_f32(name, y.info(name).shape);
-    double d = 0, n = 0;
-    for (int64_t i = 0; i < tb.numel(); ++i) {
-      d += std::pow(double(ta.f32()[i]) - tb.f32()[i], 2), n += std::pow(double(tb.f32()[i]), 2);
-    }
-    const double rel = std::sqrt(d / std::max(n, 1e-300));
+    const double rel = test::tensor_difference(x, y, name);
     if (name == "model.embed_tokens.weight" && embedding) {
       *embedding = rel;
     } else {
