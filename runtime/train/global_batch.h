@@ -25,6 +25,9 @@ struct TrainContext {
   /// ZeRO stages 2 and 3 (runtime/train/zero_shards.h): the units' gathers and gradient
   /// reduce-scatters over dp happen inside the backward, and step 4 below is skipped.
   UnitHooks* hooks = nullptr;
+  /// Without hooks: reduce the DP gradient buckets while the backward runs (--overlap on)
+  /// or all after it (off); the same bits either way (docs/architecture.md §7 "Overlap").
+  bool overlap = true;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this
@@ -53,8 +56,11 @@ float loss_gradient_scale(double loss_scale, int64_t global_targets);
 ///  2. pipeline_forward_backward with scale loss_gradient_scale(loss_scale, count);
 ///  3. `inject`, if given, on this rank's local loss sums and gradients (tests inject
 ///     a non-finite value on one rank here);
-///  4. gradients summed over DP in buckets, and over kv-head replicas on TP (without
-///     ctx.hooks: with them each unit's gradient was reduce-scattered in the backward);
+///  4. gradients summed over DP in buckets (GradBuckets: with ctx.overlap each bucket is
+///     posted inside the backward as soon as its gradients are final, and all are waited
+///     for here; a rank that runs `inject` posts its buckets here instead, so that they
+///     carry the injected values), then over kv-head replicas on TP (without ctx.hooks:
+///     with them each unit's gradient was reduce-scattered in the backward);
 ///  5. ce_sum and z_sq_sum summed over DP and PP (f64 all-reduces).
 /// Gradients must be zero on entry (they accumulate). Returns the global sums and count
 /// on every rank; a count of 0 runs no forward. Collective over tp, pp and dp.

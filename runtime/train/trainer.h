@@ -24,6 +24,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/metrics_reporter.h"
 #include "runtime/train/run_directory.h"
+#include "runtime/train/step_phases.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
 #include "runtime/train/zero_shards.h"
@@ -147,6 +148,9 @@ class Trainer {
 
   TrainOptions options_;
   parallel::ProcessGroups* groups_ = nullptr;
+  /// Wraps the groups' tp, dp and pp communicators in timers, so it comes before the
+  /// pointers below are taken (docs/architecture.md §9 "Step time breakdown").
+  StepPhases phases_;
   parallel::Communicator* world_ = nullptr;  ///< null or size 1: one process
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   int dp_rank_ = 0, dp_size_ = 1;
