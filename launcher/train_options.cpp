@@ -93,11 +93,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   str("recompute", o.recompute);
   i64("grad-bucket-mb", o.grad_bucket_mb);
-  if (vm.count("overlap")) {
-    const std::string v = vm["overlap"].as<std::string>();
-    if (v != "on" && v != "off") OLMO2_THROW(UsageError, "--overlap must be on or off, got \"", v, "\"");
-    o.overlap = v == "on";
-  }
+  if (vm.count("overlap")) o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
   if (vm.count("memory-per-rank")) {
     try {
       o.memory_per_rank = parse_memory_size(vm["memory-per-rank"].as<std::string>(), "--memory-per-rank");

@@ -26,6 +26,10 @@ struct MemoryPlanOptions {
   int64_t global_batch = 0;         ///< sequences per step (0: micro_batch · dp, one micro-batch per rank)
   Device device = Device::CPU;      ///< where the state lives (the runtime baseline differs)
   int64_t grad_bucket_mb = 25;      ///< --grad-bucket-mb: the DP all-reduce bucket (MiB)
+  /// --overlap: DP buckets reduced inside the backward (a copy of the gradients in bucket
+  /// buffers) and ZeRO-2/3's last piece of a unit in flight beside the next unit's backward
+  /// (docs/architecture.md §7 "Overlap").
+  bool overlap = true;
   int64_t loss_chunk_tokens = 512;  ///< rows of logits the loss computes at once (train_step.h)
   /// Serving (`olmo2 serve`): weights in `serve_dtype`, no gradients, moments or
   /// activations kept, plus the KV cache of `kv_cache_bytes` on every rank.

@@ -117,4 +117,8 @@ struct TrainOptions {
 /// selective or full, device CUDA in a build without CUDA.
 void validate(const TrainOptions& o);
 
+/// --overlap's value: true for "on", false for "off"; InputError naming `option` and
+/// the value otherwise (`olmo2 train` and `olmo2 plan` alike).
+bool parse_overlap(const std::string& text, const std::string& option);
+
 }  // namespace olmo2

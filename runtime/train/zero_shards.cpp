@@ -158,14 +158,13 @@ void ZeroShards::after_backward(int unit) {
   const int u = unit_of(unit);
   if (u < 0) return;
   const size_t unit_index = static_cast<size_t>(u);
-  const size_t before = reducing_.size();
   Tensor whole = std::move(whole_grads_.at(unit_index));
   whole_grads_.erase(unit_index);
   unlay(unit_index, true);
   sent_ += whole.numel() * 4;
   reduce_scatter_grad(unit_index, std::move(whole));
-  // With overlap this unit's pieces stay in flight through the next unit's backward.
-  complete(overlap_ ? before : reducing_.size());
+  // With overlap the unit's last piece stays in flight through the next unit's backward.
+  if (!overlap_) complete(reducing_.size());
   release_weights(unit_index);
 }
 
@@ -181,8 +180,12 @@ void ZeroShards::reduce_scatter_grad(size_t u, Tensor grad) {
   const int64_t piece = std::clamp<int64_t>(bucket_bytes_ / (4 * d), 1, chunk);
   const auto held = std::make_shared<Tensor>(std::move(grad));
   const Tensor& whole = *held;
+  // At most one piece in flight before this one is posted (without overlap none), so that
+  // the transport's temporaries stay those of two pieces, not of the whole unit.
+  const size_t keep = overlap_ ? 1 : 0;
   for (int64_t at = 0; at < chunk; at += piece) {
     const int64_t n = std::min(piece, chunk - at);
+    if (reducing_.size() > keep) complete(reducing_.size() - keep);
     Reducing r{u, at, n, held, Tensor(), Tensor::zeros({n}, DType::F32, device_), {}};
     TensorView in = whole.view();
     if (piece < chunk) {  // rank r's part of this piece: its chunk's elements [at, at + n)

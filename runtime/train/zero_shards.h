@@ -33,12 +33,13 @@ namespace olmo2 {
 /// runs each micro-batch's backward right after its forward).
 ///
 /// With `overlap` (--overlap on, docs/architecture.md §7 "Overlap") after_backward(u) posts
-/// u's gradient reduce-scatter (Communicator::reduce_scatter_start) and completes the ones
-/// posted before it, so that one unit's reduction runs while the next unit's backward
-/// computes; finish() completes the last. Completed in the order posted, each adds its sums
-/// into the optimizer's chunk in the same order as without overlap: the same bits. The cost
-/// is one more unit's gradient alive (the one in flight). Without overlap every
-/// reduce-scatter is waited for in after_backward.
+/// u's gradient reduce-scatter pieces (Communicator::reduce_scatter_start) with at most two
+/// in flight (posting one completes all but the newest before it), and leaves u's last
+/// piece in flight while the next unit's backward computes; finish() completes it.
+/// Completed in the order posted, each adds its sums into the optimizer's chunk in the same
+/// order as without overlap: the same bits. The cost: the unit's flat gradient lives until
+/// its last piece completes (one unit longer), and a second piece's buffers. Without
+/// overlap every piece is waited for before the next is posted.
 class ZeroShards final : public UnitHooks {
  public:
   /// `params`: the parameters the optimizer was built over, their gradients shape_only
