@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/device_runtime.h"
 #include "ops/tensor_ops.h"
 #include "runtime/train/zero_units.h"
 
@@ -69,7 +70,7 @@ void GradBuckets::post(size_t index) {
   b.posted = true;
   b.buffer = Tensor::zeros({b.size}, DType::F32, device_);
   for (const Piece& p : b.pieces) ops::copy(p.grad, b.buffer.view().rows(p.at, p.at + p.grad.numel()));
-  b.handle = dp_.all_reduce_start(b.buffer.view(), parallel::ReduceOp::Sum);
+  b.handle = dp_.all_reduce_start(b.buffer.view(), parallel::ReduceOp::Sum, ops::default_stream(device_));
 }
 
 void GradBuckets::progress() {
@@ -99,7 +100,7 @@ void GradBuckets::finish() {
     for (Bucket& b : buckets_) {
       const TensorView v = buffer.view().rows(0, b.size);
       for (const Piece& p : b.pieces) ops::copy(p.grad, v.rows(p.at, p.at + p.grad.numel()));
-      dp_.all_reduce(v, parallel::ReduceOp::Sum);
+      dp_.all_reduce(v, parallel::ReduceOp::Sum, ops::default_stream(device_));
       for (const Piece& p : b.pieces) ops::copy(v.rows(p.at, p.at + p.grad.numel()), p.grad);
     }
     buckets_.clear();

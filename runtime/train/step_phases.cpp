@@ -23,15 +23,17 @@ StepPhases::StepPhases(parallel::ProcessGroups* groups) {
 }
 
 void StepPhases::start() {
-  for (parallel::TimedCommunicator* t : timers_) {
-    if (t) t->reset();
-  }
+  for (size_t g = 0; g < kGroups; ++g) at_start_[g] = timers_[g] ? timers_[g]->total_seconds() : 0.0;
+}
+
+double StepPhases::since_start(int group) const {
+  const size_t g = static_cast<size_t>(group);
+  return timers_[g] ? timers_[g]->total_seconds() - at_start_[g] : 0.0;
 }
 
 void StepPhases::finish(StepRecord& r) const {
-  auto seconds = [&](int g) { return timers_[g] ? timers_[g]->total_seconds() : 0.0; };
-  r.wait = StepRecord::Waits{seconds(kTp), seconds(kDp), seconds(kCp)};
-  r.bubble_seconds = seconds(kPp);
+  r.wait = StepRecord::Waits{since_start(kTp), since_start(kDp), since_start(kCp)};
+  r.bubble_seconds = since_start(kPp);
   r.compute_seconds = std::max(0.0, r.seconds - r.wait.tp - r.wait.dp - r.wait.cp - r.bubble_seconds);
 }
 

@@ -21,7 +21,8 @@ class StepPhases {
  public:
   /// `groups` may be null; it must outlive this object.
   explicit StepPhases(parallel::ProcessGroups* groups);
-  /// Zeroes the timers: call at the start of a step.
+  /// Notes the timers' totals: call at the start of a step. (The timers are not reset, so
+  /// a benchmark that wrapped the groups keeps its own totals.)
   void start();
   /// Fills r.wait (tp, dp, cp: seconds blocked in that group's calls since start()),
   /// r.bubble_seconds (the pp group's, see below) and r.compute_seconds = r.seconds − all
@@ -32,7 +33,9 @@ class StepPhases {
 
  private:
   enum { kTp, kDp, kPp, kCp, kGroups };
+  double since_start(int group) const;
   std::array<parallel::TimedCommunicator*, kGroups> timers_{};
+  std::array<double, kGroups> at_start_{};
 };
 
 }  // namespace olmo2

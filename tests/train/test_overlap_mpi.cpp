@@ -1,8 +1,8 @@
 // Communication overlapped with the backward (docs/architecture.md §7 "Overlap"): the DP
 // gradient buckets posted inside the backward give the same bits as the same buckets
 // reduced after it, in every layout (dp, several micro-batches, tp × dp, pp × dp, ZeRO 1,
-// 2 and 3, fp32 and bf16); and the per-step compute / wait / bubble breakdown (§9). Run
-// under mpirun at 2 and 4 ranks.
+// 2 and 3, fp32 and bf16); and the per-step compute / wait / bubble breakdown
+// (docs/architecture.md §9 "Step time breakdown"). Run under mpirun at 2 and 4 ranks.
 #include <gtest/gtest.h>
 
 #include <bit>
