@@ -42,10 +42,11 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   // ZeRO 0 and 1: the DP buckets are the step's hooks (docs/architecture.md §7 "Overlap").
   // Posting early or late is a local choice: the same buckets go in the same order.
   std::optional<GradBuckets> buckets;
-  if (ctx.dp && !ctx.hooks) {
+  if (ctx.dp && ctx.dp->size() > 1 && !ctx.hooks) {
     const Device device = params.empty() ? weights_device(model) : params.front().grad->device();
     buckets.emplace(params, *ctx.dp, ctx.bucket_bytes, model.weights().layers.size(),
-                    static_cast<int64_t>(micro_batches.size()), ctx.overlap && !inject, device);
+                    static_cast<int64_t>(micro_batches.size()), ctx.overlap && !inject, device, true,
+                    ctx.bucket_storage);
   }
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);

@@ -28,6 +28,9 @@ struct TrainContext {
   /// Without hooks: reduce the DP gradient buckets while the backward runs (--overlap on)
   /// or all after it (off); the same bits either way (docs/architecture.md §7 "Overlap").
   bool overlap = true;
+  /// With overlap: where the DP buckets live, kept by the caller from step to step (see
+  /// GradBuckets); null: allocated each step.
+  Tensor* bucket_storage = nullptr;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this

@@ -175,11 +175,11 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   // After the backward (grad_sync.cpp, data_parallel_adamw.cpp): the DP bucket (ZeRO
   // 0/1); ZeRO-1's all-gather of its updated chunk ([c] and [c·d]); ZeRO-2's staged chunk
   // values and one unit's all-gather at a time.
-  // With --overlap every bucket has its own buffer from its post to the wait before the
-  // optimizer: a copy of the gradients at the end of the backward.
-  if (dp > 1 && zero <= 1) {
-    free.emplace_back(o.overlap ? N * kF32 : std::min<int64_t>(bucket_bytes, N * kF32),
-                      o.overlap ? "the DP gradient buckets in flight (--overlap on)" : "the DP gradient bucket");
+  // With --overlap the buckets' buffers are a copy of the gradients that the trainer keeps
+  // from step to step (a communication buffer); without, one bucket after the backward.
+  if (dp > 1 && zero <= 1 && o.overlap) m.comm_buffers += N * kF32;
+  if (dp > 1 && zero <= 1 && !o.overlap) {
+    free.emplace_back(std::min<int64_t>(bucket_bytes, N * kF32), "the DP gradient bucket");
   }
   if (zero == 1) free.emplace_back(c1 * (dp + 1) * kF32, "the optimizer step's all-gather");
   if (zero == 2) free.emplace_back(C * kF32 + ceil_div(std::max({emb_n * rp.embedding, layer_n, tail_n * last}), dp) *

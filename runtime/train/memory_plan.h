@@ -56,7 +56,7 @@ struct RankMemory {
   int64_t activations = 0;             ///< per micro-batch × held
   int64_t working = 0;                 ///< transient: see working_phase
   std::string working_phase;           ///< which transient is the largest (a short phrase)
-  int64_t comm_buffers = 0;            ///< pipeline receive buffers and the DP gradient bucket
+  int64_t comm_buffers = 0;            ///< pipeline receive buffers and (--overlap) the DP gradient buckets
   int64_t kv_cache = 0;                ///< serving only
   int64_t runtime = 0;                 ///< the process baseline
   int64_t total = 0;

@@ -31,8 +31,9 @@ std::vector<std::pair<int, ZeroUnit>> backward_units(const std::vector<Parameter
 }  // namespace
 
 GradBuckets::GradBuckets(std::vector<Parameter>& params, parallel::Communicator& dp, int64_t bucket_bytes,
-                         size_t layers, int64_t micro_batches, bool overlap, Device device, bool unit_order)
-    : dp_(dp), micro_batches_(micro_batches), overlap_(overlap), device_(device) {
+                         size_t layers, int64_t micro_batches, bool overlap, Device device, bool unit_order,
+                         Tensor* storage)
+    : dp_(dp), micro_batches_(micro_batches), overlap_(overlap), device_(device), storage_(storage) {
   if (bucket_bytes < 4) OLMO2_THROW(InputError, "gradient bucket of ", bucket_bytes, " bytes holds no float");
   OLMO2_CHECK(micro_batches >= 1, micro_batches, " micro-batches");
   if (dp.size() == 1 || params.empty()) return;
@@ -49,7 +50,11 @@ GradBuckets::GradBuckets(std::vector<Parameter>& params, parallel::Communicator&
     for (size_t i = unit.first; i < unit.last; ++i) {
       const Parameter& p = params[i];
       for (int64_t done = 0; done < p.grad->numel();) {
-        if (buckets_.empty() || buckets_.back().size == cap) buckets_.emplace_back();
+        if (buckets_.empty() || buckets_.back().size == cap) {
+          const int64_t end = buckets_.empty() ? 0 : buckets_.back().offset + buckets_.back().size;
+          buckets_.emplace_back();
+          buckets_.back().offset = end;
+        }
         Bucket& b = buckets_.back();
         const int64_t take = std::min(p.grad->numel() - done, cap - b.size);
         b.pieces.push_back(Piece{b.size, flat(p.grad->view(), done, take)});
@@ -66,11 +71,14 @@ GradBuckets::GradBuckets(std::vector<Parameter>& params, parallel::Communicator&
 }
 
 void GradBuckets::post(size_t index) {
+  if (!storage_) storage_ = &own_storage_;
+  const int64_t total = buckets_.back().offset + buckets_.back().size;
+  if (storage_->numel() < total || storage_->device() != device_) *storage_ = Tensor::zeros({total}, DType::F32, device_);
   Bucket& b = buckets_[index];
   b.posted = true;
-  b.buffer = Tensor::zeros({b.size}, DType::F32, device_);
-  for (const Piece& p : b.pieces) ops::copy(p.grad, b.buffer.view().rows(p.at, p.at + p.grad.numel()));
-  b.handle = dp_.all_reduce_start(b.buffer.view(), parallel::ReduceOp::Sum, ops::default_stream(device_));
+  b.buffer = storage_->view().reshape({storage_->numel()}).rows(b.offset, b.offset + b.size);
+  for (const Piece& p : b.pieces) ops::copy(p.grad, b.buffer.rows(p.at, p.at + p.grad.numel()));
+  b.handle = dp_.all_reduce_start(b.buffer, parallel::ReduceOp::Sum, ops::default_stream(device_));
 }
 
 void GradBuckets::progress() {
@@ -111,8 +119,7 @@ void GradBuckets::finish() {
   }
   for (Bucket& b : buckets_) {
     b.handle.wait();
-    for (const Piece& p : b.pieces) ops::copy(b.buffer.view().rows(p.at, p.at + p.grad.numel()), p.grad);
-    b.buffer = Tensor();
+    for (const Piece& p : b.pieces) ops::copy(b.buffer.rows(p.at, p.at + p.grad.numel()), p.grad);
   }
   buckets_.clear();
 }

@@ -38,8 +38,11 @@ class GradBuckets final : public UnitHooks {
   /// `micro_batches`: the backwards each unit runs in the step (≥ 1); `device`: the
   /// gradients' device. With `unit_order` false the buckets follow the parameter list
   /// instead (all_reduce_gradients; then nothing is posted before finish()).
+  /// `storage` (optional, with overlap): a tensor the caller keeps from step to step that
+  /// holds the bucket buffers (grown to the gradients' size when smaller), so that a step
+  /// does not allocate and fault in a fresh copy of the gradients; null: allocated here.
   GradBuckets(std::vector<Parameter>& params, parallel::Communicator& dp, int64_t bucket_bytes, size_t layers,
-              int64_t micro_batches, bool overlap, Device device, bool unit_order = true);
+              int64_t micro_batches, bool overlap, Device device, bool unit_order = true, Tensor* storage = nullptr);
 
   void before_forward(int) override { progress(); }
   void after_forward(int) override {}
@@ -65,7 +68,8 @@ class GradBuckets final : public UnitHooks {
     int64_t size = 0;
     int waiting = 0;  // units of the bucket whose gradient is not final yet
     bool posted = false;
-    Tensor buffer;  // with overlap, from post to finish
+    int64_t offset = 0;  // in the flat sequence (and in the storage)
+    TensorView buffer;   // with overlap, from post to finish: a view of storage_
     parallel::AsyncHandle handle;
   };
   void post(size_t b);
@@ -76,6 +80,8 @@ class GradBuckets final : public UnitHooks {
   bool overlap_;
   Device device_;
   std::vector<Bucket> buckets_;
+  Tensor own_storage_;
+  Tensor* storage_ = nullptr;
   std::vector<std::vector<size_t>> buckets_of_unit_;  // per hook unit: its buckets
   std::vector<int64_t> backwards_;                     // per hook unit: backwards seen
   size_t oldest_ = 0;                                  // first bucket that may be outstanding

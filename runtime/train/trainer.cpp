@@ -410,7 +410,7 @@ StepRecord Trainer::step() {
                                                       TrainContext{tp_, pp_, dp_, o.bucket_bytes(),
                                                                   diag_step ? &diag : nullptr,
                                                                   parse_recompute(o.recompute, "--recompute"), zero_.get(),
-                                                                  o.overlap},
+                                                                  o.overlap, &bucket_storage_},
                                                       inject);
   // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
   OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");

@@ -164,6 +164,7 @@ class Trainer {
   std::unique_ptr<DataLoader> loader_;
   std::vector<DataFileIdentity> data_files_;  ///< what --data holds, in order (checkpoints record it)
   std::unique_ptr<DataParallelAdamW> optimizer_;
+  Tensor bucket_storage_;  ///< --overlap: the DP gradient buckets' buffers, kept across steps
   std::unique_ptr<ZeroShards> zero_;  ///< ZeRO stages 2 and 3 (docs/architecture.md §7 "ZeRO stages")
   /// The gradients the step zeroes, measures and clips: params_, or at ZeRO stages 2 and 3
   /// the optimizer's chunks.
