@@ -10,6 +10,7 @@
 #include "launcher/options.h"
 #include "runtime/model/config.h"
 #include "runtime/serve/memory_size.h"
+#include "runtime/train/train_options.h"
 
 namespace olmo2 {
 
@@ -25,6 +26,7 @@ void add_plan_options(po::options_description& d) {
       "micro-batch", po::value<int64_t>(), "sequences per micro-batch (default 1)")(
       "global-batch", po::value<int64_t>(), "sequences per step (default: micro-batch x dp, one micro-batch each)")(
       "grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")(
+      "overlap", po::value<std::string>(), "on (default) or off, as train: gradient buckets reduced inside the backward")(
       "device", po::value<std::string>(), "cpu (default) or cuda: the runtime baseline added to every rank")(
       "runtime-memory", po::value<std::string>(), "the baseline per process instead of the device's default, e.g. 2GiB")(
       "memory-per-rank", po::value<std::string>(), "memory of one rank, e.g. 80GB: say whether the plan fits (exit 1 if not)")(
@@ -46,6 +48,7 @@ PlanRequest read_plan_options(const po::variables_map& vm) {
   if (vm.count("micro-batch")) o.micro_batch = vm["micro-batch"].as<int64_t>();
   if (vm.count("global-batch")) o.global_batch = vm["global-batch"].as<int64_t>();
   if (vm.count("grad-bucket-mb")) o.grad_bucket_mb = vm["grad-bucket-mb"].as<int64_t>();
+  if (vm.count("overlap")) o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("recompute")) o.recompute = vm["recompute"].as<std::string>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();

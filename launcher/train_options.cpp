@@ -48,6 +48,8 @@ void add_train_options(po::options_description& d) {
       ("zero-stage", po::value<int>(), "shard over data-parallel ranks (needs dp > 1): 1 the AdamW state (ZeRO-1), 2 also the gradients, 3 also the parameters; default 0")
       ("precision", po::value<std::string>(), "fp32 (default) or bf16: bf16 compute with f32 master weights, moments and gradients")
       ("grad-bucket-mb", po::value<int64_t>(), "data-parallel gradient all-reduce bucket in MiB (default 25)")
+      ("overlap", po::value<std::string>(), "on (default): reduce data-parallel gradient buckets while the backward runs; "
+       "off: after it (the same results)")
       ("memory-per-rank", po::value<std::string>(),
        "memory of one rank, e.g. 80GB: refuse to start when the memory plan (olmo2 plan) of any rank exceeds it")
       ("recompute", po::value<std::string>(), "activations each layer keeps for its backward: none (default: all), "
@@ -91,6 +93,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   str("recompute", o.recompute);
   i64("grad-bucket-mb", o.grad_bucket_mb);
+  if (vm.count("overlap")) o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
   if (vm.count("memory-per-rank")) {
     try {
       o.memory_per_rank = parse_memory_size(vm["memory-per-rank"].as<std::string>(), "--memory-per-rank");

@@ -87,6 +87,7 @@ struct TrainMetrics::Impl {
   std::vector<Histogram*> step_seconds;  // per rank served here
   std::vector<int> step_rank;            // its world rank
   std::vector<Gauge*> gpu_in_use, gpu_cached;  // per rank served here (with --device cuda)
+  std::vector<Gauge*> phase_seconds;           // per rank served here, kStepPhases each
   Histogram* save_seconds;
   std::vector<Gauge*> layer_output, attention_output, mlp_output, layer_grad_norm, logit_max;
 };
@@ -140,6 +141,18 @@ TrainMetrics::TrainMetrics(MetricsEndpoint& endpoint, const std::vector<RankCoor
     m.step_seconds.push_back(&step_fam.Add({{"rank", std::to_string(c.rank)}, {"tp", std::to_string(c.tp)},
                                             {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)}},
                                            step_buckets));
+  }
+  auto& phase_fam = prometheus::BuildGauge()
+                        .Name("olmo2_train_step_phase_seconds")
+                        .Help("Seconds of the last step on each rank spent computing, idle in the pipeline bubble, "
+                              "or waiting on a group's communication")
+                        .Register(r);
+  for (const RankCoords& c : ranks) {
+    for (const auto& [phase, group] : kStepPhaseLabels) {
+      m.phase_seconds.push_back(&phase_fam.Add({{"rank", std::to_string(c.rank)}, {"tp", std::to_string(c.tp)},
+                                                {"pp", std::to_string(c.pp)}, {"dp", std::to_string(c.dp)},
+                                                {"phase", phase}, {"group", group}}));
+    }
   }
   if (gpu) {
     auto& in_use = prometheus::BuildGauge()
@@ -201,6 +214,10 @@ void TrainMetrics::record_step(const StepValues& v) {
   for (size_t i = 0; i < m.step_seconds.size(); ++i) {
     const size_t r = static_cast<size_t>(m.step_rank[i]);
     if (r < v.rank_step_seconds.size()) m.step_seconds[i]->Observe(v.rank_step_seconds[r]);
+    constexpr size_t P = kStepPhases;
+    for (size_t k = 0; k < P && P * (r + 1) <= v.rank_phase_seconds.size(); ++k) {
+      m.phase_seconds[P * i + k]->Set(v.rank_phase_seconds[P * r + k]);
+    }
     if (i < m.gpu_in_use.size() && r < v.rank_gpu_in_use_bytes.size()) {
       m.gpu_in_use[i]->Set(v.rank_gpu_in_use_bytes[r]);
       m.gpu_cached[i]->Set(v.rank_gpu_cached_bytes[r]);

@@ -53,6 +53,13 @@ struct RankCoords {
   int rank = 0, tp = 0, pp = 0, dp = 0;
 };
 
+/// The phases of a step's wall time on one rank, as (phase, group) label pairs of
+/// olmo2_train_step_phase_seconds, in StepValues::rank_phase_seconds order
+/// (docs/architecture.md §9 "Step time breakdown").
+inline constexpr int kStepPhases = 5;
+inline constexpr const char* kStepPhaseLabels[kStepPhases][2] = {
+    {"compute", "none"}, {"bubble", "none"}, {"comm_wait", "tp"}, {"comm_wait", "dp"}, {"comm_wait", "cp"}};
+
 /// One step's values, already reduced over the ranks (identical on every rank).
 struct StepValues {
   int64_t step = 0;
@@ -66,6 +73,9 @@ struct StepValues {
   std::vector<double> rank_step_seconds;  ///< wall time of the step on each world rank
   std::vector<double> rank_gpu_in_use_bytes;  ///< each world rank's GPU memory handed out (ops::gpu_memory)
   std::vector<double> rank_gpu_cached_bytes;  ///< each world rank's GPU memory cached, not in use
+  /// kStepPhases seconds per world rank (rank-major, kStepPhaseLabels order): compute,
+  /// bubble, and the waits on tp, dp and cp.
+  std::vector<double> rank_phase_seconds;
 };
 
 /// Per-layer diagnostics (every --diag-interval steps), one entry per decoder layer:

@@ -128,17 +128,31 @@ void Communicator::check_peer(const char* op, int peer, int tag) const {
   }
 }
 
-void Communicator::all_reduce(const TensorView& data, ReduceOp op, Stream stream) {
-  const std::string n = op_name("all_reduce", op);
+void Communicator::check_all_reduce(const std::string& n, const TensorView& data, Stream stream) const {
   check_view(n.c_str(), "data", data, stream);
   check_reducible(n.c_str(), data);
+}
+
+void Communicator::all_reduce(const TensorView& data, ReduceOp op, Stream stream) {
+  check_all_reduce(op_name("all_reduce", op), data, stream);
   do_all_reduce(data, op, stream);
+}
+
+AsyncHandle Communicator::all_reduce_start(const TensorView& data, ReduceOp op, Stream stream) {
+  check_all_reduce(op_name("all_reduce", op), data, stream);
+  return do_all_reduce_start(data, op, stream);
+}
+
+AsyncHandle Communicator::do_all_reduce_start(const TensorView& data, ReduceOp op, Stream stream) {
+  do_all_reduce(data, op, stream);
+  return AsyncHandle();
 }
 
 AsyncHandle& AsyncHandle::operator=(AsyncHandle&& other) noexcept {
   if (this != &other) {
     AsyncHandle old(std::move(*this));  // waits for the operation this handle had, if any
     finish_ = std::exchange(other.finish_, nullptr);
+    test_ = std::exchange(other.test_, nullptr);
   }
   return *this;
 }
@@ -154,7 +168,13 @@ AsyncHandle::~AsyncHandle() {
 void AsyncHandle::wait() {
   if (!finish_) return;
   const std::function<void()> finish = std::exchange(finish_, nullptr);
+  test_ = nullptr;
   finish();
+}
+
+bool AsyncHandle::test() {
+  if (!finish_) return true;
+  return test_ ? test_() : false;
 }
 
 void Communicator::all_gather(const TensorView& in, const TensorView& out, Stream stream) {
@@ -184,9 +204,8 @@ void Communicator::check_all_gather(const TensorView& in, const TensorView& out,
   }
 }
 
-void Communicator::reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
-                                  Stream stream) {
-  const std::string s = op_name("reduce_scatter", op);
+void Communicator::check_reduce_scatter(const std::string& s, const TensorView& in, const TensorView& out,
+                                        Stream stream) const {
   const char* n = s.c_str();
   check_view(n, "in", in, stream);
   check_view(n, "out", out, stream);
@@ -197,7 +216,24 @@ void Communicator::reduce_scatter(const TensorView& in, const TensorView& out, R
                 out.numel() * size());
   }
   check_reducible(n, in);
+}
+
+void Communicator::reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
+                                  Stream stream) {
+  check_reduce_scatter(op_name("reduce_scatter", op), in, out, stream);
   do_reduce_scatter(in, out, op, stream);
+}
+
+AsyncHandle Communicator::reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                               Stream stream) {
+  check_reduce_scatter(op_name("reduce_scatter", op), in, out, stream);
+  return do_reduce_scatter_start(in, out, op, stream);
+}
+
+AsyncHandle Communicator::do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                                  Stream stream) {
+  do_reduce_scatter(in, out, op, stream);
+  return AsyncHandle();
 }
 
 void Communicator::broadcast(const TensorView& data, int root, Stream stream) {

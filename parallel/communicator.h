@@ -62,7 +62,12 @@ class AsyncHandle {
   AsyncHandle() = default;
   /// A pending operation that `finish` completes (called once, by wait()).
   explicit AsyncHandle(std::function<void()> finish) : finish_(std::move(finish)) {}
-  AsyncHandle(AsyncHandle&& other) noexcept : finish_(std::exchange(other.finish_, nullptr)) {}
+  /// A pending operation that `finish` completes and `test` progresses: test() returns
+  /// true once the operation is complete on this rank (it never throws a timeout).
+  AsyncHandle(std::function<void()> finish, std::function<bool()> test)
+      : finish_(std::move(finish)), test_(std::move(test)) {}
+  AsyncHandle(AsyncHandle&& other) noexcept
+      : finish_(std::exchange(other.finish_, nullptr)), test_(std::exchange(other.test_, nullptr)) {}
   AsyncHandle& operator=(AsyncHandle&& other) noexcept;
   AsyncHandle(const AsyncHandle&) = delete;
   AsyncHandle& operator=(const AsyncHandle&) = delete;
@@ -74,9 +79,17 @@ class AsyncHandle {
   void wait();
   /// True until wait() has been called on a pending operation.
   bool pending() const { return static_cast<bool>(finish_); }
+  /// Lets the transport progress the operation without blocking (MpiCommunicator:
+  /// MPI_Test; Open MPI advances its non-blocking collectives on a CPU only inside MPI
+  /// calls, docs/architecture.md §7 "Overlap") and returns true when it is complete
+  /// (wait() then returns at once). A handle without a test function (the blocking
+  /// fallback's, or one made from `finish` alone) answers !pending(). Throws Error on a
+  /// transport failure; never a timeout.
+  bool test();
 
  private:
   std::function<void()> finish_;
+  std::function<bool()> test_;
 };
 
 /// One process group. Every member must issue the same collectives in the same order
@@ -100,7 +113,7 @@ class AsyncHandle {
 /// reduced in f32 and rounded to nearest even after each addition, so with more than
 /// two ranks a bf16 sum may depend on the transport's reduction order.
 ///
-/// On the CPU every call but all_gather_start blocks until the operation completes
+/// On the CPU every call but the *_start ones blocks until the operation completes
 /// locally, or throws CollectiveTimeout after timeout_s() seconds (0 = wait forever). A
 /// CUDA stream (for an implementation that carries device views) orders the operation
 /// on that stream and the call may return before it is done. A transport failure throws Error. Not
@@ -146,10 +159,26 @@ class Communicator {
   /// all_gather and returns a complete handle. What the ZeRO-3 prefetch uses
   /// (docs/architecture.md §7 "ZeRO stages").
   AsyncHandle all_gather_start(const TensorView& in, const TensorView& out, Stream stream = {});
+  /// all_reduce posted without waiting for it: `data` holds the result once the handle's
+  /// wait() returns; until then `data` must not be read, written or freed. Same checks
+  /// and errors as all_reduce (before anything is posted); the ordering rule of
+  /// all_gather_start. MpiCommunicator posts MPI_Iallreduce, the same call the blocking
+  /// all_reduce makes, so a started and a blocking reduction of the same data give the
+  /// same bits; the default runs the blocking all_reduce and returns a complete handle.
+  /// What the overlapped DP gradient reduction uses (docs/architecture.md §7 "Overlap").
+  AsyncHandle all_reduce_start(const TensorView& data, ReduceOp op, Stream stream = {});
   /// out[i] = op over ranks r of in_r[rank()·n + i], with n = out.numel(); in.numel() must
   /// be size()·n, in.dtype() out.dtype(); in and out must not overlap.
   void reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                       Stream stream = {});
+  /// reduce_scatter posted without waiting for it: `out` holds the result once the
+  /// handle's wait() returns; until then `in` must not change and neither buffer may be
+  /// freed. Same checks and errors as reduce_scatter; the ordering rule of
+  /// all_gather_start. MpiCommunicator posts MPI_Ireduce_scatter_block (as the blocking
+  /// call does: the same bits); the default runs the blocking call and returns a
+  /// complete handle. ZeRO-2/3's gradient reduce-scatter (docs/architecture.md §7 "Overlap").
+  AsyncHandle reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                   Stream stream = {});
   /// data on every rank = data on `root` (a group rank in [0, size())).
   void broadcast(const TensorView& data, int root, Stream stream = {});
   /// Sends `data` to group rank `peer` (≠ rank()) with `tag` (in [0, tag_limit()]);
@@ -264,9 +293,14 @@ class Communicator {
   virtual void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) = 0;
   /// all_gather_start on checked views. Default: do_all_gather, then a complete handle.
   virtual AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream);
+  /// all_reduce_start on a checked view. Default: do_all_reduce, then a complete handle.
+  virtual AsyncHandle do_all_reduce_start(const TensorView& data, ReduceOp op, Stream stream);
   /// reduce_scatter on checked views.
   virtual void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                                  Stream stream) = 0;
+  /// reduce_scatter_start on checked views. Default: do_reduce_scatter, then a complete handle.
+  virtual AsyncHandle do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                              Stream stream);
   /// broadcast on a checked view and root.
   virtual void do_broadcast(const TensorView& data, int root, Stream stream) = 0;
   /// send on a checked view, peer and tag.
@@ -292,6 +326,9 @@ class Communicator {
   void check_pair(const char* op, const char* a_role, const TensorView& a, const char* b_role,
                   const TensorView& b) const;
   void check_all_gather(const TensorView& in, const TensorView& out, Stream stream) const;
+  void check_all_reduce(const std::string& name, const TensorView& data, Stream stream) const;
+  void check_reduce_scatter(const std::string& name, const TensorView& in, const TensorView& out,
+                            Stream stream) const;
   void check_root(const char* op, int root) const;
   void check_peer(const char* op, int peer, int tag) const;
 };

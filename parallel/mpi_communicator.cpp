@@ -277,12 +277,28 @@ void MpiCommunicator::wait_pending() {
   wait(&p.request, p.op, p.waited_s);
 }
 
-void MpiCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream) {
+AsyncHandle MpiCommunicator::started(std::shared_ptr<MPI_Request> request, const Op& o) {
+  // The request outlives the call in the handle; other collectives may be posted on this
+  // communicator before it is waited for (docs/architecture.md §7 "Overlap", "ZeRO stages").
+  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); },
+                     [this, request, o] {
+                       int done = 0;
+                       check(MPI_Test(request.get(), &done, MPI_STATUS_IGNORE), "MPI_Test", o);
+                       return done != 0;
+                     });
+}
+
+void MpiCommunicator::do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) {
+  do_all_reduce_start(data, op, stream).wait();
+}
+
+AsyncHandle MpiCommunicator::do_all_reduce_start(const TensorView& data, ReduceOp op, Stream) {
   const Op o = begin(op == ReduceOp::Sum ? "all_reduce_sum" : "all_reduce_max", data, false);
   const MPI_Op mop = reduction(op, data.dtype(), o);
-  run(o, "MPI_Iallreduce", [&](int n, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, data.data(), n, o.type, mop, comm_, r);
-  });
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  check(MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(o.count), o.type, mop, comm_, request.get()),
+        "MPI_Iallreduce", o);
+  return started(std::move(request), o);
 }
 
 void MpiCommunicator::do_all_gather(const TensorView& in, const TensorView& out, Stream stream) {
@@ -291,21 +307,26 @@ void MpiCommunicator::do_all_gather(const TensorView& in, const TensorView& out,
 
 AsyncHandle MpiCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream) {
   const Op o = begin("all_gather", in, false);
-  // The request outlives this call in the handle; other collectives may be posted on this
-  // communicator before it is waited for (docs/architecture.md §7 "ZeRO stages").
   auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   const int n = static_cast<int>(o.count);
   check(MPI_Iallgather(in.data(), n, o.type, out.data(), n, o.type, comm_, request.get()), "MPI_Iallgather", o);
-  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); });
+  return started(std::move(request), o);
 }
 
 void MpiCommunicator::do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
-                                        Stream) {
+                                        Stream stream) {
+  do_reduce_scatter_start(in, out, op, stream).wait();
+}
+
+AsyncHandle MpiCommunicator::do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                                     Stream) {
   const Op o = begin(op == ReduceOp::Sum ? "reduce_scatter_sum" : "reduce_scatter_max", out, false);
   const MPI_Op mop = reduction(op, in.dtype(), o);
-  run(o, "MPI_Ireduce_scatter_block", [&](int n, MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(in.data(), out.data(), n, o.type, mop, comm_, r);
-  });
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  check(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(o.count), o.type, mop, comm_,
+                                  request.get()),
+        "MPI_Ireduce_scatter_block", o);
+  return started(std::move(request), o);
 }
 
 void MpiCommunicator::do_broadcast(const TensorView& data, int root, Stream) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "parallel/communicator.h"
@@ -22,7 +23,7 @@ namespace olmo2::parallel {
 /// (an attribute on MPI_COMM_SELF, whose deletion the MPI standard runs first in
 /// MPI_Finalize). Every call posts a non-blocking MPI operation (MPI_Iallreduce,
 /// MPI_Iallgather, MPI_Ireduce_scatter_block, MPI_Ibcast, MPI_Ibarrier, MPI_Isend,
-/// MPI_Irecv) and polls MPI_Test (all_gather_start: in its handle's wait()), yielding then sleeping briefly between polls so that
+/// MPI_Irecv) and polls MPI_Test (the *_start calls: in their handle's wait()), yielding then sleeping briefly between polls so that
 /// oversubscribed ranks leave the cores to each other, until it completes or timeout_s()
 /// passes (CollectiveTimeout, naming the dtype and element count, e.g. "(1024 f32)"; the
 /// operation then stays pending, see wait_pending()). Element counts above INT_MAX are
@@ -72,11 +73,17 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
+  /// Posts MPI_Iallreduce; the handle's wait() polls it with this group's timeout, its
+  /// test() calls MPI_Test once.
+  AsyncHandle do_all_reduce_start(const TensorView& data, ReduceOp op, Stream stream) override;
   void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
-  /// Posts MPI_Iallgather; the handle's wait() polls it with this group's timeout.
+  /// Posts MPI_Iallgather; the handle as all_reduce_start's.
   AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) override;
   void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                          Stream stream) override;
+  /// Posts MPI_Ireduce_scatter_block; the handle as all_reduce_start's.
+  AsyncHandle do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                      Stream stream) override;
   void do_broadcast(const TensorView& data, int root, Stream stream) override;
   void do_send(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
@@ -111,6 +118,8 @@ class MpiCommunicator final : public Communicator {
   };
 
   Op begin(const char* name, const TensorView& data, bool p2p);
+  /// The handle of a posted collective: wait() polls `request` (wait), test() MPI_Test.
+  AsyncHandle started(std::shared_ptr<MPI_Request> request, const Op& op);
   template <typename Post>
   void run(const Op& op, const char* call, Post&& post);
   void wait(MPI_Request* request, const Op& op, double waited_before_s);

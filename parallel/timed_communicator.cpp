@@ -71,14 +71,27 @@ template <typename Start>
 AsyncHandle TimedCommunicator::timed_start(CommOp op, uint64_t bytes, Start&& start) {
   auto inner = std::make_shared<AsyncHandle>();
   timed(op, bytes, [&] { *inner = start(); });
-  return AsyncHandle([this, inner, op] {
-    Account account{stats_[static_cast<int>(op)], Clock::now()};
-    inner->wait();
-  });
+  CommOpStats* s = &stats_[static_cast<int>(op)];
+  return AsyncHandle([s, inner] { Account account{*s, Clock::now()}; inner->wait(); },
+                     [s, inner] {
+                       Account account{*s, Clock::now()};
+                       return inner->test();
+                     });
 }
 
 AsyncHandle TimedCommunicator::do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) {
   return timed_start(CommOp::all_gather, out.bytes(), [&] { return inner_->all_gather_start(in, out, stream); });
+}
+
+AsyncHandle TimedCommunicator::do_all_reduce_start(const TensorView& data, ReduceOp op, Stream stream) {
+  return timed_start(op == ReduceOp::Sum ? CommOp::all_reduce_sum : CommOp::all_reduce_max, data.bytes(),
+                     [&] { return inner_->all_reduce_start(data, op, stream); });
+}
+
+AsyncHandle TimedCommunicator::do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                                       Stream stream) {
+  return timed_start(op == ReduceOp::Sum ? CommOp::reduce_scatter_sum : CommOp::reduce_scatter_max, in.bytes(),
+                     [&] { return inner_->reduce_scatter_start(in, out, op, stream); });
 }
 
 AsyncHandle TimedCommunicator::do_send_start(const TensorView& data, int peer, int tag, Stream stream) {

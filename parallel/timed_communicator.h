@@ -87,10 +87,15 @@ class TimedCommunicator final : public Communicator {
   void do_all_reduce(const TensorView& data, ReduceOp op, Stream stream) override;
   void do_all_gather(const TensorView& in, const TensorView& out, Stream stream) override;
   /// Forwarded; counted as one all_gather (its bytes when posted), its time that of
-  /// posting plus that of the handle's wait().
+  /// posting plus that of the handle's test() and wait() calls.
   AsyncHandle do_all_gather_start(const TensorView& in, const TensorView& out, Stream stream) override;
+  /// Forwarded; counted like all_gather_start under the all_reduce kind.
+  AsyncHandle do_all_reduce_start(const TensorView& data, ReduceOp op, Stream stream) override;
   void do_reduce_scatter(const TensorView& in, const TensorView& out, ReduceOp op,
                          Stream stream) override;
+  /// Forwarded; counted like all_gather_start under the reduce_scatter kind.
+  AsyncHandle do_reduce_scatter_start(const TensorView& in, const TensorView& out, ReduceOp op,
+                                      Stream stream) override;
   void do_broadcast(const TensorView& data, int root, Stream stream) override;
   void do_send(const TensorView& data, int peer, int tag, Stream stream) override;
   void do_recv(const TensorView& data, int peer, int tag, Stream stream) override;
@@ -105,8 +110,8 @@ class TimedCommunicator final : public Communicator {
  private:
   template <typename Fn>
   void timed(CommOp op, uint64_t bytes, Fn&& fn);
-  /// `start` (which posts through the inner communicator) timed as `op`, and a handle
-  /// whose wait() adds its own time to `op`.
+  /// Posts with `start` (counted as one call of `op`) and returns a handle whose test()
+  /// and wait() time is added to `op` too.
   template <typename Start>
   AsyncHandle timed_start(CommOp op, uint64_t bytes, Start&& start);
   std::unique_ptr<Communicator> inner_;

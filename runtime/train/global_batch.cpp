@@ -1,9 +1,11 @@
 #include "runtime/train/global_batch.h"
 
+#include <optional>
 #include <span>
 
 #include "core/error.h"
 #include "runtime/train/grad_sync.h"
+#include "runtime/train/overlapped_grad_sync.h"
 
 namespace olmo2 {
 
@@ -39,14 +41,26 @@ LossSums global_batch_forward_backward(const Olmo2Model& model, std::vector<Para
   OLMO2_CHECK(static_cast<size_t>(ctx.pp_virtual) == model.shard().chunks.size(), "--pp-virtual ", ctx.pp_virtual,
               " but the model holds ", model.shard().chunks.size(), " chunks");
   LossSums sums;
+  // ZeRO 0 and 1: the DP buckets are the step's hooks (docs/architecture.md §7 "Overlap").
+  // Posting early or late is a local choice: the same buckets go in the same order.
+  std::optional<GradBuckets> buckets;
+  if (ctx.dp && ctx.dp->size() > 1 && !ctx.hooks) {
+    const Device device = params.empty() ? weights_device(model) : params.front().grad->device();
+    buckets.emplace(params, *ctx.dp, ctx.bucket_bytes, model.weights().layers.size(),
+                    static_cast<int64_t>(micro_batches.size()), ctx.overlap && !inject, device, true,
+                    ctx.bucket_storage);
+  }
   if (total > 0) {
     const float scale = loss_gradient_scale(loss_scale, total);
-    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512, ParallelContext{ctx.tp, ctx.pp, ctx.cp},
-                                     nullptr, ctx.diag, ctx.recompute, ctx.hooks);
+    sums = pipeline_forward_backward(model, grads, micro_batches, z_coef, scale, 512,
+                                     ParallelContext{ctx.tp, ctx.pp, ctx.cp}, nullptr, ctx.diag, ctx.recompute,
+                                     buckets ? &*buckets : ctx.hooks);
   }
   if (inject) inject(sums);
-  if (ctx.dp && !ctx.hooks) all_reduce_gradients(params, *ctx.dp, ctx.bucket_bytes);
-  if (ctx.cp && !ctx.hooks) all_reduce_gradients(params, *ctx.cp, ctx.bucket_bytes);  // each CP rank's rows
+  if (buckets) buckets->finish();
+  if (ctx.hooks) ctx.hooks->finish();  // ZeRO-2/3: the reduce-scatters still in flight
+  // Then over CP (each CP rank's rows gave a part of every gradient), after DP's buckets.
+  if (ctx.cp && !ctx.hooks) all_reduce_gradients(params, *ctx.cp, ctx.bucket_bytes);
   if (ctx.tp && !ctx.hooks) sum_kv_replica_gradients(params, *ctx.tp);
   std::vector<double> v{sums.ce_sum, sums.z_sq_sum};  // the last stage holds them; others add zeros
   all_reduce_doubles(ctx.dp, v);

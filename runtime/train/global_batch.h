@@ -33,6 +33,12 @@ struct TrainContext {
   /// are summed over cp after dp. The target count is dp's alone (every CP rank counts
   /// the same whole samples). Null or one rank: not split.
   parallel::Communicator* cp = nullptr;
+  /// Without hooks: reduce the DP gradient buckets while the backward runs (--overlap on)
+  /// or all after it (off); the same bits either way (docs/architecture.md §7 "Overlap").
+  bool overlap = true;
+  /// With overlap: where the DP buckets live, kept by the caller from step to step (see
+  /// GradBuckets); null: allocated each step.
+  Tensor* bucket_storage = nullptr;
 };
 
 /// The number of counted (non-ignored) targets of the whole global batch: `local`, this
@@ -61,8 +67,11 @@ float loss_gradient_scale(double loss_scale, int64_t global_targets);
 ///  2. pipeline_forward_backward with scale loss_gradient_scale(loss_scale, count);
 ///  3. `inject`, if given, on this rank's local loss sums and gradients (tests inject
 ///     a non-finite value on one rank here);
-///  4. gradients summed over DP in buckets, then over CP likewise, and over kv-head
-///     replicas on TP (without ctx.hooks: with them each unit's gradient was
+///  4. gradients summed over DP in buckets (GradBuckets: with ctx.overlap each bucket is
+///     posted inside the backward as soon as its gradients are final, and all are waited
+///     for here; a rank that runs `inject` posts its buckets here instead, so that they
+///     carry the injected values), then over CP in the same buckets, blocking, and over
+///     kv-head replicas on TP (without ctx.hooks: with them each unit's gradient was
 ///     reduce-scattered in the backward);
 ///  5. ce_sum and z_sq_sum summed over DP, CP and PP (f64 all-reduces, in that order).
 /// Gradients must be zero on entry (they accumulate). Returns the global sums and count

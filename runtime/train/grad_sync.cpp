@@ -5,44 +5,14 @@
 #include "core/error.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
+#include "runtime/train/overlapped_grad_sync.h"
 
 namespace olmo2 {
 
-namespace {
-/// Elements [begin, begin + count) of a tensor, flattened.
-TensorView flat(const TensorView& t, int64_t begin, int64_t count) {
-  return t.reshape({t.numel()}).rows(begin, begin + count);
-}
-}  // namespace
-
 void all_reduce_gradients(std::vector<Parameter>& params, parallel::Communicator& dp, int64_t bucket_bytes) {
-  if (bucket_bytes < 4) OLMO2_THROW(InputError, "gradient bucket of ", bucket_bytes, " bytes holds no float");
-  if (dp.size() == 1 || params.empty()) return;
-  const int64_t cap = bucket_bytes / 4;
-  int64_t total = 0;
-  for (const Parameter& p : params) total += p.grad->numel();
-  const Tensor bucket = Tensor::zeros({std::min(cap, total)}, DType::F32, params.front().grad->device());
-  // The pieces of gradients in the bucket being filled: (where in the bucket, which gradient elements).
-  std::vector<std::pair<int64_t, TensorView>> pieces;
-  int64_t used = 0;
-  auto flush = [&] {
-    if (used == 0) return;
-    parallel::all_reduce_sum(dp, bucket.view().rows(0, used));
-    for (const auto& [at, grad] : pieces) ops::copy(bucket.view().rows(at, at + grad.numel()), grad);
-    pieces.clear();
-    used = 0;
-  };
-  for (Parameter& p : params) {
-    for (int64_t done = 0; done < p.grad->numel();) {
-      const int64_t take = std::min(p.grad->numel() - done, cap - used);
-      const TensorView piece = flat(p.grad->view(), done, take);
-      ops::copy(piece, bucket.view().rows(used, used + take));
-      pieces.emplace_back(used, piece);
-      used += take, done += take;
-      if (used == cap) flush();
-    }
-  }
-  flush();
+  const Device device = params.empty() ? Device::CPU : params.front().grad->device();
+  GradBuckets buckets(params, dp, bucket_bytes, 0, 1, false, device, /*unit_order=*/false);
+  buckets.finish();
 }
 
 void all_reduce_doubles(parallel::Communicator* c, std::vector<double>& v) {

@@ -144,16 +144,21 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
     return kF32 * piece * ((piece < chunk ? dp : 0) + 1 + dp);
   };
   const int64_t next_layer = m.layers > 0 ? layer_n : 0;
+  // --overlap at ZeRO-2/3: the unit before (the layer above, or the tail) keeps its flat
+  // gradient and its last piece in flight through this unit's backward (zero_shards.cpp).
+  const int64_t above = last ? std::max(layer_n, tail_n) : layer_n;
+  const int64_t in_reduction = o.overlap && zero >= 2 ? grad_of(above) + scatter(above) : 0;
   const std::string unit_note = zero >= 2 ? " + ZeRO-" + std::to_string(zero) + " unit" : "";
   // Phases while a micro-batch's activations are held: bytes beyond them.
   std::vector<std::pair<int64_t, std::string>> held;
   if (m.layers > 0) {
     held.emplace_back(fwd + gathered(layer_n) + in_flight(last ? std::max(layer_n, tail_n) : layer_n),
                       "a layer's forward" + std::string(zero == 3 ? " + the gathered layer and the next" : ""));
-    held.emplace_back(bwd + recompute + grad_of(layer_n) + gathered(layer_n) + in_flight(layer_n),
+    held.emplace_back(bwd + recompute + grad_of(layer_n) + gathered(layer_n) + in_flight(layer_n) + in_reduction,
                       (o.recompute == "none" ? "a layer's backward" : "a layer's backward and its recompute") +
                           unit_note);
-    if (zero >= 2) held.emplace_back(grad_of(layer_n) + scatter(layer_n) + gathered(layer_n) + in_flight(layer_n),
+    if (zero >= 2) held.emplace_back(grad_of(layer_n) + scatter(layer_n) + gathered(layer_n) + in_flight(layer_n) +
+                                         in_reduction,
                                      "a layer's gradient reduce-scatter");
   }
   if (last) {
@@ -170,14 +175,19 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   // After the backward (grad_sync.cpp, data_parallel_adamw.cpp): the DP bucket (ZeRO
   // 0/1); ZeRO-1's all-gather of its updated chunk ([c] and [c·d]); ZeRO-2's staged chunk
   // values and one unit's all-gather at a time.
-  if (dp > 1 && zero <= 1) free.emplace_back(std::min<int64_t>(bucket_bytes, N * kF32), "the DP gradient bucket");
+  // With --overlap the buckets' buffers are a copy of the gradients that the trainer keeps
+  // from step to step (a communication buffer); without, one bucket after the backward.
+  if (dp > 1 && zero <= 1 && o.overlap) m.comm_buffers += N * kF32;
+  if (dp > 1 && zero <= 1 && !o.overlap) {
+    free.emplace_back(std::min<int64_t>(bucket_bytes, N * kF32), "the DP gradient bucket");
+  }
   if (zero == 1) free.emplace_back(c1 * (dp + 1) * kF32, "the optimizer step's all-gather");
   if (zero == 2) free.emplace_back(C * kF32 + ceil_div(std::max({emb_n * rp.embedding, layer_n, tail_n * last}), dp) *
                                                   (dp + 1) * kF32,
                                    "the optimizer step's staged values and a unit's all-gather");
   if (zero >= 2 && rp.embedding) {
     free.emplace_back(m.activations - m.activations_per_micro_batch + m.comm_buffers + T * w.h * kF32 +
-                          grad_of(emb_n) + scatter(emb_n),
+                          grad_of(emb_n) + scatter(emb_n) + (o.overlap ? grad_of(next_layer) + scatter(next_layer) : 0),
                       "the embedding's gradient reduce-scatter");
   }
   if (held.empty()) held.emplace_back(0, "nothing (no layers)");

@@ -26,6 +26,10 @@ struct MemoryPlanOptions {
   int64_t global_batch = 0;         ///< sequences per step (0: micro_batch · dp, one micro-batch per rank)
   Device device = Device::CPU;      ///< where the state lives (the runtime baseline differs)
   int64_t grad_bucket_mb = 25;      ///< --grad-bucket-mb: the DP all-reduce bucket (MiB)
+  /// --overlap: DP buckets reduced inside the backward (a copy of the gradients in bucket
+  /// buffers) and ZeRO-2/3's last piece of a unit in flight beside the next unit's backward
+  /// (docs/architecture.md §7 "Overlap").
+  bool overlap = true;
   int64_t loss_chunk_tokens = 512;  ///< rows of logits the loss computes at once (train_step.h)
   /// Serving (`olmo2 serve`): weights in `serve_dtype`, no gradients, moments or
   /// activations kept, plus the KV cache of `kv_cache_bytes` on every rank.
@@ -52,7 +56,7 @@ struct RankMemory {
   int64_t activations = 0;             ///< per micro-batch × held
   int64_t working = 0;                 ///< transient: see working_phase
   std::string working_phase;           ///< which transient is the largest (a short phrase)
-  int64_t comm_buffers = 0;            ///< pipeline receive buffers and the DP gradient bucket
+  int64_t comm_buffers = 0;            ///< pipeline receive buffers and (--overlap) the DP gradient buckets
   int64_t kv_cache = 0;                ///< serving only
   int64_t runtime = 0;                 ///< the process baseline
   int64_t total = 0;

@@ -21,6 +21,7 @@ MemoryPlanOptions run_plan_options(const TrainOptions& o, const parallel::Layout
   p.global_batch = o.global_batch;
   p.device = o.device;
   p.grad_bucket_mb = o.grad_bucket_mb;
+  p.overlap = o.overlap;
   return p;
 }
 

@@ -121,17 +121,23 @@ void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool d
   // at this step boundary (never at a scrape).
   const int world = world_ ? world_->size() : 1;
   const ops::GpuMemory gm = ops::gpu_memory();
-  const float mine[3] = {static_cast<float>(r.seconds), static_cast<float>(gm.in_use_bytes),
-                         static_cast<float>(gm.cached_bytes)};
-  std::vector<float> gathered(mine, mine + 3);
+  // Per rank: step time, GPU memory, then the step's phases (monitoring::kStepPhases order).
+  constexpr size_t kPer = 3 + monitoring::kStepPhases;
+  const float mine[kPer] = {static_cast<float>(r.seconds),         static_cast<float>(gm.in_use_bytes),
+                            static_cast<float>(gm.cached_bytes),    static_cast<float>(r.compute_seconds),
+                            static_cast<float>(r.bubble_seconds),   static_cast<float>(r.wait.tp),
+                            static_cast<float>(r.wait.dp),          static_cast<float>(r.wait.cp)};
+  std::vector<float> gathered(mine, mine + kPer);
   if (world_) {
-    gathered.assign(static_cast<size_t>(3 * world), 0.0f);
-    world_->all_gather(std::span<const float>(mine, 3), gathered);
+    gathered.assign(kPer * static_cast<size_t>(world), 0.0f);
+    world_->all_gather(std::span<const float>(mine, kPer), gathered);
   }
   std::vector<float> seconds(static_cast<size_t>(world));
-  std::vector<double> in_use(static_cast<size_t>(world)), cached(static_cast<size_t>(world));
+  std::vector<double> in_use(static_cast<size_t>(world)), cached(static_cast<size_t>(world)), phases;
   for (size_t i = 0; i < static_cast<size_t>(world); ++i) {
-    seconds[i] = gathered[3 * i], in_use[i] = gathered[3 * i + 1], cached[i] = gathered[3 * i + 2];
+    seconds[i] = gathered[kPer * i], in_use[i] = gathered[kPer * i + 1], cached[i] = gathered[kPer * i + 2];
+    phases.insert(phases.end(), gathered.begin() + static_cast<std::ptrdiff_t>(kPer * i + 3),
+                  gathered.begin() + static_cast<std::ptrdiff_t>(kPer * (i + 1)));
   }
   monitoring::LayerValues lv;
   if (diag_step) {
@@ -179,6 +185,7 @@ void MetricsReporter::record_metrics(const StepRecord& r, bool nonfinite, bool d
   sv.loss_spike = r.loss_spike, sv.grad_norm_spike = r.grad_norm_spike;
   sv.rank_step_seconds.assign(seconds.begin(), seconds.end());
   sv.rank_gpu_in_use_bytes = std::move(in_use), sv.rank_gpu_cached_bytes = std::move(cached);
+  sv.rank_phase_seconds = std::move(phases);
   metrics_->record_step(sv);
   if (diag_step) metrics_->record_layers(lv);
 }

@@ -25,8 +25,19 @@ struct StepRecord {
   /// Peak resident memory of the rank that made the record so far, bytes (VmHWM;
   /// rank 0's in the JSON log; docs/architecture.md §7 "Memory plan").
   int64_t peak_rss_bytes = 0;
+  /// Where `seconds` went on the rank that made the record (docs/architecture.md §9 "Step
+  /// time breakdown"; runtime/train/step_phases.h): seconds blocked in each group's
+  /// communication, the pipeline bubble (the pp group's wait) and the rest, computing.
+  struct Waits {
+    double tp = 0, dp = 0, cp = 0;
+  };
+  Waits wait;
+  double bubble_seconds = 0;
+  double compute_seconds = 0;  ///< seconds − every wait − bubble
   /// One object per step for --log-format json: these fields under their own names,
-  /// except `seconds`, which is "step_time" (seconds). Throws nothing.
+  /// except `seconds`, which is "step_time" (seconds), compute_seconds "compute_time",
+  /// bubble_seconds "bubble_time" and `wait` "comm_wait_time": {"tp", "dp", "cp"}
+  /// (seconds). Throws nothing.
   nlohmann::json to_json() const;
 };
 
@@ -36,7 +47,9 @@ inline nlohmann::json StepRecord::to_json() const {
           {"target_tokens", target_tokens}, {"step_time", seconds},
           {"tokens_per_second", tokens_per_second}, {"skipped", skipped},
           {"loss_spike", loss_spike}, {"grad_norm_spike", grad_norm_spike},
-          {"peak_rss_bytes", peak_rss_bytes}};
+          {"peak_rss_bytes", peak_rss_bytes}, {"compute_time", compute_seconds},
+          {"bubble_time", bubble_seconds},
+          {"comm_wait_time", {{"tp", wait.tp}, {"dp", wait.dp}, {"cp", wait.cp}}}};
 }
 
 }  // namespace olmo2

@@ -72,4 +72,9 @@ void validate(const TrainOptions& o) {
   s.validate();
 }
 
+bool parse_overlap(const std::string& text, const std::string& option) {
+  if (text != "on" && text != "off") OLMO2_THROW(InputError, option, " must be on or off, got \"", text, "\"");
+  return text == "on";
+}
+
 }  // namespace olmo2

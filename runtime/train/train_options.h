@@ -73,6 +73,15 @@ struct TrainOptions {
   int pp_virtual = 1;
   int zero_stage = 0;              ///< --zero-stage: 1 AdamW state, 2 also gradients, 3 also parameters sharded over DP
   int64_t grad_bucket_mb = 25;     ///< --grad-bucket-mb: DP gradient all-reduce bucket size (MiB)
+  /// Tests only (no command-line option): the bucket in bytes when > 0, overriding
+  /// grad_bucket_mb (tiny models need several buckets below 1 MiB).
+  int64_t grad_bucket_bytes = 0;
+  /// --overlap on|off: DP gradient buckets (and ZeRO-2/3 reduce-scatters) posted while the
+  /// backward runs and waited for before the optimizer, or issued and waited for after it;
+  /// bit-identical results (docs/architecture.md §7 "Overlap").
+  bool overlap = true;
+  /// The gradient bucket in bytes: grad_bucket_bytes, else grad_bucket_mb MiB.
+  int64_t bucket_bytes() const { return grad_bucket_bytes > 0 ? grad_bucket_bytes : grad_bucket_mb << 20; }
   /// --memory-per-rank: bytes one rank may hold; a run whose memory plan exceeds it on
   /// any rank is refused before any work (docs/architecture.md §7 "Memory plan"). 0: no check.
   int64_t memory_per_rank = 0;
@@ -110,5 +119,9 @@ struct TrainOptions {
 /// a zero stage outside 0…3, a bucket size < 1, a recompute mode other than none,
 /// selective or full, device CUDA in a build without CUDA.
 void validate(const TrainOptions& o);
+
+/// --overlap's value: true for "on", false for "off"; InputError naming `option` and
+/// the value otherwise (`olmo2 train` and `olmo2 plan` alike).
+bool parse_overlap(const std::string& text, const std::string& option);
 
 }  // namespace olmo2

@@ -70,6 +70,10 @@ class UnitHooks {
   virtual void after_forward(int unit) = 0;
   virtual void before_backward(int unit) = 0;
   virtual void after_backward(int unit) = 0;
+  /// Called once after the step's last backward (global_batch_forward_backward):
+  /// completes what the hooks left in flight (reductions overlapped with the backward,
+  /// docs/architecture.md §7 "Overlap"). Default: nothing.
+  virtual void finish() {}
   /// Where the step's tensors live (the weights' device, which a released tensor keeps).
   virtual Device device() const = 0;
 };

@@ -46,7 +46,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 // Every check that can fail comes before any work, inside parallel::agree, so that a
 // failure on any rank stops every rank with one message (docs/architecture.md §6, §7).
 Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
-    : options_(std::move(o)), groups_(groups), faults_(options_) {
+    : options_(std::move(o)), groups_(groups), phases_(groups), faults_(options_) {
   if (groups_ && groups_->world->size() > 1) {
     world_ = groups_->world.get(), tp_ = groups_->tp.get(), pp_ = groups_->pp.get(), dp_ = groups_->dp.get();
     dp_rank_ = dp_->rank(), dp_size_ = dp_->size();
@@ -267,7 +267,7 @@ void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSp
     compute.push_back(p.value);
   }
   zero_ = std::make_unique<ZeroShards>(*optimizer_, params_, std::move(compute), *dp_, model_->weights().layers.size(),
-                                       opt.grad_bucket_mb << 20);
+                                       opt.bucket_bytes(), opt.overlap);
   if (!zero3) return;
   if (from.empty()) {
     // Element g of a tensor is a function of (seed, name, g) alone: unit by unit gives the same bits.
@@ -409,6 +409,7 @@ nlohmann::json Trainer::state_json() const {
 
 StepRecord Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
+  phases_.start();
   const TrainOptions& o = options_;
   const int64_t micro = micro_batch();
   const int64_t n_micro = o.global_batch / (micro * dp_size_);
@@ -428,13 +429,14 @@ StepRecord Trainer::step() {
   if (diag_step) diag.reset(model_->weights().layers.size());
   const LossSums sums = global_batch_forward_backward(*model_, params_, grads_, batches, static_cast<float>(o.z_loss),
                                                       factor,
-                                                      TrainContext{tp_, pp_, dp_, o.grad_bucket_mb << 20,
+                                                      TrainContext{tp_, pp_, dp_, o.bucket_bytes(),
                                                                   diag_step ? &diag : nullptr,
                                                                   parse_recompute(o.recompute, "--recompute"), zero_.get(),
-                                                                  o.pp_virtual, cp_},
+                                                                  o.pp_virtual, cp_, o.overlap, &bucket_storage_},
                                                       inject);
   // A ZeRO-3 prefetch left posted would carry this step's weights into the next one.
   OLMO2_CHECK(!zero_ || zero_->in_flight() == 0, zero_->in_flight(), " ZeRO-3 gathers outlived the backward");
+  OLMO2_CHECK(!zero_ || zero_->reductions_in_flight() == 0, " ZeRO reduce-scatters outlived the step's backward");
   std::vector<double> layer_grad_sq;
   if (diag_step) {
     layer_grad_sq = metrics_->layer_grad_squares(grads);  // before clipping changes them
@@ -490,6 +492,7 @@ StepRecord Trainer::step() {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = static_cast<double>(o.global_batch * o.seq_len) / r.seconds;
   r.peak_rss_bytes = monitoring::peak_resident_bytes();
+  phases_.finish(r);
   metrics_->record_metrics(r, nonfinite, diag_step, diag, std::move(layer_grad_sq));
   return r;
 }
@@ -599,13 +602,14 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
     if (!r.skipped) loss_sum += r.loss, ++loss_n;
     const bool spike = r.loss_spike || r.grad_norm_spike;
     if (root && (r.step % o.log_interval == 0 || r.step == o.steps || r.skipped || spike || r.step == 1)) {
-      char line[256];
+      char line[320];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "
-                    "%.0f tok/s%s\n",
+                    "%.0f tok/s  compute %.0f%% bubble %.0f%% wait tp %.0f%% dp %.0f%%%s\n",
                     static_cast<long long>(r.step), static_cast<long long>(o.steps), r.loss,
                     static_cast<long long>(loss_n), loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
-                    r.z_loss, r.grad_norm, r.lr, r.tokens_per_second,
+                    r.z_loss, r.grad_norm, r.lr, r.tokens_per_second, 100 * r.compute_seconds / r.seconds,
+                    100 * r.bubble_seconds / r.seconds, 100 * r.wait.tp / r.seconds, 100 * r.wait.dp / r.seconds,
                     r.skipped ? (spike ? "  SKIPPED (spike)" : "  SKIPPED (non-finite)") : spike ? "  SPIKE" : "");
       std::cerr << line << std::flush;
     }

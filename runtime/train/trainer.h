@@ -24,6 +24,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/metrics_reporter.h"
 #include "runtime/train/run_directory.h"
+#include "runtime/train/step_phases.h"
 #include "runtime/train/step_record.h"
 #include "runtime/train/train_options.h"
 #include "runtime/train/zero_shards.h"
@@ -147,6 +148,9 @@ class Trainer {
 
   TrainOptions options_;
   parallel::ProcessGroups* groups_ = nullptr;
+  /// Wraps the groups' tp, dp and pp communicators in timers, so it comes before the
+  /// pointers below are taken (docs/architecture.md §9 "Step time breakdown").
+  StepPhases phases_;
   parallel::Communicator* world_ = nullptr;  ///< null or size 1: one process
   parallel::Communicator *tp_ = nullptr, *pp_ = nullptr, *dp_ = nullptr;
   /// The context-parallel group when it has more than one rank, else null (docs/architecture.md §7).
@@ -162,6 +166,7 @@ class Trainer {
   std::unique_ptr<DataLoader> loader_;
   std::vector<DataFileIdentity> data_files_;  ///< what --data holds, in order (checkpoints record it)
   std::unique_ptr<DataParallelAdamW> optimizer_;
+  Tensor bucket_storage_;  ///< --overlap: the DP gradient buckets' buffers, kept across steps
   std::unique_ptr<ZeroShards> zero_;  ///< ZeRO stages 2 and 3 (docs/architecture.md §7 "ZeRO stages")
   /// The gradients the step zeroes, measures and clips: params_, or at ZeRO stages 2 and 3
   /// the optimizer's chunks.

@@ -9,8 +9,8 @@
 namespace olmo2 {
 
 ZeroShards::ZeroShards(DataParallelAdamW& optimizer, std::vector<Parameter>& params, std::vector<Tensor*> compute,
-                       parallel::Communicator& dp, size_t layers, int64_t bucket_bytes)
-    : optimizer_(optimizer), params_(params), compute_(std::move(compute)), dp_(dp), bucket_bytes_(bucket_bytes) {
+                       parallel::Communicator& dp, size_t layers, int64_t bucket_bytes, bool overlap)
+    : optimizer_(optimizer), overlap_(overlap), params_(params), compute_(std::move(compute)), dp_(dp), bucket_bytes_(bucket_bytes) {
   OLMO2_CHECK(bucket_bytes_ > 0, "ZeRO reduce-scatter bucket of ", bucket_bytes_, " bytes");
   OLMO2_CHECK(optimizer_.stage() >= 2, "ZeroShards needs ZeRO stage 2 or 3, the optimizer is at ", optimizer_.stage());
   OLMO2_CHECK(compute_.size() == params_.size(), compute_.size(), " compute tensors for ", params_.size(), " parameters");
@@ -158,18 +158,19 @@ void ZeroShards::after_backward(int unit) {
   const int u = unit_of(unit);
   if (u < 0) return;
   const size_t unit_index = static_cast<size_t>(u);
-  {
-    const Tensor whole = std::move(whole_grads_.at(unit_index));
-    whole_grads_.erase(unit_index);
-    unlay(unit_index, true);
-    reduce_scatter_grad(unit_index, whole);
-    sent_ += whole.numel() * 4;
-    count(whole, -1);
-  }
+  Tensor whole = std::move(whole_grads_.at(unit_index));
+  whole_grads_.erase(unit_index);
+  unlay(unit_index, true);
+  sent_ += whole.numel() * 4;
+  reduce_scatter_grad(unit_index, std::move(whole));
+  // With overlap the unit's last piece stays in flight through the next unit's backward.
+  if (!overlap_) complete(reducing_.size());
   release_weights(unit_index);
 }
 
-void ZeroShards::reduce_scatter_grad(size_t u, const Tensor& whole) {
+void ZeroShards::finish() { complete(reducing_.size()); }
+
+void ZeroShards::reduce_scatter_grad(size_t u, Tensor grad) {
   // Reduce-scattered: this rank gets the sum over DP of its chunk of the unit's gradient
   // (docs/architecture.md §7 "ZeRO stages"), in pieces whose [dp, piece] send buffer fits
   // the bucket, so neither this rank's received piece nor the transport's temporaries
@@ -177,17 +178,33 @@ void ZeroShards::reduce_scatter_grad(size_t u, const Tensor& whole) {
   // reduce) grow with the unit. Each element's sum is the same in every piece size.
   const int64_t chunk = optimizer_.units()[u].chunk, d = dp_.size();
   const int64_t piece = std::clamp<int64_t>(bucket_bytes_ / (4 * d), 1, chunk);
-  const Tensor mine = Tensor::zeros({piece}, DType::F32, device_);
-  const Tensor send = piece < chunk ? Tensor::zeros({piece * d}, DType::F32, device_) : Tensor();
+  const auto held = std::make_shared<Tensor>(std::move(grad));
+  const Tensor& whole = *held;
+  // At most one piece in flight before this one is posted (without overlap none), so that
+  // the transport's temporaries stay those of two pieces, not of the whole unit.
+  const size_t keep = overlap_ ? 1 : 0;
   for (int64_t at = 0; at < chunk; at += piece) {
     const int64_t n = std::min(piece, chunk - at);
+    if (reducing_.size() > keep) complete(reducing_.size() - keep);
+    Reducing r{u, at, n, held, Tensor(), Tensor::zeros({n}, DType::F32, device_), {}};
     TensorView in = whole.view();
     if (piece < chunk) {  // rank r's part of this piece: its chunk's elements [at, at + n)
-      in = send.view().rows(0, d * n);
-      for (int64_t r = 0; r < d; ++r) ops::copy(whole.view().rows(r * chunk + at, r * chunk + at + n), in.rows(r * n, r * n + n));
+      r.send = Tensor::zeros({n * d}, DType::F32, device_);
+      in = r.send.view();
+      for (int64_t k = 0; k < d; ++k) ops::copy(whole.view().rows(k * chunk + at, k * chunk + at + n), in.rows(k * n, k * n + n));
     }
-    dp_.reduce_scatter(in, mine.view().rows(0, n), parallel::ReduceOp::Sum);
-    optimizer_.add_grad_chunk(u, mine.view().rows(0, n), at);
+    r.handle = dp_.reduce_scatter_start(in, r.mine.view(), parallel::ReduceOp::Sum);
+    reducing_.push_back(std::move(r));
+  }
+}
+
+void ZeroShards::complete(size_t pieces) {
+  for (; pieces > 0; --pieces) {
+    Reducing& r = reducing_.front();
+    r.handle.wait();
+    optimizer_.add_grad_chunk(r.unit, r.mine.view(), r.at);
+    if (r.whole.use_count() == 1) count(*r.whole, -1);  // the unit's last piece
+    reducing_.pop_front();
   }
 }
 

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -29,6 +31,15 @@ namespace olmo2 {
 /// and at most two units' weights exist at once: the current one and the next. Every
 /// prefetch is consumed within its pass (a pass's last unit posts none; the last stage
 /// runs each micro-batch's backward right after its forward).
+///
+/// With `overlap` (--overlap on, docs/architecture.md §7 "Overlap") after_backward(u) posts
+/// u's gradient reduce-scatter pieces (Communicator::reduce_scatter_start) with at most two
+/// in flight (posting one completes all but the newest before it), and leaves u's last
+/// piece in flight while the next unit's backward computes; finish() completes it.
+/// Completed in the order posted, each adds its sums into the optimizer's chunk in the same
+/// order as without overlap: the same bits. The cost: the unit's flat gradient lives until
+/// its last piece completes (one unit longer), and a second piece's buffers. Without
+/// overlap every piece is waited for before the next is posted.
 class ZeroShards final : public UnitHooks {
  public:
   /// `params`: the parameters the optimizer was built over, their gradients shape_only
@@ -39,7 +50,7 @@ class ZeroShards final : public UnitHooks {
   /// one call (its [dp, piece] send buffer; a unit within it is sent whole). Error when
   /// the optimizer is not at stage 2 or 3 or bucket_bytes < 1.
   ZeroShards(DataParallelAdamW& optimizer, std::vector<Parameter>& params, std::vector<Tensor*> compute,
-             parallel::Communicator& dp, size_t layers, int64_t bucket_bytes);
+             parallel::Communicator& dp, size_t layers, int64_t bucket_bytes, bool overlap = true);
 
   /// Stage 3's start-up, one unit at a time (docs/architecture.md §7 "ZeRO stages"): the
   /// unit's f32 values are allocated, `fill(p)` writes each of its parameters' value
@@ -53,7 +64,11 @@ class ZeroShards final : public UnitHooks {
   void after_forward(int unit) override;
   void before_backward(int unit) override;
   void after_backward(int unit) override;
+  /// Completes the gradient reduce-scatters still in flight (with overlap).
+  void finish() override;
   Device device() const override { return device_; }
+  /// Gradient reduce-scatter pieces posted and not yet completed (0 between steps).
+  size_t reductions_in_flight() const { return reducing_.size(); }
 
   /// Bytes of full unit tensors (gathered weights, the receive buffer of a gather in
   /// flight, unit gradients) alive now, and the most alive at once since construction.
@@ -85,9 +100,12 @@ class ZeroShards final : public UnitHooks {
   /// Makes unit u's weights present: completes its gather (posting it first if needed).
   void gather(size_t u);
   void release_weights(size_t u);
-  /// Reduce-scatters unit u's flat gradient `whole` ([chunk · dp] f32) over DP in pieces
-  /// of at most bucket_bytes_ and adds this rank's sums into its gradient chunk.
-  void reduce_scatter_grad(size_t u, const Tensor& whole);
+  /// Posts the reduce-scatter of unit u's flat gradient `whole` ([chunk · dp] f32) over DP
+  /// in pieces of at most bucket_bytes_ (each completed by complete()).
+  void reduce_scatter_grad(size_t u, Tensor whole);
+  /// Waits for the oldest `count` pieces in flight, in order, adding this rank's sums into
+  /// its gradient chunk.
+  void complete(size_t count);
   /// Points unit u's compute tensors (grads: its gradients) at consecutive pieces of the
   /// 1-D `flat`, in parameter order, each keeping its shape; unlay makes them shape_only.
   void lay_out(size_t u, const Tensor& flat, bool grads);
@@ -102,7 +120,18 @@ class ZeroShards final : public UnitHooks {
     parallel::AsyncHandle handle;
   };
 
+  /// A posted piece of a unit's gradient reduce-scatter: [at, at + n) of the unit's chunk.
+  struct Reducing {
+    size_t unit;
+    int64_t at, n;
+    std::shared_ptr<Tensor> whole;  // the unit's flat gradient (counted in live_ until its last piece)
+    Tensor send, mine;              // this piece's [dp, n] send buffer (pieces only) and its sums
+    parallel::AsyncHandle handle;
+  };
+
   DataParallelAdamW& optimizer_;
+  bool overlap_ = true;
+  std::deque<Reducing> reducing_;
   std::vector<Parameter>& params_;
   std::vector<Tensor*> compute_;
   parallel::Communicator& dp_;

@@ -117,7 +117,8 @@ class Cluster:
         return "".join(f"--- {name}:\n{tail(os.path.join(self.dir, 'log', name), 1500)}\n" for name in names)
 
 
-TIMING = ("step_time", "tokens_per_second", "peak_rss_bytes")  # the JSON step line's measurements, not the run's values
+TIMING = ("step_time", "tokens_per_second", "peak_rss_bytes", "compute_time", "bubble_time",
+          "comm_wait_time")  # the JSON step line's measurements, not the run's values
 
 
 def losses(path):

@@ -93,6 +93,16 @@ void expect_training_metrics(const std::string& body, int ranks, const std::stri
     }
   }
   EXPECT_EQ(rank_series, ranks) << what;
+  // Every rank's step breakdown (docs/architecture.md §9 "Step time breakdown"): five
+  // phases, computing > 0 on each, the parts at most the step.
+  int phases = 0;
+  for (const auto& [k, v] : m) {
+    if (!k.starts_with("olmo2_train_step_phase_seconds{")) continue;
+    ++phases;
+    EXPECT_GE(v, 0) << k;
+    if (k.find("phase=\"compute\"") != std::string::npos) EXPECT_GT(v, 0) << k;
+  }
+  EXPECT_EQ(phases, 5 * ranks) << what;
   // Every layer's diagnostics, whichever stage holds it.
   for (int l = 0; l < 4; ++l) {
     const std::string sel = "{layer=\"" + std::to_string(l) + "\"}";
@@ -153,6 +163,15 @@ TEST(TrainMetrics, RankZeroServesEveryRanksValuesUnderMpirun) {
   expect_training_metrics(body, 4, "tp 2 x pp 2");
   expect_promtool_clean(body, t.dir);
   EXPECT_THAT(body, HasSubstr("olmo2_train_step_seconds_count{dp=\"0\",pp=\"1\",rank=\"3\",tp=\"1\"}"));
+  const auto m = test::parse_metrics(body);
+  double bubble = 0, tp_wait = 0;
+  for (const auto& [k, v] : m) {
+    if (!k.starts_with("olmo2_train_step_phase_seconds{")) continue;
+    if (k.find("phase=\"bubble\"") != std::string::npos) bubble += v;
+    if (k.find("group=\"tp\"") != std::string::npos) tp_wait += v;
+  }
+  EXPECT_GT(bubble, 0) << "pp 2: the stages wait for each other";
+  EXPECT_GT(tp_wait, 0) << "tp 2: every layer all-reduces";
 }
 
 // --metrics-per-node: each node's first rank serves its node's ranks; on this one

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -104,6 +106,46 @@ TEST(MpiCommunicator, StartedAllGathersCompleteBesideOtherCollectives) {
   EXPECT_EQ(c.sequence(), 3u);
   EXPECT_EQ(c.stats(CommOp::all_gather).calls, 2u);
   EXPECT_EQ(c.stats(CommOp::all_gather).bytes, static_cast<uint64_t>(12 * n));
+}
+
+// all_reduce_start and reduce_scatter_start: outstanding beside a blocking collective,
+// progressed by test() until complete, and the same bits as the blocking calls (f32 sums
+// of values whose order matters at 4 ranks, bf16 through its user-defined MPI_Op).
+TEST(MpiCommunicator, StartedReductionsEqualTheBlockingOnes) {
+  const int n = world_size(), r = world_rank();
+  ProcessGroups g = make_process_groups(Topology::make(n, 1, 1, 0), 30.0);
+  TimedCommunicator c(std::move(g.world));
+  std::vector<float> base(static_cast<size_t>(3 * n));
+  for (size_t i = 0; i < base.size(); ++i) base[i] = 1.0f / float(3 + r + int(i)) + (r % 2 ? 1e7f : 0.0f);
+  std::vector<float> blocking = base, started = base, rs_blocking(3), rs_started(3);
+  std::vector<uint16_t> bf(5, uint16_t(0x3f80 + 3 * r)), bf_blocking = bf;
+  c.all_reduce(host_view(blocking), ReduceOp::Sum);
+  c.reduce_scatter(host_view(base), host_view(rs_blocking), ReduceOp::Sum);
+  c.all_reduce(TensorView(bf_blocking.data(), DType::BF16, {5}), ReduceOp::Sum);
+  AsyncHandle a = c.all_reduce_start(host_view(started), ReduceOp::Sum);
+  AsyncHandle s = c.reduce_scatter_start(host_view(base), host_view(rs_started), ReduceOp::Sum);
+  AsyncHandle b = c.all_reduce_start(TensorView(bf.data(), DType::BF16, {5}), ReduceOp::Sum);
+  std::vector<int64_t> one{1};
+  c.all_reduce_sum(one);
+  EXPECT_EQ(one[0], n);
+  while (!a.test()) {
+  }
+  EXPECT_TRUE(a.pending()) << "test() does not finish the handle";
+  a.wait(), b.wait(), s.wait();
+  EXPECT_TRUE(a.test() && b.test() && s.test());
+  for (size_t i = 0; i < blocking.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(started[i]), std::bit_cast<uint32_t>(blocking[i]));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(std::bit_cast<uint32_t>(rs_started[i]), std::bit_cast<uint32_t>(rs_blocking[i]));
+  EXPECT_EQ(bf, bf_blocking);
+  if (n == 2) EXPECT_EQ(started[0], (1.0f / 3.0f) + (1.0f / 4.0f + 1e7f));
+  EXPECT_EQ(c.sequence(), 7u);
+  EXPECT_EQ(c.stats(CommOp::all_reduce_sum).calls, 5u);
+  EXPECT_EQ(c.stats(CommOp::reduce_scatter_sum).calls, 2u);
+  EXPECT_EQ(c.stats(CommOp::reduce_scatter_sum).bytes, static_cast<uint64_t>(2 * 12 * n));
+  // Refused like the blocking calls, before anything is posted.
+  std::vector<float> odd(3 * n + 1);
+  EXPECT_TRUE(contains(message_of<ShapeError>([&] { c.reduce_scatter_start(host_view(odd), host_view(rs_started), ReduceOp::Sum); }),
+                       "reduce_scatter_sum on group world: in has"));
+  EXPECT_EQ(c.sequence(), 7u);
 }
 
 TEST(MpiCommunicator, RecvOfAShorterMessageThrows) {
