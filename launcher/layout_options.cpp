@@ -20,7 +20,7 @@ void add_layout_options(po::options_description& d, const std::string& command, 
                                                                 : "data-parallel replicas (default: world / (tp * pp))");
   }
   d.add_options()("pp-layers", po::value<std::string>(), "layers per pipeline stage, e.g. 8,8,7,7 (default: balanced)");
-  if (info || command == "train") {
+  if (info || command == "train" || command == "plan") {
     d.add_options()("pp-virtual", po::value<int>(),
                     info ? "model chunks per pipeline rank (info: print the chunk map of the interleaved 1F1B)"
                          : "model chunks per pipeline rank: the interleaved 1F1B schedule (default 1: plain 1F1B)");

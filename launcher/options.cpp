@@ -218,7 +218,8 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   if (cfg.command == "plan") {
     cfg.plan = read_plan_options(vm);
     cfg.layout = read_layout_options(vm, cfg.command);
-    cfg.plan.options.layout = {cfg.layout.tp, cfg.layout.pp, cfg.layout.dp > 0 ? cfg.layout.dp : 1};
+    cfg.plan.options.layout = {cfg.layout.tp, cfg.layout.pp, cfg.layout.dp > 0 ? cfg.layout.dp : 1, cfg.layout.cp};
+    cfg.plan.options.pp_virtual = cfg.layout.pp_virtual;
     cfg.plan.options.pp_layers = cfg.layout.pp_layers;
     try {  // the options alone, as train's validate: a mistake on the command line is exit 2
       check_plan_options(cfg.plan.options);

@@ -100,7 +100,7 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::vector<std::vector<int>> equal_ranks(const MemoryPlan& plan) {
   auto key = [](const RankMemory& m) {
     return std::make_tuple(m.coords.pp, m.weights, m.master_weights, m.gradients, m.optimizer, m.activations,
-                           m.working, m.comm_buffers, m.kv_cache, m.sent_tp, m.sent_pp, m.sent_dp);
+                           m.working, m.comm_buffers, m.kv_cache, m.sent_tp, m.sent_pp, m.sent_dp, m.sent_cp);
   };
   std::map<decltype(key(plan.ranks[0])), size_t> index;
   std::vector<std::vector<int>> groups;
@@ -113,13 +113,14 @@ std::vector<std::vector<int>> equal_ranks(const MemoryPlan& plan) {
 }
 
 nlohmann::json rank_json(const RankMemory& m) {
-  return {{"rank", m.rank}, {"tp", m.coords.tp}, {"dp", m.coords.dp}, {"pp", m.coords.pp}, {"layers", m.layers},
+  return {{"rank", m.rank}, {"tp", m.coords.tp}, {"cp", m.coords.cp}, {"dp", m.coords.dp}, {"pp", m.coords.pp},
+          {"layers", m.layers},
           {"weights", m.weights}, {"master_weights", m.master_weights}, {"gradients", m.gradients},
           {"optimizer", m.optimizer}, {"activations_per_micro_batch", m.activations_per_micro_batch},
           {"micro_batches_held", m.micro_batches_held}, {"activations", m.activations}, {"working", m.working},
           {"working_phase", m.working_phase}, {"comm_buffers", m.comm_buffers}, {"kv_cache", m.kv_cache},
           {"runtime", m.runtime}, {"total", m.total},
-          {"sent_per_step", {{"tp", m.sent_tp}, {"pp", m.sent_pp}, {"dp", m.sent_dp}}}};
+          {"sent_per_step", {{"tp", m.sent_tp}, {"pp", m.sent_pp}, {"dp", m.sent_dp}, {"cp", m.sent_cp}}}};
 }
 
 std::string cell(const std::string& s, size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
@@ -127,7 +128,7 @@ std::string cell(const std::string& s, size_t width) { return s.size() >= width 
 void print_text(const MemoryPlan& plan, const std::string& model, const PlanRequest& r, std::ostream& out) {
   const MemoryPlanOptions& o = plan.options;
   const parallel::Layout& l = o.layout;
-  out << "memory plan of " << model << ": " << parallel::to_string(l) << " = " << l.tp * l.pp * l.dp << " ranks, "
+  out << "memory plan of " << model << ": " << parallel::to_string(l) << " = " << l.tp * l.pp * l.dp * l.cp << " ranks, "
       << (o.serve ? "serving (" + std::string(dtype_name(o.serve_dtype)) + " weights, KV cache " +
                         format_gb(o.kv_cache_bytes) + ")"
                   : "ZeRO-" + std::to_string(o.zero_stage) + ", recompute " + o.recompute + ", " + o.precision)
@@ -157,7 +158,13 @@ void print_text(const MemoryPlan& plan, const std::string& model, const PlanRequ
     bytes("master weights", &RankMemory::master_weights);
     bytes("gradients", &RankMemory::gradients);
     bytes("optimizer moments", &RankMemory::optimizer);
-    row("activations", [](const RankMemory& m) {
+    const int V = o.pp_virtual;
+    row("activations", [V](const RankMemory& m) {
+      if (V > 1 && m.activations_per_micro_batch > 0) {  // (micro-batch, chunk) pairs of 1/V each
+        const int64_t pairs = m.activations * V / m.activations_per_micro_batch;
+        return format_gb(m.activations) + " (" + std::to_string(pairs) + " chunks x " +
+               format_gb(m.activations_per_micro_batch / V) + ")";
+      }
       return format_gb(m.activations) + " (" + std::to_string(m.micro_batches_held) + " x " +
              format_gb(m.activations_per_micro_batch) + ")";
     });
@@ -175,6 +182,7 @@ void print_text(const MemoryPlan& plan, const std::string& model, const PlanRequ
     row("tensor parallel", [](const RankMemory& m) { return format_gb(m.sent_tp); });
     row("pipeline", [](const RankMemory& m) { return format_gb(m.sent_pp); });
     row("data parallel", [](const RankMemory& m) { return format_gb(m.sent_dp); });
+    if (l.cp > 1) row("context parallel", [](const RankMemory& m) { return format_gb(m.sent_cp); });
   }
   const RankMemory& worst = plan.largest();
   if (r.memory_per_rank > 0) {
@@ -196,7 +204,8 @@ int run_plan(const PlanRequest& r, std::ostream& out, std::ostream& err) {
   if (r.format == "json") {
     const MemoryPlanOptions& o = plan.options;
     nlohmann::json j = {{"model", model},
-                        {"layout", {{"tp", o.layout.tp}, {"pp", o.layout.pp}, {"dp", o.layout.dp}}},
+                        {"layout", {{"tp", o.layout.tp}, {"pp", o.layout.pp}, {"dp", o.layout.dp}, {"cp", o.layout.cp},
+                                    {"pp_virtual", o.pp_virtual}}},
                         {"serve", o.serve},
                         {"zero_stage", o.zero_stage},
                         {"recompute", o.recompute},

@@ -354,7 +354,12 @@ AsyncHandle MpiCommunicator::do_send_start(const TensorView& data, int peer, int
   o.peer = peer, o.tag = tag;
   auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
   check(MPI_Isend(data.data(), static_cast<int>(o.count), o.type, peer, tag, comm_, request.get()), "MPI_Isend", o);
-  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); });
+  return AsyncHandle([this, request, o] { wait(request.get(), o, 0.0); },
+                     [this, request, o] {
+                       int done = 0;
+                       check(MPI_Test(request.get(), &done, MPI_STATUS_IGNORE), "MPI_Test", o);
+                       return done != 0;
+                     });
 }
 
 void MpiCommunicator::receive_checked(void* data, const Op& op, double waited_before_s) {

@@ -52,6 +52,10 @@ void check_plan_options(const MemoryPlanOptions& o) {
   }
   if (o.seq_len < 1) OLMO2_THROW(InputError, "--seq-len must be at least 1, got ", o.seq_len);
   if (o.micro_batch < 1) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
+  if (o.layout.cp > 1 && o.seq_len % (2 * o.layout.cp) != 0) {
+    OLMO2_THROW(InputError, "--seq-len ", o.seq_len, " is not divisible by 2 x --cp = ", 2 * o.layout.cp,
+                " (each sequence is cut into 2·cp equal chunks, the zigzag split)");
+  }
   const int64_t per_step = o.micro_batch * o.layout.dp;
   if (o.global_batch < 0 || (o.global_batch > 0 && o.global_batch % per_step != 0)) {
     OLMO2_THROW(InputError, "--global-batch ", o.global_batch, " is not a positive multiple of --micro-batch ",
@@ -61,6 +65,9 @@ void check_plan_options(const MemoryPlanOptions& o) {
   if (o.serve && (o.zero_stage != 0 || o.recompute != "none")) {
     OLMO2_THROW(InputError, "--zero-stage and --recompute plan training; --serve plans serving (no gradients or "
                             "optimizer state): give one or the other");
+  }
+  if (o.serve && (o.layout.cp > 1 || o.pp_virtual > 1)) {
+    OLMO2_THROW(InputError, "--cp and --pp-virtual plan training; serve takes neither");
   }
   if (o.kv_cache_bytes < 0) OLMO2_THROW(InputError, "--kv-cache-memory must not be negative, got ", o.kv_cache_bytes);
 }
@@ -73,6 +80,11 @@ void check_options(const MemoryPlanOptions& o, const ModelConfig& c) {
     OLMO2_THROW(InputError, "--zero-stage ", o.zero_stage, " shards over data-parallel ranks; this layout has dp 1");
   }
   if (!o.serve) check_zero_stage_model(o.zero_stage, c, o.layout.tp);
+  if (!o.serve && o.zero_stage >= 2 && o.layout.cp > 1) {  // as the trainer refuses it
+    OLMO2_THROW(InputError, "--zero-stage ", o.zero_stage, " with --cp ", o.layout.cp,
+                ": ZeRO-2/3 reduce-scatter gradients over dp inside the backward, before the sum over cp; use "
+                "--zero-stage 0 or 1");
+  }
   if (!o.serve && c.tie_word_embeddings && o.layout.pp > 1) {
     OLMO2_THROW(InputError, "the model ties lm_head to the embedding (tie_word_embeddings), which pipeline "
                             "parallelism cannot split over stages: use --pp 1");
@@ -87,7 +99,9 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
   const bool first = rp.coords.pp == 0, last = rp.final_norm;
   const int dp = l.dp, zero = o.zero_stage;
   const int64_t cb = parse_precision(o.precision, "--precision") == Precision::BF16 ? 2 : 4;
-  const int64_t T = o.seq_len * o.micro_batch, s = o.seq_len;
+  // Context parallelism: a rank holds 1/cp of every sequence's rows (docs/architecture.md §7).
+  const int cp = l.cp;
+  const int64_t T = o.seq_len * o.micro_batch / cp, s = o.seq_len / cp;
   // ZeRO units (docs/architecture.md §7): the embedding, each layer, the tail.
   std::vector<int64_t> units;
   if (rp.embedding || (last && c.tie_word_embeddings)) units.push_back(w.vocab * w.h);
@@ -109,23 +123,40 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
 
   // Activations: StageActivations per micro-batch (train_step.cpp) — every layer's kept
   // set, the ids, positions and targets (i32), and on the last stage d(output).
-  m.activations_per_micro_batch = T * (m.layers * kept_per_token(w, o.recompute) + (last ? w.h : 0)) * kF32 + T * 12;
-  m.micro_batches_held = l.pp > 1 ? std::min<int64_t>(l.pp - rp.coords.pp, M) : 1;
-  m.activations = m.activations_per_micro_batch * m.micro_batches_held;
+  // Under CP a layer that keeps its attention output keeps ring attention's
+  // log-sum-exp [T, local heads] beside it.
+  const int64_t lse = cp > 1 && o.recompute == "none" ? w.qw / c.head_dim : 0;
+  m.activations_per_micro_batch =
+      T * (m.layers * (kept_per_token(w, o.recompute) + lse) + (last ? w.h : 0)) * kF32 + T * 12;
+  const int V = o.pp_virtual;
+  if (l.pp > 1 && V > 1) {  // (micro-batch, chunk) pairs in flight, each 1/V of the stage's layers
+    const int64_t warmup = std::min<int64_t>(2 * (l.pp - rp.coords.pp - 1) + int64_t{V - 1} * l.pp, M * V);
+    const int64_t pairs = std::min<int64_t>(warmup + 1, M * V);
+    m.micro_batches_held = ceil_div(pairs, V);
+    m.activations = m.activations_per_micro_batch * pairs / V;
+  } else {
+    m.micro_batches_held = l.pp > 1 ? std::min<int64_t>(l.pp - rp.coords.pp, M) : 1;
+    m.activations = m.activations_per_micro_batch * m.micro_batches_held;
+  }
   // Pipeline buffers alive beside them (pipeline_schedule.cpp): the received input
   // (not stage 0), the sent output and the received output gradient (not the last).
   m.comm_buffers = l.pp > 1 ? T * w.h * kF32 * ((first ? 0 : 1) + (last ? 0 : 2)) : 0;
 
   // Working memory while a micro-batch computes (the largest phase).
-  const int64_t keys = s;  // a full layer's keys (a sliding layer sees fewer)
-  const int64_t fwd = (2 * T * w.h + T * w.inter + s * keys) * kF32;  // x, ws.proj, ws.act, scores
-  const int64_t bwd = (T * (2 * w.h + 4 * w.inter + 2 * w.qw + 2 * w.kvw + (l.tp > 1 ? w.h : 0)) + 2 * s * keys) * kF32;
+  // Attention's own memory: one process holds a sequence's [s, s] scores (a sliding layer
+  // sees fewer keys); ring attention (cp > 1) a K/V block in flight (the backward also its
+  // dK/dV), a 4 MiB piece of it twice and a 128-row score tile, never [s, s].
+  const int64_t tile = 128 * (o.seq_len / (2 * cp)) + (int64_t{1} << 20);
+  const int64_t scores = cp > 1 ? 2 * T * w.kvw + tile : s * s;
+  const int64_t scores_bwd = cp > 1 ? 4 * T * w.kvw + 2 * tile : 2 * s * s;
+  const int64_t fwd = (2 * T * w.h + T * w.inter + scores) * kF32;  // x, ws.proj, ws.act, scores
+  const int64_t bwd = (T * (2 * w.h + 4 * w.inter + 2 * w.qw + 2 * w.kvw + (l.tp > 1 ? w.h : 0)) + scores_bwd) * kF32;
   const int64_t loss = last ? (3 * T * w.h + std::min(o.loss_chunk_tokens, T) * w.vocab) * kF32 : 0;
   int64_t recompute = 0;
   if (o.recompute == "full") {  // one layer's `none` set but x, a copy of x, the forward's scratch
-    recompute = T * (kept_per_token(w, "none") - w.h + 2 * w.h + w.inter) * kF32 + s * keys * kF32;
+    recompute = T * (kept_per_token(w, "none") - w.h + 2 * w.h + w.inter) * kF32 + scores * kF32;
   } else if (o.recompute == "selective") {  // qr, kr, attn, x1 and the attention scores
-    recompute = (T * (2 * w.qw + w.kvw + w.h) + s * keys) * kF32;
+    recompute = (T * (2 * w.qw + w.kvw + w.h) + scores) * kF32;
   }
   // ZeRO-2/3 units in use (zero_shards.cpp): a unit's flat f32 gradient [d·⌈N_u/d⌉] from
   // before its backward to its reduce-scatter, which sends it in pieces of at most the
@@ -217,7 +248,18 @@ void plan_training_rank(const ModelConfig& c, const MemoryPlanOptions& o, const 
     tp_bytes += ring_all_reduce(tp, m.layers * (2 * kv_full * w.h + kv_full) * kF32);
   }
   m.sent_tp = tp_bytes;
-  m.sent_pp = l.pp > 1 ? M * hid * ((last ? 0 : 1) + (first ? 0 : 1)) : 0;
+  // Every chunk boundary crosses ranks: 2V − 1 sends of each micro-batch's rows on the
+  // first and last stage, 2V on the others (V = 1: plain 1F1B's one or two).
+  m.sent_pp = l.pp > 1 ? M * hid * (2 * V - (first ? 1 : 0) - (last ? 1 : 0)) : 0;
+  if (cp > 1) {  // ring attention (runtime/model/ring_attention.h) per layer and micro-batch
+    const int64_t block = 2 * T * w.kvw * kF32;  // this rank's K and V
+    const int64_t passes = cb == 2 ? 2 : 1;       // bf16: the forward goes over the ring twice
+    int64_t ring = (cp - 1) * block * passes                               // forward
+                   + (cp - 1) * 2 * block + block                          // backward: k, v, dk, dv; dk, dv home
+                   + (cb == 2 ? (cp - 1) * block : 0);                     // bf16: the f32 output's pass
+    if (o.recompute != "none") ring += (cp - 1) * block * passes;          // the attention recomputed
+    m.sent_cp = M * m.layers * ring + (zero <= 1 ? ring_all_reduce(cp, N * kF32) : 0);
+  }
   if (dp > 1) {
     if (zero <= 1) m.sent_dp = ring_all_reduce(dp, N * kF32) + (zero == 1 ? (dp - 1) * c1 * kF32 : 0);
     if (zero == 2) m.sent_dp = M * (dp - 1) * C * kF32 + (dp - 1) * C * kF32;  // the step gathers per unit
@@ -240,12 +282,16 @@ int64_t runtime_baseline_bytes(Device device) {
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanOptions& o) {
   check_options(o, c);
-  const parallel::PartitionPlan plan = parallel::make_partition_plan(model_shape(c), o.layout.tp, o.layout.pp,
-                                                                     o.layout.dp, o.pp_layers);
+  const parallel::PartitionPlan plan = parallel::make_partition_plan(
+      model_shape(c), parallel::Topology::make(o.layout), o.pp_layers, o.serve ? 1 : o.pp_virtual);
   MemoryPlan out;
   out.options = o;
   const int64_t per_step = o.micro_batch * o.layout.dp;
   out.micro_batches = o.global_batch > 0 ? o.global_batch / per_step : 1;
+  if (!o.serve && o.pp_virtual > 1 && out.micro_batches % o.layout.pp != 0) {  // as the trainer refuses it
+    OLMO2_THROW(InputError, "--pp-virtual ", o.pp_virtual, ": the interleaved schedule needs the micro-batches per "
+                "step (", out.micro_batches, ") to be a multiple of --pp ", o.layout.pp);
+  }
   const int64_t runtime = o.runtime_bytes >= 0 ? o.runtime_bytes : runtime_baseline_bytes(o.device);
   for (const parallel::RankPartition& rp : plan.ranks) {
     RankMemory m;

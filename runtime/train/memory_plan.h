@@ -16,7 +16,10 @@ namespace olmo2 {
 
 /// What a plan is made for. Training unless `serve`.
 struct MemoryPlanOptions {
-  parallel::Layout layout;          ///< tp × pp × dp ranks
+  parallel::Layout layout;          ///< tp × cp × dp × pp ranks (cp: each sequence split over cp ranks)
+  /// --pp-virtual: model chunks per pipeline rank (the interleaved 1F1B schedule,
+  /// docs/architecture.md §5 "Interleaved 1F1B"); 1: plain 1F1B.
+  int pp_virtual = 1;
   std::vector<int64_t> pp_layers;   ///< layers per stage (empty: balanced, as make_partition_plan)
   int zero_stage = 0;               ///< 0–3 (docs/architecture.md §7); ≥ 1 needs dp > 1
   std::string recompute = "none";   ///< none | selective | full: what a layer keeps per micro-batch
@@ -52,8 +55,13 @@ struct RankMemory {
   int64_t gradients = 0;               ///< f32 gradients (ZeRO-2/3: this rank's chunks)
   int64_t optimizer = 0;               ///< AdamW moments (ZeRO ≥ 1: of the chunk), ZeRO-1's staged chunk
   int64_t activations_per_micro_batch = 0;  ///< what the stage keeps of one micro-batch until its backward
-  int64_t micro_batches_held = 0;      ///< 1F1B: min(pp − stage, micro-batches per step); 1 without pp
-  int64_t activations = 0;             ///< per micro-batch × held
+  /// Micro-batches' worth of activations held at once: 1F1B min(pp − stage, micro-batches
+  /// per step); interleaved (V chunks) ⌈pairs / V⌉ of the pairs in flight (see
+  /// activations); 1 without pp.
+  int64_t micro_batches_held = 0;
+  /// per micro-batch × held; interleaved: per micro-batch × pairs / V, with pairs =
+  /// min(w + 1, M·V) (micro-batch, chunk) pairs, w = min(2(pp − stage − 1) + (V − 1)·pp, M·V)
+  int64_t activations = 0;
   int64_t working = 0;                 ///< transient: see working_phase
   std::string working_phase;           ///< which transient is the largest (a short phrase)
   int64_t comm_buffers = 0;            ///< pipeline receive buffers and (--overlap) the DP gradient buckets
@@ -61,9 +69,11 @@ struct RankMemory {
   int64_t runtime = 0;                 ///< the process baseline
   int64_t total = 0;
   int64_t sent_tp = 0, sent_pp = 0, sent_dp = 0;  ///< bytes this rank sends per step in each group
+  int64_t sent_cp = 0;  ///< context parallel: ring attention's K/V blocks and the gradient all-reduce
 };
 
-/// The checks of `options` that need no model: an unknown recompute mode or precision, a
+/// The checks of `options` that need no model: an unknown recompute mode or precision,
+/// seq_len not divisible by 2·cp (the zigzag split), a
 /// zero stage outside 0–3, seq_len or micro_batch < 1, a global batch not divisible by
 /// micro_batch · dp, a bucket < 1 MiB, kv_cache_bytes < 0, --zero-stage or --recompute
 /// with --serve. Throws InputError naming the option and value (`olmo2 plan` reports them

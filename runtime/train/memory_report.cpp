@@ -9,14 +9,13 @@ namespace olmo2 {
 
 MemoryPlanOptions run_plan_options(const TrainOptions& o, const parallel::Layout& layout, int64_t micro_batch) {
   MemoryPlanOptions p;
-  p.layout = parallel::Layout{layout.tp, layout.pp, layout.dp};  // a CP rank plans as its (tp, dp, pp) rank
-  // Context parallelism: a rank holds 1/cp of every sequence's rows (docs/architecture.md §7).
-  if (layout.cp > 1) p.seq_len = o.seq_len / layout.cp;
+  p.layout = layout;
+  p.pp_virtual = o.pp_virtual;
   p.pp_layers = o.pp_layers;
   p.zero_stage = layout.dp > 1 ? o.zero_stage : 0;
   p.recompute = o.recompute;
   p.precision = o.precision;
-  if (layout.cp <= 1) p.seq_len = o.seq_len;
+  p.seq_len = o.seq_len;
   p.micro_batch = micro_batch;
   p.global_batch = o.global_batch;
   p.device = o.device;
@@ -28,13 +27,8 @@ MemoryPlanOptions run_plan_options(const TrainOptions& o, const parallel::Layout
 std::vector<int64_t> check_run_memory(const ModelConfig& config, const TrainOptions& o,
                                       const parallel::Layout& layout, int64_t micro_batch) {
   const MemoryPlan plan = plan_memory(config, run_plan_options(o, layout, micro_batch));
-  std::vector<int64_t> totals;
-  // Every world rank plans as its (tp, dp, pp) rank: with cp 1 the plan's own order.
-  const parallel::Topology world = parallel::Topology::make(layout), base = parallel::Topology::make(plan.options.layout);
-  for (int r = 0; r < world.world(); ++r) {
-    const parallel::Coords c = world.coords(r);
-    totals.push_back(plan.ranks[static_cast<size_t>(base.rank(parallel::Coords{c.tp, c.dp, c.pp}))].total);
-  }
+  std::vector<int64_t> totals;  // the plan's ranks are the world's, in world-rank order
+  for (const RankMemory& m : plan.ranks) totals.push_back(m.total);
   const RankMemory& worst = plan.largest();
   if (o.memory_per_rank > 0 && worst.total > o.memory_per_rank) {
     OLMO2_THROW(InputError, "--memory-per-rank ", format_gb(o.memory_per_rank), " (", o.memory_per_rank,

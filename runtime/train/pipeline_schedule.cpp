@@ -104,8 +104,9 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
   const std::vector<ScheduleOp> order = pipeline_schedule(vp.P, vp.s, vp.V, M);
   const int64_t h = model.config().hidden_size;
   const Device dev = hooks ? hooks->device() : weights_device(model);  // activations and gradients cross stages as device views
-  // On the CPU (MPI) every send is posted at once (send_start) and waited for at the end
-  // of the step, so a stage blocks only where its input has not arrived (its receive).
+  // On the CPU (MPI) every send is posted at once (send_start); each is freed once a test
+  // finds it complete and the rest are waited for at the end of the step, so a stage
+  // blocks only where its input has not arrived (its receive).
   // Device transports keep the blocking calls, pairing a send with the next receive from
   // the same peer (send_recv) so no message size can deadlock; the interleaved schedule
   // needs the former.
@@ -123,7 +124,7 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
     parallel::AsyncHandle handle;
   };
   std::map<size_t, Tensor> inputs;  // op index → its input, received with the previous op's send (device)
-  std::vector<Posted> sends;        // waited for at the end of the step
+  std::vector<Posted> sends;        // not yet found complete; the rest waited for at the end of the step
   auto idle = [&](auto&& blocking) {  // time blocked on pipeline messages
     const Clock::time_point t0 = Clock::now();
     blocking();
@@ -163,6 +164,9 @@ LossSums pipeline_forward_backward(const Olmo2Model& model, ModelWeights& grads,
       Posted p{std::move(out), {}};
       p.handle = pp->send_start(p.data.view(), to.peer, to.tag, ops::default_stream(dev));
       sends.push_back(std::move(p));
+      // Sends the peer has received free their tensors now, not at the step's end (a
+      // test is one MPI_Test each: it never blocks).
+      std::erase_if(sends, [](Posted& q) { return q.handle.test() && (q.handle.wait(), true); });
       continue;
     }
     const bool pair = i + 1 < order.size() && vp.input(order[i + 1]).peer == to.peer;

@@ -233,5 +233,62 @@ TEST(MemoryPlan, LargestComponentsAndVmHwm) {
   EXPECT_GT(monitoring::peak_resident_bytes(), 0);
 }
 
+// 4 layers: what the interleaved schedule splits into pp·V = 4 chunks of one layer.
+ModelConfig four_layers() {
+  nlohmann::json j = {{"architectures", {"Olmo2ForCausalLM"}}, {"model_type", "olmo2"}, {"vocab_size", V},
+                      {"hidden_size", H}, {"intermediate_size", I}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"max_position_embeddings", 64},
+                      {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0}, {"tie_word_embeddings", false},
+                      {"eos_token_id", 1}};
+  return ModelConfig::from_json(j, "four layers");
+}
+
+TEST(MemoryPlan, InterleavedScheduleHoldsItsChunksInFlight) {
+  MemoryPlanOptions o = options(1, 2, 1);
+  o.global_batch = 8;  // M = 4 micro-batches of 2
+  const MemoryPlan plain = plan_memory(four_layers(), o);
+  o.pp_virtual = 2;
+  const MemoryPlan inter = plan_memory(four_layers(), o);
+  const int64_t T = 32;
+  for (size_t s = 0; s < 2; ++s) {  // two layers a stage either way
+    EXPECT_EQ(inter.ranks[s].activations_per_micro_batch, plain.ranks[s].activations_per_micro_batch);
+  }
+  const int64_t a0 = plain.ranks[0].activations_per_micro_batch, a1 = plain.ranks[1].activations_per_micro_batch;
+  EXPECT_EQ(plain.ranks[0].activations, 2 * a0);  // 1F1B: min(P − s, M)
+  EXPECT_EQ(plain.ranks[1].activations, 1 * a1);
+  // Warm-up w = min(2(P − s − 1) + (V − 1)·P, M·V): 4 on stage 0, 2 on stage 1; w + 1
+  // (micro-batch, chunk) pairs of half the stage's layers each.
+  EXPECT_EQ(inter.ranks[0].activations, 5 * a0 / 2);
+  EXPECT_EQ(inter.ranks[1].activations, 3 * a1 / 2);
+  // Every chunk boundary crosses ranks: 2V − 1 sends of each micro-batch's rows on both stages.
+  EXPECT_EQ(inter.ranks[0].sent_pp, 4 * 3 * 4 * T * H);
+  EXPECT_EQ(inter.ranks[1].sent_pp, 4 * 3 * 4 * T * H);
+  o.global_batch = 6;  // M = 3: not a multiple of P
+  EXPECT_THAT([&] { plan_memory(four_layers(), o); },
+              ::testing::ThrowsMessage<InputError>(HasSubstr("multiple of --pp 2")));
+}
+
+TEST(MemoryPlan, ContextParallelRanksHoldTheirShareOfEverySequence) {
+  MemoryPlanOptions o = options();
+  o.recompute = "full";
+  o.layout.cp = 2;
+  const MemoryPlan plan = plan_memory(tiny(), o);
+  ASSERT_EQ(plan.ranks.size(), 2u);
+  EXPECT_EQ(plan.ranks[1].coords.cp, 1);
+  const int64_t T = 16;  // 2 sequences of 16 over 2 ranks
+  const RankMemory& m = plan.ranks[0];
+  EXPECT_EQ(m.weights, 4 * P);  // the whole model on every CP rank
+  EXPECT_EQ(m.activations_per_micro_batch, 4 * T * (L * H + H) + 12 * T);
+  // Per layer: the K/V block around the ring forward, with dK/dV backward and home, and
+  // once more in the recomputed forward; then the gradients' all-reduce over cp.
+  const int64_t block = 2 * T * KVW * 4;
+  EXPECT_EQ(m.sent_cp, L * (block + 2 * block + block + block) + 4 * P);
+  EXPECT_EQ(plan_memory(tiny(), options()).ranks[0].sent_cp, 0);
+  o.seq_len = 18;  // not a multiple of 2·cp
+  EXPECT_THAT([&] { plan_memory(tiny(), o); }, ::testing::ThrowsMessage<InputError>(HasSubstr("2 x --cp = 4")));
+  o.seq_len = 16, o.layout.dp = 2, o.zero_stage = 3;
+  EXPECT_THAT([&] { plan_memory(tiny(), o); }, ::testing::ThrowsMessage<InputError>(HasSubstr("--cp 2")));
+}
+
 }  // namespace
 }  // namespace olmo2
