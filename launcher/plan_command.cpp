@@ -48,7 +48,13 @@ PlanRequest read_plan_options(const po::variables_map& vm) {
   if (vm.count("micro-batch")) o.micro_batch = vm["micro-batch"].as<int64_t>();
   if (vm.count("global-batch")) o.global_batch = vm["global-batch"].as<int64_t>();
   if (vm.count("grad-bucket-mb")) o.grad_bucket_mb = vm["grad-bucket-mb"].as<int64_t>();
-  if (vm.count("overlap")) o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
+  if (vm.count("overlap")) {
+    try {
+      o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "plan: ", e.what());
+    }
+  }
   if (vm.count("zero-stage")) o.zero_stage = vm["zero-stage"].as<int>();
   if (vm.count("recompute")) o.recompute = vm["recompute"].as<std::string>();
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();

@@ -93,7 +93,13 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   if (vm.count("precision")) o.precision = vm["precision"].as<std::string>();
   str("recompute", o.recompute);
   i64("grad-bucket-mb", o.grad_bucket_mb);
-  if (vm.count("overlap")) o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
+  if (vm.count("overlap")) {
+    try {  // a command-line mistake: exit 2 from every rank's first check, like --schedule's
+      o.overlap = parse_overlap(vm["overlap"].as<std::string>(), "--overlap");
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "train: ", e.what());
+    }
+  }
   if (vm.count("memory-per-rank")) {
     try {
       o.memory_per_rank = parse_memory_size(vm["memory-per-rank"].as<std::string>(), "--memory-per-rank");

@@ -30,7 +30,8 @@ std::string source_text(const RankPlace& p) {
 }
 
 std::string coords_text(const Coords& c) {
-  return "(tp " + std::to_string(c.tp) + ", pp " + std::to_string(c.pp) + ", dp " + std::to_string(c.dp) + ")";
+  return "(tp " + std::to_string(c.tp) + ", pp " + std::to_string(c.pp) + ", dp " + std::to_string(c.dp) +
+         (c.cp > 0 ? ", cp " + std::to_string(c.cp) : std::string()) + ")";
 }
 
 }  // namespace

@@ -53,8 +53,8 @@ void check_plan_options(const MemoryPlanOptions& o) {
   if (o.seq_len < 1) OLMO2_THROW(InputError, "--seq-len must be at least 1, got ", o.seq_len);
   if (o.micro_batch < 1) OLMO2_THROW(InputError, "--micro-batch must be at least 1, got ", o.micro_batch);
   if (o.layout.cp > 1 && o.seq_len % (2 * o.layout.cp) != 0) {
-    OLMO2_THROW(InputError, "--seq-len ", o.seq_len, " is not divisible by 2 x --cp = ", 2 * o.layout.cp,
-                " (each sequence is cut into 2·cp equal chunks, the zigzag split)");
+    OLMO2_THROW(InputError, "--seq-len ", o.seq_len, " is not divisible by 2 × --cp ", o.layout.cp, " = ",
+                2 * o.layout.cp, " (each sequence is cut into 2·cp equal chunks, the zigzag split)");
   }
   const int64_t per_step = o.micro_batch * o.layout.dp;
   if (o.global_batch < 0 || (o.global_batch > 0 && o.global_batch % per_step != 0)) {

@@ -605,11 +605,12 @@ RunEnd Trainer::run(const std::function<bool()>& stop_requested) {
       char line[320];
       std::snprintf(line, sizeof line,
                     "step %lld/%lld  loss %.4f (mean of %lld: %.4f)  z_loss %.3g  grad_norm %.3f  lr %.3g  "
-                    "%.0f tok/s  compute %.0f%% bubble %.0f%% wait tp %.0f%% dp %.0f%%%s\n",
+                    "%.0f tok/s  compute %.0f%% bubble %.0f%% wait tp %.0f%% dp %.0f%% cp %.0f%%%s\n",
                     static_cast<long long>(r.step), static_cast<long long>(o.steps), r.loss,
                     static_cast<long long>(loss_n), loss_n ? loss_sum / static_cast<double>(loss_n) : 0.0,
                     r.z_loss, r.grad_norm, r.lr, r.tokens_per_second, 100 * r.compute_seconds / r.seconds,
                     100 * r.bubble_seconds / r.seconds, 100 * r.wait.tp / r.seconds, 100 * r.wait.dp / r.seconds,
+                    100 * r.wait.cp / r.seconds,
                     r.skipped ? (spike ? "  SKIPPED (spike)" : "  SKIPPED (non-finite)") : spike ? "  SPIKE" : "");
       std::cerr << line << std::flush;
     }

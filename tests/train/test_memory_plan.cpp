@@ -285,7 +285,7 @@ TEST(MemoryPlan, ContextParallelRanksHoldTheirShareOfEverySequence) {
   EXPECT_EQ(m.sent_cp, L * (block + 2 * block + block + block) + 4 * P);
   EXPECT_EQ(plan_memory(tiny(), options()).ranks[0].sent_cp, 0);
   o.seq_len = 18;  // not a multiple of 2·cp
-  EXPECT_THAT([&] { plan_memory(tiny(), o); }, ::testing::ThrowsMessage<InputError>(HasSubstr("2 x --cp = 4")));
+  EXPECT_THAT([&] { plan_memory(tiny(), o); }, ::testing::ThrowsMessage<InputError>(HasSubstr("2 × --cp 2 = 4")));
   o.seq_len = 16, o.layout.dp = 2, o.zero_stage = 3;
   EXPECT_THAT([&] { plan_memory(tiny(), o); }, ::testing::ThrowsMessage<InputError>(HasSubstr("--cp 2")));
 }
