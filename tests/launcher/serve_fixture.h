@@ -105,6 +105,17 @@ struct Server {
     std::ifstream in(logs.file("err.txt"));
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
+  /// The log once it holds `text`, or as it is after `seconds`: a server may log an event
+  /// just after it has answered the request that caused it.
+  std::string log_holding(const std::string& text, double seconds = 10) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::string l = log();
+    while (l.find(text) == std::string::npos && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      l = log();
+    }
+    return l;
+  }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(300);
@@ -275,7 +286,9 @@ inline void expect_overflowing_steering_is_refused(const Server& server, int64_t
   EXPECT_THAT(message, ::testing::HasSubstr("non-finite (NaN or infinity) at position")) << what;
   EXPECT_THAT(message, ::testing::HasSubstr("interventions[0] add at layers 0,1 layer_output, coefficient 1 × a "
                                             "vector of norm 2.4e+39")) << what << ": " << message;
-  EXPECT_THAT(server.log(), ::testing::HasSubstr("the model's activations became non-finite")) << what;
+  EXPECT_THAT(server.log_holding("the model's activations became non-finite"),
+              ::testing::HasSubstr("the model's activations became non-finite"))
+      << what;
   {  // Streamed: the head is sent before the model runs, so the 400 is an error event, then [DONE].
     StreamedRequest streamed(server, body + R"(,"stream":true)" + steer + "}");
     ASSERT_TRUE(streamed.finish(60)) << what;
