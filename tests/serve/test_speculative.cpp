@@ -10,6 +10,7 @@
 #include "runtime/serve/nonfinite_answer.h"
 #include "runtime/serve/scheduler.h"
 #include "runtime/serve/speculative/verification.h"
+#include "runtime/trace/trace_spec.h"
 #include "tests/serve/speculative_fixture.h"
 
 namespace olmo2 {
@@ -104,6 +105,46 @@ TEST(SpeculativeDecoding, ExactWhenSequencesArePreemptedAndWithoutPrefixCaching)
 
 TEST(SpeculativeDecoding, ExactOnOlmo3WithSlidingWindows) {
   expect_exact(olmo3_config(), Precision::FP32, kRoomy, 6, false);
+}
+
+/// `p` with `activations` and `interventions` (JSON as the API takes them; null: none).
+CompletionParams traced(CompletionParams p, const ModelConfig& c, const nlohmann::json* activations,
+                        const nlohmann::json* interventions) {
+  auto spec = std::make_shared<trace::TraceSpec>(trace::parse_trace_request(activations, interventions, c));
+  spec->prompt_len = static_cast<int64_t>(p.prompt.size());
+  p.trace = spec;
+  return p;
+}
+
+TEST(SpeculativeDecoding, InterventionsApplyToAcceptedPositionsAsWithoutAndReadsDoNotSpeculate) {
+  using nlohmann::json;
+  const ModelConfig c = olmo2_config();
+  const Olmo2Model target = Olmo2Model::random(c, 5, 0.2f);
+  std::vector<float> v(static_cast<size_t>(c.hidden_size));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>(static_cast<int>(i % 7) - 3);
+  std::vector<uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  const json steer = json::array({{{"type", "add"}, {"name", "layers.1.layer_output"}, {"coefficient", 4.0},
+                                   {"vector", trace::base64_encode(bytes)}, {"positions", "generated"}},
+                                  {{"type", "ablate_head"}, {"layer", 0}, {"head", 1},
+                                   {"positions", {{"from", 14}}}}});
+  const json reads = json::array({"layers.0.layer_output"});
+  std::vector<CompletionParams> batch = {
+      traced(test::request(test::repeated(test::ids(5, 41), 2), 1, 0.0, 1, 16), c, nullptr, &steer),
+      traced(test::request(test::ids(8, 42), 1, 0.9, 2, 16, 30), c, nullptr, &steer),
+      traced(test::request(test::ids(6, 43), 1, 0.0, 3, 10), c, &reads, nullptr)};
+  const std::vector<Answer> want = test::serve_speculative(target, kRoomy, nullptr, batch);
+  SchedulerOptions spec = kRoomy;
+  spec.num_speculative_tokens = 4;
+  for (const test::ProposerCase& pc : proposers(c, Precision::FP32)) {
+    std::string scrape;
+    const std::vector<Answer> got = test::serve_speculative(target, spec, pc.make(), batch, false, &scrape);
+    test::expect_same_answers(got, want, pc.name + ", steered");
+    if (pc.agreement != 0) EXPECT_GT(test::scraped(scrape, "olmo2_serve_spec_proposed_tokens_total"), 0);
+    // The request that reads activations decodes without drafts: alone, nothing is proposed.
+    test::serve_speculative(target, spec, pc.make(), {batch[2]}, false, &scrape);
+    EXPECT_EQ(test::scraped(scrape, "olmo2_serve_spec_proposed_tokens_total"), 0) << pc.name;
+  }
 }
 
 TEST(SpeculativeVerification, RowsAskWhatPlainDecodingWouldAsk) {
