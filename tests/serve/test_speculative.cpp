@@ -62,8 +62,14 @@ void expect_exact(const ModelConfig& config, Precision precision, const Schedule
   ASSERT_GE(text.size(), 8u);
   stopped.stop = {text.substr(text.size() / 2, 3)};
   batch.push_back(stopped);
+  // A prompt that continues request 1 with its own answer: served after it (alone), its
+  // prompt hits the blocks that request's verified positions filled.
+  CompletionParams follow = batch[1];
+  for (size_t t = 0; t < 12; ++t) follow.prompt.push_back(plain[1].choices[0].tokens.at(t).id);
+  follow.max_tokens = 10;
+  batch.push_back(follow);
   const std::vector<Answer> want = test::serve_speculative(target, so, nullptr, batch);
-  EXPECT_EQ(want.back().choices[0].finish_reason, "stop");
+  EXPECT_EQ(want[want.size() - 2].choices[0].finish_reason, "stop");
   SchedulerOptions spec = so;
   spec.num_speculative_tokens = k;
   for (const test::ProposerCase& pc : proposers(config, precision)) {
@@ -85,8 +91,10 @@ void expect_exact(const ModelConfig& config, Precision precision, const Schedule
     }
     std::cout << "[speculative] " << pc.name << ": " << accepted << " of " << proposed << " drafted tokens accepted\n";
     if (alone_too) {
-      test::expect_same_answers(test::serve_speculative(target, spec, pc.make(), batch, true), want,
+      std::string one_by_one;
+      test::expect_same_answers(test::serve_speculative(target, spec, pc.make(), batch, true, &one_by_one), want,
                                 pc.name + ", each request alone");
+      if (so.prefix_caching) EXPECT_GE(test::scraped(one_by_one, "olmo2_serve_prefix_cache_hits_total"), 32) << pc.name;
     }
   }
 }
