@@ -73,7 +73,7 @@ TEST(SchedulerGroups, ReleasesSlidingBlocksAsTheWindowPasses) {
   EXPECT_EQ(p.sequences[0].blocks.size(), 12u);
   EXPECT_EQ(s.free_blocks(), 64 - 12);
   ASSERT_EQ(pool.apply(p, s), 0);
-  s.step_done(p, {});
+  s.step_done(p, std::vector<SelectedToken>{});
   // Next position 16: the window starts at 9, so blocks 0 and 1 (positions 0 … 7) go.
   const SchedSequence* q = s.find(1);
   EXPECT_EQ(q->blocks[4], -1);
@@ -146,7 +146,7 @@ TEST_P(GroupForks, ShareEachGroupAndCopyEachGroupsPartialBlock) {
   s.add(seq(1, 15), {f2, f3});
   StepPlan p = s.schedule();  // positions 0 … 7
   ASSERT_EQ(pool.apply(p, s), 0);
-  s.step_done(p, {});
+  s.step_done(p, std::vector<SelectedToken>{});
   p = s.schedule();  // positions 8 … 14
   ASSERT_EQ(pool.apply(p, s), 0);
   s.step_done(p, chosen({9}));
