@@ -194,25 +194,25 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
 TEST(CliErrors, SpeculativeDecodingRefusalsNameTheValue) {
   const std::string model = kFixtures + "/mha-f32";
   const std::string m = " --model " + model;
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-ngram 2 --num-speculative-tokens 0"), 2,
-                        "--num-speculative-tokens must be in 1…16, got 0");
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-ngram 2 --num-speculative-tokens 17"), 2,
-                        "--num-speculative-tokens must be in 1…16, got 17");
-  expect_one_line_error(run_olmo2("serve" + m + " --num-speculative-tokens 4"), 2,
-                        "--num-speculative-tokens 4 needs --speculative-model or --speculative-ngram");
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-model " + model + " --speculative-ngram 2"), 2,
-                        "--speculative-model and --speculative-ngram: choose one way of proposing tokens");
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-ngram 0"), 2,
-                        "--speculative-ngram must be in 1…64 tokens, got 0");
   test::TempDir dir;
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-model " + dir.path()), 2,
-                        "--speculative-model: \"" + dir.path() + "\" is not a model directory (no config.json)");
-  expect_one_line_error(run_olmo2("serve" + m + " --speculative-ngram 2 --max-running-requests 2 --max-batch-tokens 4"),
-                        2, "--num-speculative-tokens 4 needs --max-batch-tokens of at least 5");
-  expect_one_line_error(
-      run_olmo2("serve" + m + " --speculative-ngram 3 --num-speculative-tokens 8 --max-running-requests 2 "
-                "--max-batch-tokens 8"),
-      2, "--num-speculative-tokens 8 needs --max-batch-tokens of at least 9");
+  const std::vector<std::pair<std::string, std::string>> usage_errors = {
+      {"--speculative-ngram 2 --num-speculative-tokens 0", "--num-speculative-tokens must be in 1…16, got 0"},
+      {"--speculative-ngram 2 --num-speculative-tokens 17", "--num-speculative-tokens must be in 1…16, got 17"},
+      {"--num-speculative-tokens 4", "--num-speculative-tokens 4 needs --speculative-model or --speculative-ngram"},
+      {"--speculative-model " + model + " --speculative-ngram 2",
+       "--speculative-model and --speculative-ngram: choose one way of proposing tokens"},
+      {"--speculative-ngram 0", "--speculative-ngram must be in 1…64 tokens, got 0"},
+      {"--speculative-model " + dir.path(),
+       "--speculative-model: \"" + dir.path() + "\" is not a model directory (no config.json)"},
+      {"--speculative-ngram 2 --max-running-requests 2 --max-batch-tokens 4",
+       "--num-speculative-tokens 4 needs --max-batch-tokens of at least 5"},
+      {"--speculative-ngram 3 --num-speculative-tokens 8 --max-running-requests 2 --max-batch-tokens 8",
+       "--num-speculative-tokens 8 needs --max-batch-tokens of at least 9"},
+  };
+  for (const auto& [options, message] : usage_errors) {
+    SCOPED_TRACE(options);
+    expect_one_line_error(run_olmo2("serve" + m + " " + options), 2, message);
+  }
   // A draft whose config.json has another vocabulary (161 tokens against the model's 160).
   std::ifstream in(model + "/config.json");
   json cfg = json::parse(in);
