@@ -1,5 +1,5 @@
 """Speculative decoding over HTTP (docs/architecture.md §8): the suite's plain server and
-two more on the same model — prompt lookup (--speculative-ngram 2) and a draft model that
+two more on the same model and in the same layout (one process, tp 2 or pp 2) — prompt lookup (--speculative-ngram 2) and a draft model that
 is the model itself (--speculative-model, a draft that always agrees under greedy) —
 answer the same requests with the same choices: text, every token's logprob and
 alternatives, finish_reason; greedy and seeded, streamed (the openai SDK) and not, with a
