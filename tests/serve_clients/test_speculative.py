@@ -155,3 +155,4 @@ class Speculative(SdkCase):
                 self.assertLessEqual(accepted, proposed)
                 self.assertIn(f"speculative decoding: {describe}", log_of(self.servers[name]))
         self.assertIn(f"up to {K} tokens per sequence and step", log_of(self.servers["draft"]))
+        self.assertIn("MiB of rank 0's --kv-cache-memory", log_of(self.servers["draft"]))  # the draft's share
