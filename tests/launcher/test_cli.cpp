@@ -188,6 +188,41 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   EXPECT_EQ(run_olmo2("generate --help").status, 0);
 }
 
+// Speculative decoding's refusals (docs/architecture.md §8): each one line naming the
+// option and the value, exit 2 before any work; a draft of another vocabulary is the
+// start's input error (exit 1) naming both sizes.
+TEST(CliErrors, SpeculativeDecodingRefusalsNameTheValue) {
+  const std::string model = kFixtures + "/mha-f32";
+  const std::string m = " --model " + model;
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> usage_errors = {
+      {"--speculative-ngram 2 --num-speculative-tokens 0", "--num-speculative-tokens must be in 1…16, got 0"},
+      {"--speculative-ngram 2 --num-speculative-tokens 17", "--num-speculative-tokens must be in 1…16, got 17"},
+      {"--num-speculative-tokens 4", "--num-speculative-tokens 4 needs --speculative-model or --speculative-ngram"},
+      {"--speculative-model " + model + " --speculative-ngram 2",
+       "--speculative-model and --speculative-ngram: choose one way of proposing tokens"},
+      {"--speculative-ngram 0", "--speculative-ngram must be in 1…64 tokens, got 0"},
+      {"--speculative-model " + dir.path(),
+       "--speculative-model: \"" + dir.path() + "\" is not a model directory (no config.json)"},
+      {"--speculative-ngram 2 --max-running-requests 2 --max-batch-tokens 4",
+       "--num-speculative-tokens 4 needs --max-batch-tokens of at least 5"},
+      {"--speculative-ngram 3 --num-speculative-tokens 8 --max-running-requests 2 --max-batch-tokens 8",
+       "--num-speculative-tokens 8 needs --max-batch-tokens of at least 9"},
+  };
+  for (const auto& [options, message] : usage_errors) {
+    SCOPED_TRACE(options);
+    expect_one_line_error(run_olmo2("serve" + m + " " + options), 2, message);
+  }
+  // A draft whose config.json has another vocabulary (161 tokens against the model's 160).
+  std::ifstream in(model + "/config.json");
+  json cfg = json::parse(in);
+  ASSERT_EQ(cfg["vocab_size"], 160);
+  cfg["vocab_size"] = 161;
+  std::ofstream(dir.file("config.json")) << cfg.dump();
+  expect_one_line_error(run_olmo2("serve" + m + " --speculative-model " + dir.path()), 1,
+                        "--speculative-model " + dir.path() + " has a vocabulary of 161 tokens, the model 160");
+}
+
 TEST(CliErrors, ABadProductPathOverrideIsOneLineBeforeAnyWork) {
   const std::string m = " --model " + kFixtures + "/mha-f32 --prompt-ids 1";
   for (const std::string& env : {std::string("OLMO2_BF16_GEMM=foo"), std::string("OLMO2_BATCH_INVARIANT_GEMM=foo")}) {

@@ -86,6 +86,24 @@ TEST(ChatResponse, StreamDeltasRoleFirstAndUsageLast) {
   EXPECT_TRUE(b.feed(0, chunk(0, "", {})).empty());
 }
 
+// Speculative decoding (docs/architecture.md §8): usage's "speculative" field, in the
+// body and in the stream's usage event, as for completions (the assembler they share).
+TEST(ChatResponse, UsageCarriesSpeculationWhenTokensWereDrafted) {
+  CompletionChunk last = chunk(0, "Hello", {token(1), token(2), token(3)}, "stop");
+  last.spec_proposed = 4, last.spec_accepted = 2;
+  const ApiRequest whole = request(R"(, "max_tokens": 4)");
+  ChatAssembler a(whole, tokenizer(), "m", "chatcmpl-test", kCreated);
+  a.feed(0, last);
+  EXPECT_EQ(a.body()["usage"]["speculative"],
+            json::parse(R"({"proposed_tokens": 4, "accepted_tokens": 2, "acceptance_rate": 0.5})"));
+  const ApiRequest r = request(R"(, "stream": true, "stream_options": {"include_usage": true})");
+  ChatAssembler b(r, tokenizer(), "m", "chatcmpl-test", kCreated);
+  b.feed(0, last);
+  const json usage = event_json(b.finish()[0])["usage"];
+  EXPECT_EQ(usage["completion_tokens"], 3);
+  EXPECT_EQ(usage["speculative"]["acceptance_rate"].get<double>(), 0.5);
+}
+
 TEST(ChatResponse, EchoStartsTheContentWithTheAssistantsLastMessage) {
   const ApiRequest r = parse_chat(R"({"messages": [{"role": "user", "content": "Hi"},
       {"role": "assistant", "content": "Hello"}], "echo": true, "add_generation_prompt": false,

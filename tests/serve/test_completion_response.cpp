@@ -180,6 +180,44 @@ TEST(CompletionResponse, StreamEventsWithAndWithoutIncludeUsage) {
   EXPECT_EQ(b.finish(), std::vector<std::string>{"data: [DONE]\n\n"});
 }
 
+// Speculative decoding (docs/architecture.md §8): each choice's last chunk carries the
+// drafted tokens verified and accepted for it; usage sums them over every choice of every
+// prompt, best_of ones not returned included, and the rate is accepted / proposed.
+TEST(CompletionResponse, UsageSumsSpeculationOverTheResponsesSequences) {
+  const auto finished = [](int32_t c, int64_t proposed, int64_t accepted) {
+    CompletionChunk last = chunk(c, "t", tokens_of({3}), "length", -1.0 - c);
+    last.spec_proposed = proposed, last.spec_accepted = accepted;
+    return last;
+  };
+  const ApiRequest r = request(R"({"prompt": ["Hello!", "Once upon a time"], "n": 1, "best_of": 2, "max_tokens": 4})");
+  CompletionAssembler a(r, tokenizer(), "m", "cmpl-test", kCreated);
+  a.feed(0, chunk(0, "a", tokens_of({1})));
+  a.feed(0, finished(0, 8, 5));
+  a.feed(0, finished(1, 4, 0));  // not returned (best_of), still counted
+  a.feed(1, finished(0, 0, 0));  // this one had nothing drafted
+  a.feed(1, finished(1, 4, 4));
+  ASSERT_TRUE(a.done());
+  const json usage = a.body()["usage"];
+  EXPECT_EQ(usage["completion_tokens"], 5);
+  EXPECT_EQ(usage["speculative"]["proposed_tokens"], 16);
+  EXPECT_EQ(usage["speculative"]["accepted_tokens"], 9);
+  EXPECT_EQ(usage["speculative"]["acceptance_rate"].get<double>(), 9.0 / 16.0);
+  // Streamed: in the usage event only.
+  const ApiRequest s = request(R"({"prompt": [1, 2], "n": 2, "stream": true, "stream_options": {"include_usage": true}})");
+  CompletionAssembler b(s, tokenizer(), "m", "cmpl-test", kCreated);
+  for (const std::string& e : b.feed(0, finished(0, 3, 1))) EXPECT_TRUE(event_json(e)["usage"].is_null());
+  b.feed(0, finished(1, 2, 2));
+  const std::vector<std::string> events = b.finish();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(event_json(events[0])["usage"], json::parse(R"({"prompt_tokens": 2, "completion_tokens": 2,
+      "total_tokens": 4, "speculative": {"proposed_tokens": 5, "accepted_tokens": 3, "acceptance_rate": 0.6}})"));
+  // Nothing drafted anywhere: OpenAI's three fields only.
+  const ApiRequest plain = request(R"({"prompt": [1]})");
+  CompletionAssembler c(plain, tokenizer(), "m", "cmpl-test", kCreated);
+  c.feed(0, finished(0, 0, 0));
+  EXPECT_FALSE(c.body()["usage"].contains("speculative"));
+}
+
 TEST(CompletionResponse, StreamedEchoWaitsForThePromptsEntries) {
   const ApiRequest r = request(R"({"prompt": "Hello!", "echo": true, "logprobs": 0, "n": 2, "stream": true,
       "max_tokens": 1})");

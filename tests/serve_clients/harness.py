@@ -86,14 +86,15 @@ def make_model(random_model, tokenizer, tmp):
 class Server:
     """`olmo2 serve` in `layout` (single, tp2, pp2: mpirun -np 2) on a port the kernel
     picks (--port 0; the port read back from its --port-file), with the API key only in
-    the environment (OLMO2_API_KEY)."""
+    the environment (OLMO2_API_KEY); `extra`: more `olmo2 serve` options."""
 
-    def __init__(self, args, model, tmp):
+    def __init__(self, args, model, tmp, extra=()):
         self.key = secrets.token_hex(16)
         port_file = os.path.join(tmp, "serve.port")
         cmd = [args.olmo2, "serve", "--model", model, "--port", "0", "--port-file", port_file,
                "--served-model-name", MODEL_NAME,
-               "--threads", "1", "--kv-cache-memory", "64MiB", "--shutdown-grace", "2"] + LAYOUTS[args.layout]
+               "--threads", "1", "--kv-cache-memory", "64MiB", "--shutdown-grace", "2"]
+        cmd += LAYOUTS[args.layout] + list(extra)
         if args.layout != "single":
             cmd = [args.mpiexec, "-np", "2", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"] + cmd
         env = dict(os.environ, OLMO2_API_KEY=self.key, OMPI_MCA_mpi_yield_when_idle="1", OMP_NUM_THREADS="1")
@@ -185,7 +186,7 @@ class Context:
         import openai
         self.tmp_dir = tempfile.TemporaryDirectory(prefix="olmo2-sdk-")
         tmp = self.tmp_dir.name
-        self.layout = args.layout
+        self.args, self.layout = args, args.layout
         self.model = make_model(args.random_model, args.tokenizer, tmp)
         self.refs = References(args, self.model)
         t0 = time.time()

@@ -34,13 +34,24 @@ json ResponseAssembler::head(const char* object) const {
 }
 
 json ResponseAssembler::usage() const {
-  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0, proposed = 0, accepted = 0;
   for (size_t i = 0; i < prompts_.size(); ++i) {
     prompt_tokens += static_cast<int64_t>(request_.prompts[i].prompt.size());
-    for (const Choice& c : prompts_[i].choices) completion_tokens += c.generated;
+    for (const Choice& c : prompts_[i].choices) {
+      completion_tokens += c.generated;
+      proposed += c.spec_proposed;
+      accepted += c.spec_accepted;
+    }
   }
-  return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+  json out = {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens}};
+  // Summed over the response's sequences; absent without speculation, so a plain server's
+  // usage is byte for byte OpenAI's (docs/architecture.md §8).
+  if (proposed > 0) {
+    out["speculative"] = {{"proposed_tokens", proposed}, {"accepted_tokens", accepted},
+                          {"acceptance_rate", static_cast<double>(accepted) / static_cast<double>(proposed)}};
+  }
+  return out;
 }
 
 std::vector<std::string> ResponseAssembler::feed(size_t p, const CompletionChunk& chunk) {
@@ -60,6 +71,10 @@ std::vector<std::string> ResponseAssembler::feed(size_t p, const CompletionChunk
   Prompt& prompt = prompts_[p];
   Choice& choice = prompt.choices[static_cast<size_t>(chunk.choice)];
   choice.generated += static_cast<int64_t>(chunk.tokens.size());
+  if (chunk.spec_proposed > 0) {  // the choice's totals, on its last chunk
+    choice.spec_proposed = chunk.spec_proposed;
+    choice.spec_accepted = chunk.spec_accepted;
+  }
   choice.cumulative_logprob = chunk.cumulative_logprob;
   if (!chunk.finish_reason.empty()) choice.finish_reason = chunk.finish_reason, choice.finished = true;
   if (!chunk.activations.is_null()) choice.activations = chunk.activations;

@@ -31,6 +31,12 @@ namespace olmo2 {
 /// event has "usage": null and a last event before [DONE] has empty choices and the
 /// usage (OpenAI's shape); without it no event has usage.
 ///
+/// Speculative decoding (docs/architecture.md §8): when the response's choices verified
+/// drafted tokens (CompletionChunk::spec_proposed > 0), usage gets an extra field
+/// "speculative": {"proposed_tokens": P, "accepted_tokens": A, "acceptance_rate": A / P},
+/// summed over every choice of every prompt (best_of ones not returned included, as
+/// completion_tokens). Without speculation usage is exactly OpenAI's three fields.
+///
 /// Activations (docs/architecture.md §13): a chunk's `activations` object, when not null,
 /// becomes its choice's "activations" — in the non-streamed body's choice, and in the
 /// stream event of that chunk (the choice's last, with finish_reason). Without it every
@@ -66,7 +72,8 @@ class ResponseAssembler {
   /// The stream's last events, once done(): the usage event (include_usage, no error),
   /// then "data: [DONE]\n\n".
   std::vector<std::string> finish() const;
-  /// {prompt_tokens, completion_tokens, total_tokens} so far.
+  /// {prompt_tokens, completion_tokens, total_tokens} so far, and "speculative" when any
+  /// drafted token was verified (see the class comment).
   nlohmann::json usage() const;
 
  protected:
@@ -74,6 +81,7 @@ class ResponseAssembler {
     std::string text;                   ///< non-streamed: the whole text
     std::vector<SelectedToken> tokens;  ///< non-streamed: every token
     int64_t generated = 0;
+    int64_t spec_proposed = 0, spec_accepted = 0;  ///< drafted tokens verified / accepted
     double cumulative_logprob = 0;
     std::string finish_reason;
     bool finished = false;
