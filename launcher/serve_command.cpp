@@ -106,6 +106,22 @@ int64_t blocks_for_memory(const ServeOptions& o, int64_t bytes_per_block) {
   return n;
 }
 
+/// A draft of the model's vocabulary size but another tokenizer proposes tokens that mean
+/// something else: answers stay exact (the model verifies every token), but few drafts
+/// are accepted. Said at start when both directories have a tokenizer.json and they differ.
+void warn_if_other_tokenizer(const ServeOptions& o) {
+  const std::string mine = o.tokenizer.empty() ? o.model + "/tokenizer.json" : o.tokenizer;
+  const std::string draft = o.speculative_model + "/tokenizer.json";
+  std::ifstream a(mine, std::ios::binary), b(draft, std::ios::binary);
+  if (!a || !b) return;
+  const std::string x{std::istreambuf_iterator<char>(a), {}}, y{std::istreambuf_iterator<char>(b), {}};
+  if (x != y) {
+    std::cerr << "warning: --speculative-model's " << draft << " differs from the model's " << mine
+              << ": a draft with another tokenizer proposes tokens the model rarely accepts (answers stay exact)"
+              << std::endl;
+  }
+}
+
 /// Loads and starts this rank's part of the session `rs` (its shard, on its device); on one
 /// process the start line names its thread placement (RankSession::placement).
 void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
@@ -183,6 +199,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     auto draft = std::make_unique<Olmo2Model>(
         Olmo2Model::load(o.speculative_model, ShardSpec::whole(*draft_config), o.precision, dev.device));
     eo.proposer = std::make_shared<DraftModelProposer>(std::move(draft), eo.scheduler.num_blocks, o.block_size);
+    warn_if_other_tokenizer(o);
   } else if (rank == 0 && o.speculative_ngram > 0) {
     eo.proposer = std::make_shared<NgramProposer>(o.speculative_ngram);
   }
