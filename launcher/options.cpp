@@ -48,6 +48,7 @@ const char* kUsage =
     "                                                named activations of prompts (JSON Lines)\n"
     "  serve     --model DIR [--port 8000 --host 127.0.0.1 --kv-cache-memory 1GiB --api-key KEY]\n"
     "            [--chat-template FILE --tokenizer FILE] [--tp N --pp N]  (under mpirun: sharded)\n"
+    "            [--speculative-model DIR | --speculative-ngram N] [--num-speculative-tokens K]\n"
     "                                                OpenAI-style HTTP completions server\n"
     "            (train, generate, trace, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"

@@ -200,6 +200,11 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
         Olmo2Model::load(o.speculative_model, ShardSpec::whole(*draft_config), o.precision, dev.device));
     eo.proposer = std::make_shared<DraftModelProposer>(std::move(draft), eo.scheduler.num_blocks, o.block_size);
     warn_if_other_tokenizer(o);
+    if (draft_config->max_position_embeddings < config.max_position_embeddings) {
+      std::cerr << "warning: --speculative-model holds " << draft_config->max_position_embeddings
+                << " positions, the model " << config.max_position_embeddings
+                << ": sequences longer than the draft's context get no drafted tokens" << std::endl;
+    }
   } else if (rank == 0 && o.speculative_ngram > 0) {
     eo.proposer = std::make_shared<NgramProposer>(o.speculative_ngram);
   }
@@ -207,8 +212,11 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     speculation = eo.proposer->describe() + ", up to " + std::to_string(o.num_speculative_tokens) +
                   " tokens per sequence and step";
     if (draft_config) {
-      speculation += "; its KV cache takes " + std::to_string(eo.scheduler.num_blocks * draft_per_block >> 20) +
-                     " MiB of rank 0's --kv-cache-memory";
+      const int64_t bytes = eo.scheduler.num_blocks * draft_per_block;
+      speculation += "; its KV cache takes " +
+                     (bytes >= (int64_t{1} << 20) ? std::to_string(bytes >> 20) + " MiB"
+                                                  : std::to_string(bytes >> 10) + " KiB") +
+                     " of rank 0's --kv-cache-memory";
     }
   }
   s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);

@@ -354,8 +354,6 @@ StepPlan Scheduler::schedule() {
     plan_chunk(s, n);
     ++i;
   }
-  // Room for drafted tokens (speculative decoding), before any newcomer.
-  grant_lookahead(plan, budget);
   // 2. Admit waiting sequences, first come first served.
   const int64_t watermark = std::max<int64_t>(1, opt_.num_blocks / 100);
   // Not in a step that had to pre-empt: the freed blocks are for the running batch.
@@ -390,6 +388,9 @@ StepPlan Scheduler::schedule() {
     waiting_.pop_front();
     plan_chunk(running_.back(), n);
   }
+  // Room for drafted tokens (speculative decoding) from what admission left: drafts never
+  // delay a newcomer's prefill.
+  grant_lookahead(plan, budget);
   // 3. Micro-batches for the pipeline: balance tokens, keep plan order within each.
   const int32_t m = static_cast<int32_t>(std::min<int64_t>(opt_.micro_batches, static_cast<int64_t>(plan.sequences.size())));
   plan.micro_batches = std::max(m, 1);

@@ -97,9 +97,10 @@ struct SchedSequence {
 /// never writes into a block that another holds or that is cached.
 ///
 /// Speculative decoding (options.num_speculative_tokens = K > 0): after the running
-/// sequences have their tokens, each decoding sequence that may speculate (speculate set,
-/// no forks to make) is given room for up to K drafted tokens (PlannedSequence::lookahead)
-/// from the budget left and the blocks free beyond the watermark — never by pre-empting —
+/// sequences have their tokens and the waiting ones have been admitted, each decoding
+/// sequence that may speculate (speculate set, no forks to make) is given room for up to K
+/// drafted tokens (PlannedSequence::lookahead) from the budget admission left and the
+/// blocks free beyond the watermark — never by pre-empting, never delaying a prefill —
 /// at most max_tokens − generated − 1, and below min_tokens at most min_tokens −
 /// generated − 1, so that every verified row is one plain decoding would choose with the
 /// same rules. step_done then takes each sequence's emitted tokens (1 … draft + 1) and

@@ -463,23 +463,13 @@ std::vector<std::vector<SelectedToken>> ServingEngine::emitted_tokens(const Step
                                                                       const std::vector<SelectedToken>& rows) {
   std::vector<std::vector<SelectedToken>> emitted(plan.sequences.size());
   size_t at = 0;
-  int64_t proposed = 0, accepted = 0;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& p = plan.sequences[i];
     if (!p.sample) continue;
     OLMO2_CHECK(at + static_cast<size_t>(p.rows()) <= rows.size(), "fewer chosen rows than the plan has");
     emitted[i] = accept_drafts(p, std::span<const SelectedToken>(rows).subspan(at, static_cast<size_t>(p.rows())));
     at += static_cast<size_t>(p.rows());
-    if (p.draft == 0 || emitted[i].empty()) continue;
-    proposed += p.draft;
-    accepted += static_cast<int64_t>(emitted[i].size()) - 1;
-    const auto owner = seq_owner_.find(p.seq_id);
-    if (owner == seq_owner_.end()) continue;
-    Choice& ch = active_.at(owner->second.first)->choices[static_cast<size_t>(owner->second.second)];
-    ch.spec_proposed += p.draft;
-    ch.spec_accepted += static_cast<int64_t>(emitted[i].size()) - 1;
   }
-  if (metrics_ && proposed > 0) metrics_->speculated(proposed, accepted);
   return emitted;
 }
 
@@ -527,6 +517,7 @@ void ServingEngine::prepare_plan(StepPlan& plan) {
 void ServingEngine::deliver(const StepPlan& plan, const std::vector<std::vector<SelectedToken>>& emitted,
                             std::vector<std::vector<SelectedToken>>& prompt) {
   const auto now = ServeRequest::Clock::now();
+  int64_t proposed = 0, accepted = 0;  // drafted tokens verified, and accepted ones handed out
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& p = plan.sequences[i];
     const std::vector<SelectedToken>& got = emitted[i];
@@ -573,10 +564,16 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<std::vector<
     }
     // Accepted drafted tokens and the target's own, in order, as plain decoding would hand
     // them out one per step; whatever follows the token that ends the choice is dropped.
-    for (const SelectedToken& t : got) {
-      if (take_token(a, c, t, now)) break;
+    if (p.draft > 0 && !got.empty()) {
+      proposed += p.draft;
+      ch.spec_proposed += p.draft;
+    }
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (j + 1 < got.size()) ++accepted, ++ch.spec_accepted;  // a drafted token, counted before it may end the choice
+      if (take_token(a, c, got[j], now)) break;
     }
   }
+  if (metrics_ && proposed > 0) metrics_->speculated(proposed, accepted);
 }
 
 bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, ServeRequest::Clock::time_point now) {

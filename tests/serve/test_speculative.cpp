@@ -81,6 +81,11 @@ void expect_exact(const ModelConfig& config, Precision precision, const Schedule
     EXPECT_GT(proposed, 0) << pc.name;
     if (preempts) EXPECT_GT(test::scraped(scrape, "olmo2_serve_preemptions_total"), 0) << pc.name;
     EXPECT_LE(accepted, proposed) << pc.name;
+    double generated = 0;  // accepted drafts after a choice's last token are not counted
+    for (const Answer& a : got) {
+      for (const test::ChoiceOut& ch : a.choices) generated += static_cast<double>(ch.tokens.size());
+    }
+    EXPECT_LE(accepted, generated) << pc.name;
     if (pc.agreement < 0) EXPECT_LT(accepted, proposed / 10) << pc.name;
     if (pc.agreement > 0) {  // plain greedy requests: every drafted token is the target's own choice
       std::string greedy;
@@ -244,6 +249,35 @@ TEST(SpeculativeScheduling, RoomWithinMaxTokensAndMinTokensAndRollbackOfRejected
   EXPECT_EQ(s.find(1)->tokens.back(), 31);
   EXPECT_EQ(s.find(1)->blocks.size(), 2u);  // positions 0 … 7: the block of the rejected position 8 is released
   EXPECT_EQ(s.free_blocks(), free_before + 1);
+}
+
+TEST(SpeculativeScheduling, RoomForDraftsNeverDelaysAPrefill) {
+  // Four decodes with K = 4 would take 4 × 5 = 20 tokens, the whole budget: a newcomer's
+  // prefill is admitted first, and the drafts get what it leaves.
+  Scheduler s({.num_blocks = 200, .block_size = 4, .max_running = 8, .max_batch_tokens = 20,
+               .num_speculative_tokens = 4});
+  for (int64_t id = 1; id <= 4; ++id) {
+    SchedSequence q;
+    q.id = id;
+    q.tokens = {1, 2, 3};
+    q.prompt_len = 3;
+    q.speculate = true;
+    s.add(q);
+  }
+  StepPlan p = s.schedule();
+  s.step_done(p, std::vector<SelectedToken>(p.sequences.size(), SelectedToken{7, 0.0f, {}}));
+  SchedSequence late;
+  late.id = 9;
+  late.tokens = std::vector<int32_t>(12, 5);
+  late.prompt_len = 12;
+  s.add(late);
+  p = s.schedule();
+  ASSERT_EQ(p.sequences.size(), 5u);
+  EXPECT_EQ(p.sequences[4].seq_id, 9);
+  EXPECT_EQ(p.sequences[4].tokens.size(), 12u);  // its whole prompt this step
+  int64_t room = 0;
+  for (const PlannedSequence& q : p.sequences) room += q.lookahead;
+  EXPECT_EQ(room, 20 - 4 - 12);  // what the decodes and the prefill left
 }
 
 }  // namespace
