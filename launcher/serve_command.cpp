@@ -24,6 +24,8 @@
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/api/http_server.h"
 #include "runtime/serve/serving_engine.h"
+#include "runtime/serve/speculative/draft_model_proposer.h"
+#include "runtime/serve/speculative/ngram_proposer.h"
 
 namespace olmo2 {
 
@@ -122,6 +124,27 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   }
   EngineOptions eo;
   eo.scheduler.num_blocks = blocks_for_memory(o, per_block);
+  // A draft model runs on rank 0 with a KV cache of as many blocks as the model's, out of
+  // rank 0's --kv-cache-memory (docs/architecture.md §8): every rank plans with that count.
+  std::optional<ModelConfig> draft_config;
+  int64_t draft_per_block = 0;
+  if (!o.speculative_model.empty()) {
+    draft_config = ModelConfig::load(o.speculative_model);
+    if (draft_config->vocab_size != config.vocab_size) {
+      OLMO2_THROW(InputError, "--speculative-model ", o.speculative_model, " has a vocabulary of ",
+                  draft_config->vocab_size, " tokens, the model ", config.vocab_size,
+                  ": a draft must share the model's vocabulary");
+    }
+    draft_per_block = KVCache::bytes_per_block(*draft_config, ShardSpec::whole(*draft_config), o.block_size);
+    const int64_t rank0 = KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, 0), o.block_size);
+    const int64_t both = o.kv_cache_bytes / (rank0 + draft_per_block);
+    if (both < 1) {
+      OLMO2_THROW(InputError, "--kv-cache-memory ", o.kv_cache_bytes, " bytes holds no KV block of the model (",
+                  rank0, " bytes on rank 0) with one of the draft model (", draft_per_block, " bytes)");
+    }
+    eo.scheduler.num_blocks = std::min(eo.scheduler.num_blocks, both);
+  }
+  eo.scheduler.num_speculative_tokens = o.speculative() ? o.num_speculative_tokens : 0;
   eo.scheduler.block_size = o.block_size;
   eo.scheduler.max_running = o.max_running;
   eo.scheduler.max_batch_tokens = o.max_batch_tokens;
@@ -155,6 +178,22 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   const std::string product_path = dev.device != Device::CPU ? std::string(device_name(dev.device))
                                    : s.model->precision() == Precision::BF16 ? ops::bf16_gemm_path_name()
                                                                             : ops::batch_invariant_path_name();
+  std::string speculation = "off";
+  if (rank == 0 && draft_config) {
+    auto draft = std::make_unique<Olmo2Model>(
+        Olmo2Model::load(o.speculative_model, ShardSpec::whole(*draft_config), o.precision, dev.device));
+    eo.proposer = std::make_shared<DraftModelProposer>(std::move(draft), eo.scheduler.num_blocks, o.block_size);
+  } else if (rank == 0 && o.speculative_ngram > 0) {
+    eo.proposer = std::make_shared<NgramProposer>(o.speculative_ngram);
+  }
+  if (eo.proposer) {
+    speculation = eo.proposer->describe() + ", up to " + std::to_string(o.num_speculative_tokens) +
+                  " tokens per sequence and step";
+    if (draft_config) {
+      speculation += "; its KV cache takes " + std::to_string(eo.scheduler.num_blocks * draft_per_block >> 20) +
+                     " MiB of rank 0's --kv-cache-memory";
+    }
+  }
   s.engine = std::make_unique<ServingEngine>(*s.model, s.tokenizer.get(), s.metrics.get(), eo, er);
   if (rank == 0) {
     HttpOptions ho;
@@ -181,7 +220,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
               << (rs.distributed() ? ", " + std::to_string(rs.world_size()) + " ranks" : ", " + rs.placement) << "; "
-              << dev.description << "; chat template: "
+              << dev.description << "; speculative decoding: " << speculation << "; chat template: "
               << (!s.chat_template ? std::string("none")
                   : o.chat_template_file.empty() ? std::string("the model's") : o.chat_template_file)
               << ")" << std::endl;

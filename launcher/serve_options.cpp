@@ -43,7 +43,13 @@ void add_serve_options(po::options_description& d) {
       "wait for earlier ones (default: the larger of --kv-cache-memory and --max-activation-bytes)")(
       "shutdown-grace", po::value<double>(), "seconds in-flight requests get after SIGTERM (default 25, under Slurm's default KillWait of 30)")(
       "http-threads", po::value<int>(), "HTTP worker threads (default: running + waiting + 8, at most 1024)")(
-      "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)");
+      "precision", po::value<std::string>(), "fp32 or bf16 (default: the checkpoint's dtype, bf16 for a bf16 checkpoint)")(
+      "speculative-model", po::value<std::string>(),
+      "speculative decoding: a draft model directory (same vocabulary) on rank 0 proposes tokens that the model "
+      "verifies in one pass; answers are bit-identical to plain decoding")(
+      "speculative-ngram", po::value<int>(),
+      "speculative decoding by prompt lookup: propose what followed the latest earlier occurrence of the last N tokens")(
+      "num-speculative-tokens", po::value<int>(), "tokens proposed per sequence and step, 1…16 (default 4)");
 }
 
 namespace {
@@ -151,6 +157,33 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     }
   }
   if (vm.count("precision")) o.precision = read_precision(vm["precision"].as<std::string>());
+  if (vm.count("speculative-model")) {
+    o.speculative_model = vm["speculative-model"].as<std::string>();
+    if (!std::filesystem::is_regular_file(std::filesystem::path(o.speculative_model) / "config.json")) {
+      OLMO2_THROW(UsageError, "--speculative-model: \"", o.speculative_model, "\" is not a model directory (no config.json)");
+    }
+  }
+  if (vm.count("speculative-ngram")) {
+    o.speculative_ngram = vm["speculative-ngram"].as<int>();
+    if (o.speculative_ngram < 1 || o.speculative_ngram > 64) {
+      OLMO2_THROW(UsageError, "--speculative-ngram must be in 1…64 tokens, got ", o.speculative_ngram);
+    }
+  }
+  if (!o.speculative_model.empty() && o.speculative_ngram > 0) {
+    OLMO2_THROW(UsageError, "--speculative-model and --speculative-ngram: choose one way of proposing tokens");
+  }
+  if (vm.count("num-speculative-tokens")) {
+    const int k = vm["num-speculative-tokens"].as<int>();
+    if (!o.speculative()) {
+      OLMO2_THROW(UsageError, "--num-speculative-tokens ", k, " needs --speculative-model or --speculative-ngram");
+    }
+    if (k < 1 || k > 16) OLMO2_THROW(UsageError, "--num-speculative-tokens must be in 1…16, got ", k);
+    o.num_speculative_tokens = k;
+  }
+  if (o.speculative() && o.num_speculative_tokens + 1 > o.max_batch_tokens) {
+    OLMO2_THROW(UsageError, "--num-speculative-tokens ", o.num_speculative_tokens, " needs --max-batch-tokens of at least ",
+                o.num_speculative_tokens + 1, " (a verification takes K + 1 tokens of a step), got ", o.max_batch_tokens);
+  }
   return o;
 }
 

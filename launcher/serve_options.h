@@ -39,6 +39,13 @@ struct ServeOptions {
   double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
   std::optional<Precision> precision;  ///< --precision (unset: the checkpoint's, default_precision)
+  /// Speculative decoding (docs/architecture.md §8): --speculative-model DIR (a draft model
+  /// of the same vocabulary, on rank 0) or --speculative-ngram N (prompt lookup), each
+  /// proposing up to --num-speculative-tokens K (1 … 16, default 4) per sequence and step.
+  std::string speculative_model;
+  int32_t speculative_ngram = 0;  ///< 0: no prompt lookup
+  int32_t num_speculative_tokens = 4;
+  bool speculative() const { return !speculative_model.empty() || speculative_ngram > 0; }
 };
 
 /// Adds every `olmo2 serve` option (also accepted in an INI --config file).

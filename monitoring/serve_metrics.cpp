@@ -19,6 +19,7 @@ struct ServeMetrics::Families {
   prometheus::Histogram *ttft = nullptr, *itl = nullptr, *e2e = nullptr, *queue = nullptr;
   prometheus::Counter* preemptions = nullptr;
   prometheus::Counter *cache_queries = nullptr, *cache_hits = nullptr;
+  prometheus::Counter *spec_proposed = nullptr, *spec_accepted = nullptr;
   prometheus::Gauge *running = nullptr, *waiting = nullptr, *kv_usage = nullptr;
   prometheus::Gauge *activation_bytes = nullptr, *activation_waiting = nullptr;
   prometheus::Gauge *gpu_in_use = nullptr, *gpu_cached = nullptr;  // made by the first gpu_memory()
@@ -63,6 +64,12 @@ ServeMetrics::ServeMetrics() : f_(std::make_unique<Families>()) {
   f_->cache_hits = &prometheus::BuildCounter().Name("olmo2_serve_prefix_cache_hits_total")
                         .Help("Tokens of those lookups whose KV blocks were found in the prefix cache")
                         .Register(reg).Add({});
+  f_->spec_proposed = &prometheus::BuildCounter().Name("olmo2_serve_spec_proposed_tokens_total")
+                           .Help("Drafted tokens the target verified (speculative decoding)")
+                           .Register(reg).Add({});
+  f_->spec_accepted = &prometheus::BuildCounter().Name("olmo2_serve_spec_accepted_tokens_total")
+                           .Help("Drafted tokens the target accepted (speculative decoding)")
+                           .Register(reg).Add({});
   f_->running = &prometheus::BuildGauge().Name("olmo2_serve_running_requests")
                      .Help("Requests in the running batch").Register(reg).Add({});
   f_->waiting = &prometheus::BuildGauge().Name("olmo2_serve_waiting_requests")
@@ -139,6 +146,12 @@ void ServeMetrics::prefix_cache(int64_t queries, int64_t hits) {
   std::lock_guard<std::mutex> lock(mutex_);
   f_->cache_queries->Increment(static_cast<double>(queries));
   f_->cache_hits->Increment(static_cast<double>(hits));
+}
+
+void ServeMetrics::speculated(int64_t proposed, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  f_->spec_proposed->Increment(static_cast<double>(proposed));
+  f_->spec_accepted->Increment(static_cast<double>(accepted));
 }
 
 std::string ServeMetrics::scrape() const {

@@ -43,6 +43,11 @@ class ServeMetrics {
   /// sequences admitted with nothing computed (`queries`), and of those the tokens whose
   /// KV blocks were found in the cache (`hits` ≤ queries).
   void prefix_cache(int64_t queries, int64_t hits);
+  /// Speculative decoding since the last call: drafted tokens the target verified
+  /// (`proposed`) and of those the ones it accepted (`accepted` ≤ proposed); the counters
+  /// olmo2_serve_spec_proposed_tokens_total and _accepted_tokens_total (vLLM's
+  /// num_draft_tokens and num_accepted_tokens).
+  void speculated(int64_t proposed, int64_t accepted);
 
   /// The whole registry in the Prometheus text format 0.0.4.
   std::string scrape() const;

@@ -67,6 +67,48 @@ void Scheduler::release_all(SchedSequence& s) {
   s.blocks.clear();
 }
 
+void Scheduler::truncate(SchedSequence& s, int64_t keep) {
+  const int64_t n = static_cast<int64_t>(s.blocks.size()) / groups_;
+  if (keep >= n) return;
+  std::vector<int32_t> gone, kept;
+  for (int64_t g = 0; g < groups_; ++g) {
+    for (int64_t b = 0; b < n; ++b) {
+      const int32_t id = s.blocks[static_cast<size_t>(g * n + b)];
+      if (b < keep) kept.push_back(id);
+      else if (id >= 0) gone.push_back(id);
+    }
+  }
+  allocator_.release(gone);
+  s.blocks = std::move(kept);
+}
+
+void Scheduler::grant_lookahead(StepPlan& plan, int64_t& budget) {
+  const int64_t k = opt_.num_speculative_tokens;
+  if (k <= 0) return;
+  const int64_t watermark = std::max<int64_t>(1, opt_.num_blocks / 100);
+  for (PlannedSequence& p : plan.sequences) {
+    if (budget <= 0) return;
+    const auto it = std::find_if(running_.begin(), running_.end(), [&](const SchedSequence& s) { return s.id == p.seq_id; });
+    OLMO2_CHECK(it != running_.end(), "planned sequence ", p.seq_id, " is not running");
+    SchedSequence& s = *it;
+    const int64_t generated = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
+    // A decode: its one pending token is a generated one.
+    if (!s.speculate || !s.forks.empty() || !p.sample || p.tokens.size() != 1 || generated < 1) continue;
+    int64_t look = std::min({k, budget, s.max_tokens - generated - 1});
+    if (generated < s.min_tokens) look = std::min(look, s.min_tokens - generated - 1);
+    const int64_t held = static_cast<int64_t>(s.blocks.size()) / groups_;
+    while (look > 0 && (blocks_for(s.computed + 1 + look, opt_.block_size) - held) * groups_ >
+                           allocator_.free_count() - watermark) {
+      --look;
+    }
+    if (look <= 0) continue;
+    grow(s, blocks_for(s.computed + 1 + look, opt_.block_size) - held);
+    p.blocks = s.blocks;
+    p.lookahead = static_cast<int32_t>(look);
+    budget -= look;
+  }
+}
+
 void Scheduler::release_before_window(SchedSequence& s, int64_t next) {
   const size_t n = s.blocks.size() / static_cast<size_t>(groups_);
   for (size_t g = 0; g < opt_.group_windows.size(); ++g) {
@@ -312,6 +354,8 @@ StepPlan Scheduler::schedule() {
     plan_chunk(s, n);
     ++i;
   }
+  // Room for drafted tokens (speculative decoding), before any newcomer.
+  grant_lookahead(plan, budget);
   // 2. Admit waiting sequences, first come first served.
   const int64_t watermark = std::max<int64_t>(1, opt_.num_blocks / 100);
   // Not in a step that had to pre-empt: the freed blocks are for the running batch.
@@ -353,7 +397,7 @@ StepPlan Scheduler::schedule() {
   for (PlannedSequence& p : plan.sequences) {
     const auto lightest = std::min_element(load.begin(), load.end());
     p.micro_batch = static_cast<int32_t>(lightest - load.begin());
-    *lightest += static_cast<int64_t>(p.tokens.size());
+    *lightest += static_cast<int64_t>(p.tokens.size()) + p.lookahead;
   }
   // Copies go out with the first plan that runs: nothing writes a block before them.
   if (!plan.sequences.empty()) plan.copies = std::move(copies_), copies_.clear();
@@ -361,15 +405,35 @@ StepPlan Scheduler::schedule() {
 }
 
 void Scheduler::step_done(const StepPlan& plan, const std::vector<SelectedToken>& tokens) {
+  std::vector<std::vector<SelectedToken>> emitted(plan.sequences.size());
   size_t k = 0;
-  for (const PlannedSequence& p : plan.sequences) {
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    if (!plan.sequences[i].sample) continue;
+    OLMO2_CHECK(plan.sequences[i].draft == 0, "sequence ", plan.sequences[i].seq_id, " has drafted tokens");
+    OLMO2_CHECK(k < tokens.size(), "fewer results than sampled sequences");
+    emitted[i].push_back(tokens[k++]);
+  }
+  step_done(plan, emitted);
+}
+
+void Scheduler::step_done(const StepPlan& plan, const std::vector<std::vector<SelectedToken>>& emitted) {
+  OLMO2_CHECK(emitted.size() == plan.sequences.size(), "results for ", emitted.size(), " of ",
+              plan.sequences.size(), " planned sequences");
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& p = plan.sequences[i];
+    const std::vector<SelectedToken>& e = emitted[i];
     const auto it = std::find_if(running_.begin(), running_.end(), [&](const SchedSequence& s) { return s.id == p.seq_id; });
     OLMO2_CHECK(it != running_.end(), "planned sequence ", p.seq_id, " is not running");
-    it->computed += static_cast<int64_t>(p.tokens.size());
-    if (p.sample) {
-      OLMO2_CHECK(k < tokens.size(), "fewer results than sampled sequences");
-      it->tokens.push_back(tokens[k++].id);
+    OLMO2_CHECK(p.sample ? (e.size() <= static_cast<size_t>(p.draft) + 1 && (!e.empty() || p.draft > 0)) : e.empty(),
+                "sequence ", p.seq_id, " emitted ", e.size(), " tokens for ", p.draft, " drafted");
+    if (p.sample && e.empty()) {  // redone without drafts
+      it->speculate = false;
+    } else {
+      // Accepted drafts' positions hold their keys and values; rejected ones are dropped.
+      it->computed += static_cast<int64_t>(p.tokens.size()) - p.draft + static_cast<int64_t>(e.size()) - (p.sample ? 1 : 0);
+      for (const SelectedToken& t : e) it->tokens.push_back(t.id);
     }
+    if (p.lookahead > 0) truncate(*it, blocks_for(it->computed, opt_.block_size));
     cache_full_blocks(*it);
     // Sliding groups: what no later query sees. A parent keeps what its forks compute with.
     const int64_t next = it->forks.empty() ? it->computed

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <vector>
 
 #include "runtime/model/kv_cache.h"
@@ -23,6 +24,9 @@ struct SchedulerOptions {
   /// attention, W for sliding layers, whose blocks wholly before the window of a
   /// sequence's next position are released. Empty: one group, no window (OLMo 2).
   std::vector<int64_t> group_windows = {};
+  /// Speculative decoding (docs/architecture.md §8): the most drafted tokens a decoding
+  /// sequence is given room for per step (PlannedSequence::lookahead); 0: none.
+  int32_t num_speculative_tokens = 0;
 };
 
 /// Positions one sequence can always hold in `options.num_blocks` blocks (what a request
@@ -56,6 +60,12 @@ struct SchedSequence {
   std::vector<CachedBlock> cached;
   /// Sequences of the same prompt waiting to fork from this one (n > 1; Scheduler::add).
   std::vector<SchedSequence> forks;
+  /// Speculative decoding: whether this sequence may be given drafted tokens, and its
+  /// request's max_tokens and min_tokens, which bound them (every verified row must fit in
+  /// max_tokens and lie on one side of min_tokens).
+  bool speculate = false;
+  int64_t max_tokens = std::numeric_limits<int64_t>::max() / 4;
+  int64_t min_tokens = 0;
 };
 
 /// vLLM-style scheduling with chunked prefill, recompute pre-emption, automatic prefix
@@ -85,6 +95,16 @@ struct SchedSequence {
 /// running limit and free blocks allow; else it waits in seq) to compute position L−1
 /// itself: its own logits, its own draws. A waiting sequence holds no blocks; a sequence
 /// never writes into a block that another holds or that is cached.
+///
+/// Speculative decoding (options.num_speculative_tokens = K > 0): after the running
+/// sequences have their tokens, each decoding sequence that may speculate (speculate set,
+/// no forks to make) is given room for up to K drafted tokens (PlannedSequence::lookahead)
+/// from the budget left and the blocks free beyond the watermark — never by pre-empting —
+/// at most max_tokens − generated − 1, and below min_tokens at most min_tokens −
+/// generated − 1, so that every verified row is one plain decoding would choose with the
+/// same rules. step_done then takes each sequence's emitted tokens (1 … draft + 1) and
+/// rolls back the rest: computed counts the accepted positions only, and the blocks past
+/// them are released (nothing rejected is ever cached: only computed full blocks are).
 ///
 /// KV groups (options.group_windows; docs/architecture.md §8): every logical block of a
 /// sequence takes one id per group from the one allocator, so admission, growth and
@@ -121,6 +141,12 @@ class Scheduler {
   /// the prefix cache), every sampled sequence gets its token appended (tokens in plan
   /// order of the sampled entries), and forks whose parent is far enough are made.
   void step_done(const StepPlan& plan, const std::vector<SelectedToken>& tokens);
+  /// The same with speculative decoding: `emitted` has one list per plan sequence (empty
+  /// for those not sampled): the tokens a sampled sequence emitted, 1 … draft + 1
+  /// (speculative/verification.h); empty for a drafted one means nothing was taken (the
+  /// step is redone without drafts: the sequence speculates no more). Throws Error for
+  /// lists of other counts.
+  void step_done(const StepPlan& plan, const std::vector<std::vector<SelectedToken>>& emitted);
 
   const SchedSequence* find(int64_t id) const;
   int64_t running() const { return static_cast<int64_t>(running_.size()); }
@@ -151,6 +177,10 @@ class Scheduler {
   bool grow(SchedSequence& s, int64_t add);
   /// Releases every id s holds and empties its table.
   void release_all(SchedSequence& s);
+  /// Releases s's logical blocks from `keep` on (every group's).
+  void truncate(SchedSequence& s, int64_t keep);
+  /// Gives the decoding sequences of `plan` room for drafted tokens (the class comment).
+  void grant_lookahead(StepPlan& plan, int64_t& budget);
   /// In every sliding group, releases s's blocks wholly before the window of position
   /// `next` (sets them to −1).
   void release_before_window(SchedSequence& s, int64_t next);

@@ -88,12 +88,18 @@ int64_t StepPlan::sampled() const {
   return n;
 }
 
+int64_t StepPlan::chosen_rows() const {
+  int64_t n = 0;
+  for (const auto& s : sequences) n += s.rows();
+  return n;
+}
+
 std::vector<int64_t> encode_plan(const StepPlan& plan) {
   std::vector<int64_t> d = {plan.shutdown ? 1 : 0, plan.micro_batches, static_cast<int64_t>(plan.copies.size())};
   for (const BlockCopy& c : plan.copies) d.insert(d.end(), {c.src, c.dst});
   d.push_back(static_cast<int64_t>(plan.sequences.size()));
   for (const PlannedSequence& s : plan.sequences) {
-    d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0});
+    d.insert(d.end(), {s.seq_id, s.micro_batch, s.start, s.sample ? 1 : 0, s.draft});
     encode_selection(s.selection, d);
     d.insert(d.end(), {s.score_begin, s.score_end, s.prompt_logprobs, s.next_token, s.trace ? 1 : 0});
     if (s.trace) {
@@ -131,6 +137,7 @@ StepPlan decode_plan(std::span<const int64_t> d) {
     s.micro_batch = static_cast<int32_t>(next());
     s.start = next();
     s.sample = next() != 0;
+    s.draft = static_cast<int32_t>(next());
     s.selection = decode_selection(next, d.size() - at, i);
     s.score_begin = next();
     s.score_end = next();
@@ -144,7 +151,8 @@ StepPlan decode_plan(std::span<const int64_t> d) {
       OLMO2_CHECK(s.record_from >= 0, "malformed step plan entry ", i, ": records from position ", s.record_from);
     }
     const int64_t nt = next(), nb = next();
-    OLMO2_CHECK(nt >= 1 && nb >= 1 && s.micro_batch >= 0 && s.micro_batch < p.micro_batches,
+    OLMO2_CHECK(nt >= 1 && nb >= 1 && s.micro_batch >= 0 && s.micro_batch < p.micro_batches && s.draft >= 0 &&
+                    s.draft < nt && (s.sample || s.draft == 0),
                 "malformed step plan entry ", i);
     OLMO2_CHECK(s.score_begin >= 0 && s.score_begin <= s.score_end && s.score_end <= nt && s.prompt_logprobs >= 0,
                 "malformed step plan entry ", i, ": scores positions ", s.score_begin, " … ", s.score_end, " of ",
@@ -160,7 +168,7 @@ StepPlan decode_plan(std::span<const int64_t> d) {
 int64_t results_size(const StepPlan& plan) {
   int64_t n = 0;
   for (const auto& s : plan.sequences) {
-    n += s.sample ? 1 + s.selection.logprobs : 0;
+    n += s.rows() * (1 + s.selection.logprobs);
     n += s.scored() * (1 + s.prompt_logprobs);
   }
   return n;
@@ -171,9 +179,10 @@ StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken
   StepResults d;
   size_t k = 0;
   for (const auto& s : plan.sequences) {
-    if (!s.sample) continue;
-    OLMO2_CHECK(k < tokens.size(), "fewer chosen tokens than sampled sequences");
-    encode_token(tokens[k++], s.selection.logprobs, d);
+    for (int64_t r = 0; r < s.rows(); ++r) {
+      OLMO2_CHECK(k < tokens.size(), "fewer chosen tokens than chosen rows");
+      encode_token(tokens[k++], s.selection.logprobs, d);
+    }
   }
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& s = plan.sequences[i];
@@ -195,7 +204,7 @@ std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const 
   std::vector<SelectedToken> out;
   size_t at = 0;
   for (const auto& s : plan.sequences) {
-    if (s.sample) out.push_back(decode_token(ids, logprobs, s.selection.logprobs, at));
+    for (int64_t r = 0; r < s.rows(); ++r) out.push_back(decode_token(ids, logprobs, s.selection.logprobs, at));
   }
   if (prompt) prompt->assign(plan.sequences.size(), {});
   for (size_t i = 0; i < plan.sequences.size(); ++i) {

@@ -23,6 +23,13 @@ struct PlannedSequence {
   std::vector<int32_t> blocks;
   bool sample = false;          ///< these tokens end the known text: choose the next token
   SelectionRequest selection;   ///< how (when sample)
+  /// Speculative decoding (docs/architecture.md §8): the last `draft` tokens are proposals,
+  /// not yet part of the sequence; with sample, each of the last draft + 1 positions is a
+  /// verified row (speculative/verification.h). 0: plain decoding.
+  int32_t draft = 0;
+  /// Rank 0 only (not broadcast): the drafted tokens the scheduler made room for — budget
+  /// and KV blocks — after `tokens`; the proposer fills at most this many.
+  int32_t lookahead = 0;
   /// Prompt logprobs (echo): positions score_begin … score_end − 1 of `tokens` are scored,
   /// position j against tokens[j + 1] (the chunk's last against next_token), with
   /// prompt_logprobs alternatives each; none when score_end == score_begin. The model
@@ -37,6 +44,8 @@ struct PlannedSequence {
   std::shared_ptr<const trace::TraceSpec> trace;
   int64_t record_from = 0;
   int64_t scored() const { return score_end - score_begin; }
+  /// Rows whose token is chosen: 1 + draft when sampled, else 0.
+  int64_t rows() const { return sample ? 1 + draft : 0; }
 };
 
 /// A step: the block copies to make first, then the sequences to run, split into
@@ -50,12 +59,14 @@ struct StepPlan {
   std::vector<PlannedSequence> sequences;
   /// Sequences with sample set, in plan order (the order of the step's results).
   int64_t sampled() const;
+  /// Rows whose token is chosen, Σ rows() (each sampled sequence's in plan order).
+  int64_t chosen_rows() const;
 };
 
 /// Flat i64 encoding of a plan for its broadcast from rank 0 (an i64 collective):
 /// shutdown, micro_batches, the copy count, the copies (src, dst), the sequence count,
 /// then per sequence seq_id, micro_batch,
-/// start, sample; the selection: temperature (the double's bits), top_k, top_p (bits),
+/// start, sample, draft; the selection: temperature (the double's bits), top_k, top_p (bits),
 /// min_p (bits), seed, draw, logprobs, target, the presence, frequency and repetition
 /// penalties (bits), the counts of logit_bias, banned, prompt_ids and output_counts, then
 /// those lists (a bias as id and the float's bits, a count as id and count); then
@@ -69,8 +80,8 @@ std::vector<int64_t> encode_plan(const StepPlan& plan);
 StepPlan decode_plan(std::span<const int64_t> data);
 
 /// A step's chosen tokens on their way from the last pipeline stage to rank 0, each
-/// field in its own type (sent as an i32 message then an f32 one): for each sampled
-/// sequence in plan order, 1 + selection.logprobs entries in both buffers: the chosen
+/// field in its own type (sent as an i32 message then an f32 one): for each chosen row
+/// (PlannedSequence::rows(), in plan order), 1 + selection.logprobs entries in both buffers: the chosen
 /// token (ids: its id; logprobs: its log-probability), then the alternatives, most
 /// likely first (ids: the id, or -1 where the token had fewer alternatives; logprobs:
 /// the log-probability, 0 there). Then for each sequence with scored prompt positions,
@@ -81,15 +92,15 @@ struct StepResults {
   std::vector<float> logprobs;   ///< log-probabilities (f32), same length as ids
 };
 
-/// Encodes `tokens`, one per sampled sequence of `plan` in plan order, and `prompt`
+/// Encodes `tokens`, one per chosen row of `plan` in plan order, and `prompt`
 /// (empty, or one list per plan sequence: its scored() prompt positions). Throws Error
-/// when there are fewer tokens than sampled sequences or a prompt list of another length.
+/// when there are fewer tokens than chosen rows or a prompt list of another length.
 StepResults encode_results(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
                            const std::vector<std::vector<SelectedToken>>& prompt = {});
 /// The length of each StepResults buffer for `plan`: Σ over sampled sequences of
-/// 1 + selection.logprobs, plus Σ scored() × (1 + prompt_logprobs).
+/// rows() × (1 + selection.logprobs), plus Σ scored() × (1 + prompt_logprobs).
 int64_t results_size(const StepPlan& plan);
-/// Inverse of encode_results: the sampled sequences' tokens, and into `prompt` (when not
+/// Inverse of encode_results: the chosen rows' tokens (plan order), and into `prompt` (when not
 /// null) one list per plan sequence of its scored positions. Throws Error when either
 /// buffer's length is not results_size(plan) (naming both).
 std::vector<SelectedToken> decode_results(const StepPlan& plan, std::span<const int32_t> ids,

@@ -68,6 +68,9 @@ struct CompletionChunk {
   std::string error;                  ///< set on the last chunk when the server gave up on it
   int error_status = 0;               ///< with error: the HTTP status it maps to (400, 500, 503)
   std::string error_param;            ///< with error: the request field it names ("" : none)
+  /// With speculative decoding, on the choice's last chunk: the drafted tokens verified
+  /// for this choice, and how many of them were accepted (docs/architecture.md §8).
+  int64_t spec_proposed = 0, spec_accepted = 0;
   /// With trace reads, on the choice's last chunk (the one with finish_reason): the
   /// response's "activations" object (trace::ActivationStore::result). Null otherwise.
   nlohmann::json activations;

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "runtime/generation/request_rules.h"
+#include "runtime/serve/speculative/verification.h"
 #include "runtime/serve/stop_strings.h"
 #include "runtime/trace/activation_recorder.h"
 
@@ -28,6 +29,7 @@ struct ServingEngine::Choice {
   StopStringMatcher matcher;
   int64_t generated = 0;
   double cumulative_logprob = 0;  // Σ logprob of its tokens (best_of ranks choices by it)
+  int64_t spec_proposed = 0, spec_accepted = 0;  // drafted tokens verified, and accepted
   ServeRequest::Clock::time_point last_token;
   CompletionChunk pending;  // tokens since the last released chunk
   Choice(int64_t seq, const Tokenizer& tok, const CompletionParams& params)
@@ -77,6 +79,12 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
   if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
   // The model's KV groups decide which blocks the scheduler may release (docs/architecture.md §8).
   opt_.scheduler.group_windows = cache_.layout().windows();
+  if (!opt_.proposer) {
+    opt_.scheduler.num_speculative_tokens = 0;
+  } else if (opt_.scheduler.num_speculative_tokens < 1 || opt_.scheduler.num_speculative_tokens > kMaxSpeculativeTokens) {
+    OLMO2_THROW(InputError, "--num-speculative-tokens must be in 1 … ", kMaxSpeculativeTokens, ", got ",
+                opt_.scheduler.num_speculative_tokens);
+  }
   if (rank() == 0) {
     OLMO2_CHECK(tokenizer_, "rank 0 of the serving engine needs the tokenizer");
     scheduler_ = std::make_unique<Scheduler>(opt_.scheduler);
@@ -188,7 +196,7 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
   fo.check_finite = true;  // a NaN or infinity ends its request with an error, never garbage tokens
   // Chosen tokens and scored prompt positions by plan position: micro-batches run in
   // their order, results go back in plan order.
-  std::vector<SelectedToken> chosen(plan.sequences.size());
+  std::vector<std::vector<SelectedToken>> chosen(plan.sequences.size());
   std::vector<std::vector<SelectedToken>> scored(plan.sequences.size());
   // Named activations (docs/architecture.md §13): a tap only for micro-batches with a
   // traced sequence; its pieces go to rank 0 after the step.
@@ -208,7 +216,8 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
       batch.start.push_back(s.start);
       batch.block_tables.emplace_back(s.blocks);
       // prompt logprobs, or a read of the logits: every position's logits
-      fo.all_logits.push_back(s.scored() > 0 || (s.trace && s.trace->touches(TapSite::LmHeadOutput, -1)));
+      fo.all_logits.push_back(s.scored() > 0 || s.draft > 0 ||
+                              (s.trace && s.trace->touches(TapSite::LmHeadOutput, -1)));
       tapped.push_back({s.trace.get(), static_cast<int32_t>(i), s.record_from});
     }
     if (seqs.empty()) continue;
@@ -229,11 +238,15 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
     for (size_t j = 0; j < seqs.size(); ++j) {
       const PlannedSequence& s = plan.sequences[seqs[j]];
       const TensorView logits = out.logits[j].view();
-      if (s.sample) {
+      if (s.sample) {  // the last row, or with drafted tokens the last draft + 1 (verification)
         const int64_t last = logits.size(0) - 1;
-        rows.push_back(logits.rows(last, last + 1));
-        requests.push_back(s.selection);
-        owner.emplace_back(seqs[j], false);
+        std::vector<SelectionRequest> verified = verification_requests(s);
+        for (size_t r = 0; r < verified.size(); ++r) {
+          const int64_t q = last - static_cast<int64_t>(verified.size() - 1 - r);
+          rows.push_back(logits.rows(q, q + 1));
+          requests.push_back(std::move(verified[r]));
+          owner.emplace_back(seqs[j], false);
+        }
       }
       const int64_t n = static_cast<int64_t>(s.tokens.size());
       for (int64_t q = s.score_begin; q < s.score_end; ++q) {
@@ -253,13 +266,13 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
       if (is_prompt) {
         scored[i].push_back(std::move(got[j]));
       } else {
-        chosen[i] = std::move(got[j]);
+        chosen[i].push_back(std::move(got[j]));
       }
     }
     for (size_t j = 0; j < seqs.size(); ++j) {  // the results say which sequences went non-finite
       if (j >= out.nonfinite.size() || !out.nonfinite[j]) continue;
       const size_t i = seqs[j];
-      if (plan.sequences[i].sample) chosen[i].id = kNonFiniteToken;
+      for (SelectedToken& s : chosen[i]) s.id = kNonFiniteToken;
       for (SelectedToken& s : scored[i]) s.id = kNonFiniteToken;
     }
   }
@@ -267,8 +280,8 @@ std::vector<SelectedToken> ServingEngine::execute(const StepPlan& plan,
   if (rank() != ranks_.results_root && rank() != 0) return {};
   std::vector<SelectedToken> ordered;
   if (rank() == ranks_.results_root) {
-    for (size_t i = 0; i < plan.sequences.size(); ++i) {
-      if (plan.sequences[i].sample) ordered.push_back(std::move(chosen[i]));
+    for (std::vector<SelectedToken>& rows : chosen) {
+      for (SelectedToken& t : rows) ordered.push_back(std::move(t));
     }
   }
   if (ranks_.results_root == 0 || results_size(plan) == 0) {
@@ -326,6 +339,11 @@ void ServingEngine::drain_inbox(bool close) {
       // is (it is among them or next to them); the API reports `logprobs` of them. Several
       // choices need it too: best_of ranks them by their cumulative log-probability.
       s.selection.logprobs = p.want_logprobs ? std::max(p.logprobs, 1) : (n > 1 ? 1 : 0);
+      // Speculative decoding for every choice, but not with activation reads (rejected
+      // positions would be recorded: docs/architecture.md §8).
+      s.speculate = opt_.proposer && !(p.trace && !p.trace->reads.empty());
+      s.max_tokens = p.max_tokens;
+      s.min_tokens = p.min_tokens;
       a->choices.emplace_back(s.id, *tokenizer_, p);
       seq_owner_[s.id] = {r->id(), c};
     }
@@ -373,6 +391,7 @@ void ServingEngine::finish(int64_t request_id, CompletionChunk chunk, const std:
   for (Choice& ch : a.choices) {  // every choice ends with the request
     scheduler_->remove(ch.seq_id);
     seq_owner_.erase(ch.seq_id);
+    if (opt_.proposer) opt_.proposer->release(ch.seq_id);
   }
   if (metrics_) {
     metrics_->request_finished(outcome);
@@ -400,6 +419,8 @@ void ServingEngine::finish_choice(Active& a, int32_t c, CompletionChunk chunk) {
   Choice& ch = a.choices[static_cast<size_t>(c)];
   chunk.choice = c;
   chunk.cumulative_logprob = ch.cumulative_logprob;
+  chunk.spec_proposed = ch.spec_proposed;
+  chunk.spec_accepted = ch.spec_accepted;
   if (a.store && c == 0) chunk.activations = a.store->result();  // the choice's last chunk
   if (--a.unfinished == 0) {  // the request's last chunk: finish() ends it
     finish(a.request->id(), std::move(chunk), "success");
@@ -407,7 +428,59 @@ void ServingEngine::finish_choice(Active& a, int32_t c, CompletionChunk chunk) {
   }
   scheduler_->remove(ch.seq_id);
   seq_owner_.erase(ch.seq_id);
+  if (opt_.proposer) opt_.proposer->release(ch.seq_id);
   a.request->push(std::move(chunk));
+}
+
+void ServingEngine::propose(StepPlan& plan) {
+  if (!opt_.proposer) return;
+  std::vector<DraftSlot> slots;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& p = plan.sequences[i];
+    if (p.lookahead < 1) continue;
+    const SchedSequence* seq = scheduler_->find(p.seq_id);
+    OLMO2_CHECK(seq, "planned sequence ", p.seq_id, " is unknown to the scheduler");
+    slots.push_back({p.seq_id, seq->tokens, p.lookahead});
+    where.push_back(i);
+  }
+  if (slots.empty()) return;
+  const std::vector<std::vector<int32_t>> drafts = opt_.proposer->propose(slots);
+  OLMO2_CHECK(drafts.size() == slots.size(), "the proposer answered ", drafts.size(), " of ", slots.size(), " slots");
+  const int64_t vocab = model_.config().vocab_size;
+  for (size_t k = 0; k < slots.size(); ++k) {
+    PlannedSequence& p = plan.sequences[where[k]];
+    const std::vector<int32_t>& d = drafts[k];
+    OLMO2_CHECK(static_cast<int32_t>(d.size()) <= p.lookahead, "the proposer drafted ", d.size(), " tokens for room of ",
+                p.lookahead);
+    for (int32_t id : d) OLMO2_CHECK(id >= 0 && id < vocab, "the proposer drafted token ", id, " outside the vocabulary");
+    p.tokens.insert(p.tokens.end(), d.begin(), d.end());
+    p.draft = static_cast<int32_t>(d.size());
+  }
+}
+
+std::vector<std::vector<SelectedToken>> ServingEngine::emitted_tokens(const StepPlan& plan,
+                                                                      const std::vector<SelectedToken>& rows) {
+  std::vector<std::vector<SelectedToken>> emitted(plan.sequences.size());
+  size_t at = 0;
+  int64_t proposed = 0, accepted = 0;
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    const PlannedSequence& p = plan.sequences[i];
+    if (!p.sample) continue;
+    OLMO2_CHECK(at + static_cast<size_t>(p.rows()) <= rows.size(), "fewer chosen rows than the plan has");
+    emitted[i] = accept_drafts(p, std::span<const SelectedToken>(rows).subspan(at, static_cast<size_t>(p.rows())));
+    at += static_cast<size_t>(p.rows());
+    if (p.draft == 0 || emitted[i].empty()) continue;
+    proposed += p.draft;
+    accepted += static_cast<int64_t>(emitted[i].size()) - 1;
+    const auto owner = seq_owner_.find(p.seq_id);
+    if (owner == seq_owner_.end()) continue;
+    Choice& ch = active_.at(owner->second.first)->choices[static_cast<size_t>(owner->second.second)];
+    ch.spec_proposed += p.draft;
+    ch.spec_accepted += static_cast<int64_t>(emitted[i].size()) - 1;
+  }
+  if (metrics_ && proposed > 0) metrics_->speculated(proposed, accepted);
+  return emitted;
 }
 
 void ServingEngine::prepare_plan(StepPlan& plan) {
@@ -451,21 +524,19 @@ void ServingEngine::prepare_plan(StepPlan& plan) {
   }
 }
 
-void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+void ServingEngine::deliver(const StepPlan& plan, const std::vector<std::vector<SelectedToken>>& emitted,
                             std::vector<std::vector<SelectedToken>>& prompt) {
   const auto now = ServeRequest::Clock::now();
-  const std::vector<int64_t>& eos = model_.config().eos_token_ids;
-  size_t k = 0;
   for (size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& p = plan.sequences[i];
-    const SelectedToken* t = p.sample ? &tokens[k++] : nullptr;
+    const std::vector<SelectedToken>& got = emitted[i];
     const auto owner = seq_owner_.find(p.seq_id);
     if (owner == seq_owner_.end()) continue;
     Active& a = *active_.at(owner->second.first);
     const int32_t c = owner->second.second;
     Choice& ch = a.choices[static_cast<size_t>(c)];
     const CompletionParams& params = a.request->params();
-    const bool nonfinite = (t && t->id == kNonFiniteToken) ||
+    const bool nonfinite = (!got.empty() && got.front().id == kNonFiniteToken) ||
                            (i < prompt.size() && std::any_of(prompt[i].begin(), prompt[i].end(), [](const SelectedToken& s) {
                               return s.id == kNonFiniteToken;
                             }));
@@ -491,7 +562,7 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
       a.prompt_tokens.clear();
       a.prompt_done = true;
     }
-    if (!t) {
+    if (!p.sample) {
       if (params.max_tokens == 0 && p.start + static_cast<int64_t>(p.tokens.size()) == plen) {
         a.first_token = ch.last_token = now;
         CompletionChunk out = std::move(ch.pending);
@@ -500,46 +571,60 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<SelectedToke
       }
       continue;
     }
-    ++ch.generated;
-    if (++a.generated == 1) a.first_token = now;
-    if (ch.generated > 1 && metrics_) metrics_->inter_token(seconds_between(ch.last_token, now));
-    ch.last_token = now;
-    ch.cumulative_logprob += t->logprob;
-    ch.pending.tokens.push_back(*t);
-    // EOS (unless ignore_eos) and the stop token ids end the text; their own text is
-    // dropped unless include_stop_str_in_output (vLLM). Ids past the tokenizer's
-    // vocabulary (the padding rows of a padded embedding) have no text.
-    const bool stop_token = (!params.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<int64_t>(t->id)) !=
-                                                       eos.end()) ||
-                            contains(params.stop_token_ids, t->id);
-    const bool has_text = t->id < tokenizer_->vocab_size() && (!stop_token || params.include_stop_str_in_output);
-    // vLLM's min_tokens: a stop string must end in the text of a later token.
-    const bool may_stop = ch.generated > params.min_tokens;
-    std::string released = ch.matcher.push(has_text ? ch.decoder.push(t->id) : std::string(), may_stop);
-    std::string reason;
-    if (ch.matcher.stopped() || stop_token) {
-      reason = "stop";
-    } else if (ch.generated >= params.max_tokens) {
-      reason = "length";
-    }
-    if (!reason.empty() && !ch.matcher.stopped()) {
-      released += ch.matcher.push(ch.decoder.flush(), may_stop);
-      if (!ch.matcher.stopped()) released += ch.matcher.flush();
-      if (ch.matcher.stopped()) reason = "stop";
-    }
-    ch.pending.text += released;
-    if (!reason.empty()) {
-      CompletionChunk out = std::move(ch.pending);
-      out.finish_reason = reason;
-      finish_choice(a, c, std::move(out));
-    } else if (!ch.pending.text.empty() || params.want_logprobs || !ch.pending.prompt_tokens.empty()) {
-      CompletionChunk out = std::move(ch.pending);
-      ch.pending = CompletionChunk{};
-      out.choice = c;
-      out.cumulative_logprob = ch.cumulative_logprob;
-      a.request->push(std::move(out));
+    // Accepted drafted tokens and the target's own, in order, as plain decoding would hand
+    // them out one per step; whatever follows the token that ends the choice is dropped.
+    for (const SelectedToken& t : got) {
+      if (take_token(a, c, t, now)) break;
     }
   }
+}
+
+bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, ServeRequest::Clock::time_point now) {
+  Choice& ch = a.choices[static_cast<size_t>(c)];
+  const CompletionParams& params = a.request->params();
+  const std::vector<int64_t>& eos = model_.config().eos_token_ids;
+  ++ch.generated;
+  if (++a.generated == 1) a.first_token = now;
+  if (ch.generated > 1 && metrics_) metrics_->inter_token(seconds_between(ch.last_token, now));
+  ch.last_token = now;
+  ch.cumulative_logprob += t.logprob;
+  ch.pending.tokens.push_back(t);
+  // EOS (unless ignore_eos) and the stop token ids end the text; their own text is
+  // dropped unless include_stop_str_in_output (vLLM). Ids past the tokenizer's
+  // vocabulary (the padding rows of a padded embedding) have no text.
+  const bool stop_token =
+      (!params.ignore_eos && std::find(eos.begin(), eos.end(), static_cast<int64_t>(t.id)) != eos.end()) ||
+      contains(params.stop_token_ids, t.id);
+  const bool has_text = t.id < tokenizer_->vocab_size() && (!stop_token || params.include_stop_str_in_output);
+  // vLLM's min_tokens: a stop string must end in the text of a later token.
+  const bool may_stop = ch.generated > params.min_tokens;
+  std::string released = ch.matcher.push(has_text ? ch.decoder.push(t.id) : std::string(), may_stop);
+  std::string reason;
+  if (ch.matcher.stopped() || stop_token) {
+    reason = "stop";
+  } else if (ch.generated >= params.max_tokens) {
+    reason = "length";
+  }
+  if (!reason.empty() && !ch.matcher.stopped()) {
+    released += ch.matcher.push(ch.decoder.flush(), may_stop);
+    if (!ch.matcher.stopped()) released += ch.matcher.flush();
+    if (ch.matcher.stopped()) reason = "stop";
+  }
+  ch.pending.text += released;
+  if (!reason.empty()) {
+    CompletionChunk out = std::move(ch.pending);
+    out.finish_reason = reason;
+    finish_choice(a, c, std::move(out));
+    return true;
+  }
+  if (!ch.pending.text.empty() || params.want_logprobs || !ch.pending.prompt_tokens.empty()) {
+    CompletionChunk out = std::move(ch.pending);
+    ch.pending = CompletionChunk{};
+    out.choice = c;
+    out.cumulative_logprob = ch.cumulative_logprob;
+    a.request->push(std::move(out));
+  }
+  return false;
 }
 
 void ServingEngine::run_scheduler() {
@@ -589,13 +674,14 @@ void ServingEngine::run_scheduler() {
         a.first_scheduled = now;
       }
     }
+    propose(plan);
     prepare_plan(plan);
     broadcast_plan(plan);
     cache_.copy_blocks(plan.copies);  // copy-on-write of forks, before the step's forward
     std::vector<std::vector<SelectedToken>> prompt;
-    const std::vector<SelectedToken> tokens = execute(plan, &prompt);
-    scheduler_->step_done(plan, tokens);
-    deliver(plan, tokens, prompt);
+    const std::vector<std::vector<SelectedToken>> emitted = emitted_tokens(plan, execute(plan, &prompt));
+    scheduler_->step_done(plan, emitted);
+    deliver(plan, emitted, prompt);
     if (metrics_) metrics_->engine_state(scheduler_->running(), scheduler_->waiting(), scheduler_->kv_usage());
   }
 }

@@ -18,6 +18,7 @@
 #include "runtime/serve/intervention_salts.h"
 #include "runtime/serve/scheduler.h"
 #include "runtime/serve/serve_request.h"
+#include "runtime/serve/speculative/proposer.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {
@@ -32,7 +33,14 @@ struct EngineOptions {
   SchedulerOptions scheduler;  ///< num_blocks, block_size, limits, micro_batches
   int64_t max_waiting = 256;   ///< requests waiting beyond the running batch; more get 503
   double shutdown_grace_s = 30;  ///< after a stop request, in-flight requests get this long
+  /// Speculative decoding (docs/architecture.md §8), rank 0: what proposes drafted tokens,
+  /// scheduler.num_speculative_tokens (1 … 16) at most per sequence and step. Null: none
+  /// (num_speculative_tokens is then ignored).
+  std::shared_ptr<Proposer> proposer;
 };
+
+/// The most drafted tokens per sequence and step (--num-speculative-tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 16;
 
 /// Where this rank sits in the serving job.
 struct EngineRanks {
@@ -48,7 +56,11 @@ struct EngineRanks {
 /// include_stop_str_in_output (vLLM); before min_tokens tokens both are banned (−∞) and
 /// no stop string ends the text. With prompt_logprobs the prompt's log-probabilities come
 /// from the prefill's own logits (every chunk, every layout) into the first chunk's
-/// prompt_tokens; max_tokens 0 prefills and scores the prompt only ("length"). Every rank calls run(); it returns once rank 0
+/// prompt_tokens; max_tokens 0 prefills and scores the prompt only ("length"). With a
+/// proposer (speculative decoding), decoding sequences of requests that read no
+/// activations get drafted tokens, which the target verifies in the step's one forward;
+/// each step then emits 1 … K + 1 tokens per such sequence, bit for bit those plain
+/// decoding would emit one per step (speculative/verification.h). Every rank calls run(); it returns once rank 0
 /// has stopped (request_stop(), then in-flight requests finish or, past the grace
 /// period, are cancelled) and every rank has left the loop.
 class ServingEngine {
@@ -90,14 +102,21 @@ class ServingEngine {
   /// prompt's ids only for requests with penalties), the prompt positions to score, and
   /// no sampling for requests with max_tokens 0.
   void prepare_plan(StepPlan& plan);
-  /// Every rank: runs the plan; on rank 0 returns the chosen tokens (plan order of the
-  /// sampled sequences) and, in `prompt`, each plan sequence's scored prompt positions.
+  /// Rank 0: fills the scheduler's lookahead with the proposer's drafted tokens
+  /// (PlannedSequence::draft).
+  void propose(StepPlan& plan);
+  /// Every rank: runs the plan; on rank 0 returns the chosen tokens (the chosen rows in
+  /// plan order: PlannedSequence::rows()) and, in `prompt`, each plan sequence's scored
+  /// prompt positions.
   std::vector<SelectedToken> execute(const StepPlan& plan, std::vector<std::vector<SelectedToken>>* prompt);
+  /// Rank 0: per plan sequence, the tokens it emits (accept_drafts of its rows; empty
+  /// when not sampled), from execute's chosen rows.
+  std::vector<std::vector<SelectedToken>> emitted_tokens(const StepPlan& plan, const std::vector<SelectedToken>& rows);
   void broadcast_plan(StepPlan& plan);    // rank 0 sends, the others receive
   /// Every rank, after a step with traced sequences: sends this rank's recorded pieces
   /// to rank 0, which adds them to the requests' stores (docs/architecture.md §13).
   void collect_activations(const StepPlan& plan, const std::vector<float>& pieces);
-  void deliver(const StepPlan& plan, const std::vector<SelectedToken>& tokens,
+  void deliver(const StepPlan& plan, const std::vector<std::vector<SelectedToken>>& emitted,
                std::vector<std::vector<SelectedToken>>& prompt);
   struct Active;  // rank 0's state of one request
   struct Choice;  // … and of one of its choices
@@ -105,6 +124,10 @@ class ServingEngine {
   void finish(int64_t request_id, CompletionChunk chunk, const std::string& outcome);
   /// Ends choice `c` of `a` with `chunk` (finish_reason set); the last one ends the request.
   void finish_choice(Active& a, int32_t c, CompletionChunk chunk);
+  /// Hands choice `c` of `a` its next generated token `t`: detokenization, stop tokens and
+  /// strings, max_tokens, and a chunk for the client. True when that ended the choice (and
+  /// maybe the request: `a` may be gone).
+  bool take_token(Active& a, int32_t c, const SelectedToken& t, ServeRequest::Clock::time_point now);
   /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
   /// no request is accepted after this one.
   void drain_inbox(bool close = false);
