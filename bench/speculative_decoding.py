@@ -115,7 +115,8 @@ def stream_one(port, prompt, max_tokens):
                 text.append(ch["text"])
     e2e = time.perf_counter() - t0
     return {"ttft_s": ttft, "e2e_s": e2e, "text_events": events, "text": "".join(text),
-            "completion_tokens": usage["completion_tokens"], "prompt_tokens": usage["prompt_tokens"]}
+            "completion_tokens": usage["completion_tokens"], "prompt_tokens": usage["prompt_tokens"],
+            "usage": usage}
 
 
 def cmd_measure(port, prompts_file, out, workload, mode, rnd, max_tokens):
@@ -171,11 +172,14 @@ def cmd_report(results):
         # Each target pass after the prefill yields its accepted drafts plus one token of its own.
         tpp = f"{dec / (dec - acc):.2f}" if mode != "plain" else "1"
         events = statistics.mean(r["text_events"] for r in sel)
-        plain_text = {(r["round"], r["prompt"]): r["text"] for r in rows
-                      if (r["workload"], r["mode"]) == (wl, "plain")}
-        cmp = [r["text"] == plain_text[(r["round"], r["prompt"])] for r in sel
-               if (r["round"], r["prompt"]) in plain_text]
-        same = "—" if mode == "plain" else f"{sum(cmp)} of {len(cmp)}"
+        # Greedy answers do not depend on the round: every request of the prompt, plain ones
+        # included, is compared with the first plain answer.
+        plain_text = {}
+        for r in rows:
+            if (r["workload"], r["mode"]) == (wl, "plain"):
+                plain_text.setdefault(r["prompt"], r["text"])
+        cmp = [r["text"] == plain_text[r["prompt"]] for r in sel if r["prompt"] in plain_text]
+        same = f"{sum(cmp)} of {len(cmp)}"
         print(f"| {wl} | {mode} | {med:.2f} ({min(per.values()):.2f}–{max(per.values()):.2f}) | {speed} | "
               f"{accept} | {tpp} | {events:.1f} | {same} |")
     n = {(r["round"]) for r in rows}

@@ -9,7 +9,8 @@
 # corpus and results are kept there and made again only when absent), THREADS (2),
 # ROUNDS (3), MAX_TOKENS (128), PROMPTS (2 per workload and round), MODES (plain
 # ngram3-k4 ngram3-k8 draft-k4; copy-k4 also serves the target as its own draft),
-# DISTILL_PROMPTS (128), DISTILL_TOKENS (80), DRAFT_STEPS (150).
+# DISTILL_PROMPTS (128), DISTILL_TOKENS (80), DRAFT_STEPS (60), TARGET_CONFIG (the 1B
+# shape; configs/olmo2-demo-27m.json with another WORK_DIR checks the script in minutes).
 # What it makes when absent:
 # - the target: a random N(0, 0.02²) bf16 model of the OLMo-2-0425-1B shape
 #   (olmo2_random_model);
@@ -25,15 +26,15 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build} work=${WORK_DIR:-/work/cache/spec-bench}
 threads=${THREADS:-2} rounds=${ROUNDS:-3} max_tokens=${MAX_TOKENS:-128} n_prompts=${PROMPTS:-2}
 modes=${MODES:-plain ngram3-k4 ngram3-k8 draft-k4}
-distill_prompts=${DISTILL_PROMPTS:-128} distill_tokens=${DISTILL_TOKENS:-80} draft_steps=${DRAFT_STEPS:-150}
+distill_prompts=${DISTILL_PROMPTS:-128} distill_tokens=${DISTILL_TOKENS:-80} draft_steps=${DRAFT_STEPS:-60}
 client=bench/speculative_decoding.py
 mkdir -p "$work/prompts" "$work/logs"
 export OMP_NUM_THREADS=$threads
 
 target=$work/target/step-00000000
 if [ ! -f "$target/config.json" ]; then
-  echo "writing the 1B-shaped random target (bf16) to $target" >&2
-  "$build/bench/olmo2_random_model" tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json \
+  echo "writing the random target (bf16) to $target" >&2
+  "$build/bench/olmo2_random_model" "${TARGET_CONFIG:-tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json}" \
     data/dolma2-tokenizer.json "$work/target" 0.02 bf16 >/dev/null
 fi
 python3 "$client" prompts data/fortunes.jsonl "$work/prompts"
@@ -86,7 +87,7 @@ if [ ! -f "$draft/config.json" ]; then
   echo "training the draft ($draft_steps steps; log in $work/logs/draft-train.log)" >&2
   rm -rf "$work/draft-run"
   nice -n 15 "$build/olmo2" train --model-config configs/olmo2-demo-27m.json --tokenizer data/dolma2-tokenizer.json \
-    --data "$corpus" --seq-len 128 --global-batch 16 --steps "$draft_steps" --lr 1e-2 --warmup-steps 10 \
+    --data "$corpus" --seq-len 128 --global-batch 16 --steps "$draft_steps" --lr 1e-2 --warmup-steps $(( (draft_steps + 9) / 10 )) \
     --schedule cosine --min-lr-ratio 0.1 --seed 1 --log-interval 20 --save-dir "$work/draft-run" \
     >"$work/logs/draft-train.log" 2>&1
   last=$(ls -d "$work/draft-run"/step-* | tail -n 1)
