@@ -6,9 +6,11 @@
 # olmo2_random_model and olmo2_load_gen):
 #   bench/speculative_decoding.sh            # prints a markdown table
 # Environment (defaults): BUILD_DIR (build), WORK_DIR (/work/cache/spec-bench: models,
-# corpus and results are kept there and made again only when absent), THREADS (2),
-# ROUNDS (3), MAX_TOKENS (128), PROMPTS (2 per workload and round), MODES (plain
-# ngram3-k4 ngram3-k8 draft-k4; copy-k4 also serves the target as its own draft),
+# corpus and results are kept there and made again only when absent), THREADS (1: on a
+# shared 2-core machine a second OpenMP thread waits at every barrier for a core someone
+# else holds), ROUNDS (3), MAX_TOKENS (64), PROMPTS (2 per workload and round), MODES
+# (plain ngram3-k4 ngram3-k8 draft-k4 copy-k4; copy-k4 serves the target as its own
+# draft: every token accepted, the cost side; 6.6 GB resident),
 # DISTILL_PROMPTS (128), DISTILL_TOKENS (80), DRAFT_STEPS (60), TARGET_CONFIG (the 1B
 # shape; configs/olmo2-demo-27m.json with another WORK_DIR checks the script in minutes).
 # What it makes when absent:
@@ -24,8 +26,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build} work=${WORK_DIR:-/work/cache/spec-bench}
-threads=${THREADS:-2} rounds=${ROUNDS:-3} max_tokens=${MAX_TOKENS:-128} n_prompts=${PROMPTS:-2}
-modes=${MODES:-plain ngram3-k4 ngram3-k8 draft-k4}
+threads=${THREADS:-1} rounds=${ROUNDS:-3} max_tokens=${MAX_TOKENS:-64} n_prompts=${PROMPTS:-2}
+modes=${MODES:-plain ngram3-k4 ngram3-k8 draft-k4 copy-k4}
 distill_prompts=${DISTILL_PROMPTS:-128} distill_tokens=${DISTILL_TOKENS:-80} draft_steps=${DRAFT_STEPS:-60}
 client=bench/speculative_decoding.py
 mkdir -p "$work/prompts" "$work/logs"
