@@ -136,6 +136,6 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 echo "results: $results" >&2
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) CPUs; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 python3 "$client" report "$results"
