@@ -2,6 +2,7 @@
 """Client side of bench/speculative_decoding.sh (bench/README.md, "Speculative decoding";
 docs/architecture.md §8 for what the server does). Standard library only.
 
+  head PROMPTS.json N OUT.json       the first N prompts
   prompts FORTUNES.jsonl OUT_DIR     writes the workloads (JSON lists of prompt strings):
                                      summarise.json, fortunes.json (held out), distill.json
   corpus PORT PROMPTS.json OUT.npy   the target's greedy continuations of the prompts, as
@@ -189,7 +190,9 @@ def cmd_report(results):
 
 def main(argv):
     cmd, args = argv[1], argv[2:]
-    if cmd == "prompts":
+    if cmd == "head":
+        json.dump(json.load(open(args[0], encoding="utf-8"))[:int(args[1])], open(args[2], "w", encoding="utf-8"))
+    elif cmd == "prompts":
         cmd_prompts(*args)
     elif cmd == "corpus":
         cmd_corpus(int(args[0]), args[1], args[2], int(args[3]), int(args[4]))

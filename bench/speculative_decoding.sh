@@ -2,8 +2,8 @@
 # Batch-1 decode tokens/s of `olmo2 serve` with and without speculative decoding
 # (docs/architecture.md §8), in one run, the modes alternating round after round, and the
 # acceptance rate from the server's counters. A benchmark, not a test (bench/README.md,
-# "Speculative decoding"). Usage (after scripts/setup.sh and building olmo2,
-# olmo2_random_model and olmo2_load_gen):
+# "Speculative decoding"). Usage (after scripts/setup.sh and building olmo2 and
+# olmo2_random_model):
 #   bench/speculative_decoding.sh            # prints a markdown table
 # Environment (defaults): BUILD_DIR (build), WORK_DIR (/work/cache/spec-bench: models,
 # corpus and results are kept there and made again only when absent), THREADS (1: on a
@@ -41,8 +41,7 @@ if [ ! -f "$target/config.json" ]; then
 fi
 python3 "$client" prompts data/fortunes.jsonl "$work/prompts"
 for w in summarise fortunes; do
-  python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))[:int(sys.argv[2])], open(sys.argv[3], 'w'))" \
-    "$work/prompts/$w.json" "$n_prompts" "$work/prompts/$w-measured.json"
+  python3 "$client" head "$work/prompts/$w.json" "$n_prompts" "$work/prompts/$w-measured.json"
 done
 
 # Starts `olmo2 serve` on $1 (the model) with the options $3…, logging to $work/logs/$2.err;
@@ -78,8 +77,7 @@ if [ ! -f "$draft/config.json" ]; then
   corpus=$work/distill/corpus.npy
   if [ ! -f "$corpus" ]; then
     mkdir -p "$work/distill"
-    python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))[:int(sys.argv[2])], open(sys.argv[3], 'w'))" \
-      "$work/prompts/distill.json" "$distill_prompts" "$work/distill/prompts.json"
+    python3 "$client" head "$work/prompts/distill.json" "$distill_prompts" "$work/distill/prompts.json"
     echo "distillation corpus: the target's greedy continuations of $distill_prompts prompts" >&2
     nice=15 serve "$target" distill --max-running-requests 64 --kv-cache-memory 2GiB
     python3 "$client" corpus "$port" "$work/distill/prompts.json" "$corpus.tmp" "$distill_tokens" 64
