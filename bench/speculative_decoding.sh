@@ -12,7 +12,9 @@
 # (plain ngram3-k4 ngram3-k8 draft-k4 copy-k4; copy-k4 serves the target as its own
 # draft: every token accepted, the cost side; 6.6 GB resident),
 # DISTILL_PROMPTS (128), DISTILL_TOKENS (80), DRAFT_STEPS (60), TARGET_CONFIG (the 1B
-# shape; configs/olmo2-demo-27m.json with another WORK_DIR checks the script in minutes).
+# shape; configs/olmo2-demo-27m.json with another WORK_DIR checks the script in minutes),
+# TARGET_DIR (a trained checkpoint to serve instead of the random target, e.g. the one
+# scripts/train_demo.sh leaves under runs/; the draft is made only for mode draft-k4).
 # What it makes when absent:
 # - the target: a random N(0, 0.02²) bf16 model of the OLMo-2-0425-1B shape
 #   (olmo2_random_model);
@@ -33,8 +35,8 @@ client=bench/speculative_decoding.py
 mkdir -p "$work/prompts" "$work/logs"
 export OMP_NUM_THREADS=$threads
 
-target=$work/target/step-00000000
-if [ ! -f "$target/config.json" ]; then
+target=${TARGET_DIR:-$work/target/step-00000000}
+if [ -z "${TARGET_DIR:-}" ] && [ ! -f "$target/config.json" ]; then
   echo "writing the random target (bf16) to $target" >&2
   "$build/bench/olmo2_random_model" "${TARGET_CONFIG:-tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json}" \
     data/dolma2-tokenizer.json "$work/target" 0.02 bf16 >/dev/null
@@ -73,7 +75,7 @@ stop() {
 }
 
 draft=$work/draft
-if [ ! -f "$draft/config.json" ]; then
+if [[ " $modes " == *" draft-k4 "* ]] && [ ! -f "$draft/config.json" ]; then
   corpus=$work/distill/corpus.npy
   if [ ! -f "$corpus" ]; then
     mkdir -p "$work/distill"
