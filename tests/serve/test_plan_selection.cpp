@@ -45,17 +45,18 @@ TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
   EXPECT_EQ(selection_fields(q.sequences[1]), selection_fields(b));
   EXPECT_EQ(q.sequences[0].selection.params.min_p, 0.1 + 0.2);
   // A plan without adjustments carries no lists: one fixed block per sequence (after
-  // the header: shutdown, micro-batches, the copy count (no copies), the sequence count),
-  // an untraced sequence's trace flag included.
+  // the header: shutdown, micro-batches, the copy count (no copies), the sequence count;
+  // the entry's id, micro-batch, start, sample and draft count), an untraced sequence's
+  // trace flag included.
   StepPlan plain;
   plain.sequences = {b};
-  EXPECT_EQ(encode_plan(plain).size(), 4u + 4 + 15 + 7 + 2);
+  EXPECT_EQ(encode_plan(plain).size(), 4u + 5 + 15 + 7 + 2);
   // Truncated anywhere, a negative list length or a scored range past the chunk: refused.
   for (size_t cut = 0; cut < d.size(); cut += 7) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
   }
   std::vector<int64_t> bad = encode_plan(plain);
-  bad[4 + 4 + 11] = -1;  // the logit_bias count
+  bad[4 + 5 + 11] = -1;  // the logit_bias count
   EXPECT_THROW(decode_plan(bad), Error);
   PlannedSequence past = b;
   past.score_end = 2;  // one token in the chunk
@@ -114,12 +115,41 @@ TEST(PlanSelection, TracedSequencesCarryTheirSpecAndFirstRecordedPosition) {
   p.sequences = {plain_a, b};
   EXPECT_EQ(encode_plan(p).size() + words.size() + 1, d.size());
   // Truncated inside the spec, or a flag other than 0 and 1: refused.
-  for (size_t cut = 4 + 4 + 15 + 5; cut < d.size(); cut += 3) {
+  for (size_t cut = 4 + 5 + 15 + 5; cut < d.size(); cut += 3) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
   }
   std::vector<int64_t> bad = d;
-  bad[4 + 4 + 15 + 4] = 2;  // a's trace flag
+  bad[4 + 5 + 15 + 4] = 2;  // a's trace flag
   EXPECT_THROW(decode_plan(bad), Error);
+}
+
+TEST(PlanSelection, DraftedTokensCrossRanksAndEachVerifiedRowHasItsResult) {
+  PlannedSequence s;
+  s.seq_id = 8, s.tokens = {40, 7, 9}, s.blocks = {2, 5}, s.sample = true, s.draft = 2, s.lookahead = 4;
+  s.selection.logprobs = 1;
+  PlannedSequence t;
+  t.seq_id = 9, t.tokens = {3}, t.blocks = {0}, t.sample = true;
+  StepPlan p;
+  p.sequences = {s, t};
+  const StepPlan q = decode_plan(encode_plan(p));
+  EXPECT_EQ(q.sequences[0].draft, 2);
+  EXPECT_EQ(q.sequences[0].lookahead, 0);  // rank 0's bookkeeping does not travel
+  EXPECT_EQ(q.sequences[1].draft, 0);
+  EXPECT_EQ(q.chosen_rows(), 4);
+  EXPECT_EQ(results_size(q), 3 * 2 + 1);
+  std::vector<SelectedToken> rows = {{7, -0.5f, {{-0.5f, 7}}}, {9, -1.0f, {}}, {4, -2.0f, {{-2.0f, 4}}}, {1, -3.0f, {}}};
+  const StepResults r = encode_results(q, rows);
+  const std::vector<SelectedToken> back = decode_results(q, r.ids, r.logprobs);
+  ASSERT_EQ(back.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back[i].id, rows[i].id);
+  EXPECT_EQ(back[2].logprob, -2.0f);
+  // A draft count of the whole chunk, or on a sequence that samples nothing: refused.
+  for (int32_t draft : {3, -1}) {
+    p.sequences[0].draft = draft;
+    EXPECT_THROW(decode_plan(encode_plan(p)), Error) << draft;
+  }
+  p.sequences[0].draft = 1, p.sequences[0].sample = false;
+  EXPECT_THROW(decode_plan(encode_plan(p)), Error);
 }
 
 TEST(PlanSelection, ResultsCarryScoredPromptPositionsAfterTheTokens) {
