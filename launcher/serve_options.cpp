@@ -8,6 +8,7 @@
 #include "launcher/options.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/memory_size.h"
+#include "runtime/serve/speculative/proposer.h"
 
 namespace olmo2 {
 
@@ -177,7 +178,9 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     if (!o.speculative()) {
       OLMO2_THROW(UsageError, "--num-speculative-tokens ", k, " needs --speculative-model or --speculative-ngram");
     }
-    if (k < 1 || k > 16) OLMO2_THROW(UsageError, "--num-speculative-tokens must be in 1…16, got ", k);
+    if (k < 1 || k > kMaxSpeculativeTokens) {
+      OLMO2_THROW(UsageError, "--num-speculative-tokens must be in 1…", kMaxSpeculativeTokens, ", got ", k);
+    }
     o.num_speculative_tokens = k;
   }
   if (o.speculative() && o.num_speculative_tokens + 1 > o.max_batch_tokens) {

@@ -86,11 +86,14 @@ void Scheduler::grant_lookahead(StepPlan& plan, int64_t& budget) {
   const int64_t k = opt_.num_speculative_tokens;
   if (k <= 0) return;
   const int64_t watermark = std::max<int64_t>(1, opt_.num_blocks / 100);
-  for (PlannedSequence& p : plan.sequences) {
-    if (budget <= 0) return;
-    const auto it = std::find_if(running_.begin(), running_.end(), [&](const SchedSequence& s) { return s.id == p.seq_id; });
-    OLMO2_CHECK(it != running_.end(), "planned sequence ", p.seq_id, " is not running");
-    SchedSequence& s = *it;
+  // The plan lists a prefix of the running sequences in their order: the running ones the
+  // budget reached, then the admitted ones.
+  OLMO2_CHECK(plan.sequences.size() <= running_.size(), "a plan of ", plan.sequences.size(), " sequences for ",
+              running_.size(), " running");
+  for (size_t i = 0; i < plan.sequences.size() && budget > 0; ++i) {
+    PlannedSequence& p = plan.sequences[i];
+    SchedSequence& s = running_[i];
+    OLMO2_CHECK(s.id == p.seq_id, "plan entry ", i, " is sequence ", p.seq_id, ", running ", s.id);
     const int64_t generated = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
     // A decode: its one pending token is a generated one.
     if (!s.speculate || !s.forks.empty() || !p.sample || p.tokens.size() != 1 || generated < 1) continue;

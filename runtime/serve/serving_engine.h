@@ -39,8 +39,6 @@ struct EngineOptions {
   std::shared_ptr<Proposer> proposer;
 };
 
-/// The most drafted tokens per sequence and step (--num-speculative-tokens).
-inline constexpr int32_t kMaxSpeculativeTokens = 16;
 
 /// Where this rank sits in the serving job.
 struct EngineRanks {

@@ -10,6 +10,9 @@
 
 namespace olmo2 {
 
+/// The most drafted tokens per sequence and step (--num-speculative-tokens).
+inline constexpr int32_t kMaxSpeculativeTokens = 16;
+
 /// One decoding sequence that may be given drafted tokens this step.
 struct DraftSlot {
   int64_t seq_id = 0;
