@@ -51,7 +51,7 @@ double micros_since(Clock::time_point t0) {
 /// The matcher's view of the dolma2 vocabulary: every token's bytes, special added
 /// tokens other than EOS and the padding rows past the tokenizer excluded.
 std::shared_ptr<const structured::Vocabulary> load_vocabulary(const std::string& tokenizer_path) {
-  Tokenizer tokenizer(tokenizer_path);
+  Tokenizer tokenizer = Tokenizer::from_file(tokenizer_path);
   std::vector<std::string> bytes(kModelVocab);
   std::vector<int32_t> excluded;
   for (int32_t id = 0; id < kModelVocab; ++id) {
