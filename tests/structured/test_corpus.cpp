@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/structured/constraint.h"
+#include "runtime/structured/tokenizer_vocabulary.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -42,26 +43,16 @@ namespace {
 
 constexpr int64_t kModelVocab = 100352;  // the dolma2 models' embedding rows (padded)
 constexpr int32_t kEos = 100257;         // <|endoftext|>
-std::vector<std::string> g_token_bytes;  // the vocabulary's bytes, to spell outputs
+std::unique_ptr<Tokenizer> g_tokenizer;  // spells the outputs
 
 double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-/// The matcher's view of the dolma2 vocabulary: every token's bytes, special added
-/// tokens other than EOS and the padding rows past the tokenizer excluded.
+/// The matcher's view of the dolma2 vocabulary, as the server builds it.
 std::shared_ptr<const structured::Vocabulary> load_vocabulary(const std::string& tokenizer_path) {
-  Tokenizer tokenizer = Tokenizer::from_file(tokenizer_path);
-  std::vector<std::string> bytes(kModelVocab);
-  std::vector<int32_t> excluded;
-  for (int32_t id = 0; id < kModelVocab; ++id) {
-    if (id < tokenizer.vocab_size()) bytes[id] = tokenizer.token_bytes(id);
-    bool special = id < tokenizer.vocab_size() && tokenizer.is_special(id);
-    if (id != kEos && (special || bytes[id].empty())) excluded.push_back(id);
-  }
-  g_token_bytes = bytes;
-  return std::make_shared<structured::Vocabulary>(std::move(bytes), std::move(excluded),
-                                                  std::vector<int32_t>{kEos});
+  g_tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_path));
+  return structured::vocabulary_from_tokenizer(*g_tokenizer, kModelVocab, {kEos});
 }
 
 struct Entry {
@@ -142,7 +133,7 @@ json walk(const std::shared_ptr<const structured::Grammar>& grammar,
       problem = "fill_mask allowed token " + std::to_string(pick) + " but accept() refused it";
       break;
     }
-    if (pick != kEos) output += g_token_bytes[pick];
+    if (pick != kEos) output += g_tokenizer->token_bytes(pick);
     ++used;
   }
   if (problem.empty() && !m.complete()) problem = "incomplete after the budget of " + std::to_string(budget) + " tokens";
