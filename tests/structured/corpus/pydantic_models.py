@@ -114,6 +114,23 @@ class Expression(BaseModel):
     operation: Optional[Operation] = None
 
 
-MODELS = [Weather, Person, MathReasoning, TreeNode, Comment, Event, Ticket, Extraction, Flags, Expression]
+class Verdict(BaseModel):
+    label: Literal["spam", "ham"]
+    confidence: int = Field(ge=0, le=100)
+    flagged: bool
+
+
+class Booking(BaseModel):
+    guest: str = Field(max_length=12)
+    nights: int = Field(ge=1, le=14)
+    room: Literal["single", "double", "suite"]
+    check_in: datetime.date
+    breakfast: Optional[bool]
+
+
+# Every output of these is bounded: the grammar closes, EOS follows, finish_reason is
+# "stop" (the SDK's parse() refuses a "length" finish even when the JSON is whole).
+BOUNDED = [Verdict, Booking]
+MODELS = [Weather, Person, MathReasoning, TreeNode, Comment, Event, Ticket, Extraction, Flags, Expression, Verdict, Booking]
 for _m in MODELS + [Address, Step, Entity, Operation]:
     _m.model_rebuild()
