@@ -4,7 +4,7 @@ and satisfies its constraint as the reference implementations judge it
 (tests/structured/corpus/corpus.py: jsonschema, re.fullmatch, membership).
 
   one process  every corpus schema through response_format json_schema, greedy and
-               seeded; every regex through guided_regex and choice list through
+               seeded (the ones corpus.REFUSED lists: a 400 naming the field); every regex through guided_regex and choice list through
                guided_choice; max_tokens set to the fewest bytes a complete output
                takes; the openai SDK's beta.chat.completions.parse() with the corpus's
                pydantic models returns parsed objects.
@@ -84,6 +84,14 @@ def judge(case, entries, bodies, results):
     for entry, body, r in zip(entries, bodies, results):
         part = corpus.group(entry["id"])
         total[part] = total.get(part, 0) + 1
+        refused = corpus.REFUSED.get(entry["id"])
+        if refused is not None:  # a 400 naming the field and saying why
+            if r.get("http_error") == 400 and refused in r["body"] and "response_format" in r["body"]:
+                passed[part] = passed.get(part, 0) + 1
+            else:
+                failures.append(f"{entry['id']}: expected a 400 naming response_format and saying {refused!r}, "
+                                f"got {json.dumps(r)[:300]}")
+            continue
         if "http_error" in r:
             failures.append(f"{entry['id']} ({body.get('temperature')}): HTTP {r['http_error']}: {r['body'][:300]}")
             continue
