@@ -178,7 +178,7 @@ class Parser {
   Node parse_atom(int depth) {
     const char32_t c = cps_[pos_];
     if (c == '(') {
-      ++pos_;
+      const size_t open = pos_++;
       if (peek('?')) {
         ++pos_;
         if (peek(':')) {
@@ -188,8 +188,10 @@ class Parser {
           if (pos_ >= cps_.size()) fail("unterminated group name");
           ++pos_;
         } else if (peek('=') || peek('!') || peek('<')) {
+          pos_ = open;
           fail("lookaround assertions are not supported");
         } else {
+          pos_ = open;
           fail("unsupported group syntax '(?'");
         }
       }
@@ -223,7 +225,7 @@ class Parser {
   // After a backslash. Returns true when the escape was a shorthand class (\d …).
   bool parse_escape(bool in_class, CodeRanges& set) {
     if (pos_ >= cps_.size()) fail("pattern ends with '\\'");
-    const size_t at = pos_;
+    const size_t at = pos_ - 1;  // the backslash
     const char32_t c = cps_[pos_++];
     auto one = [&](char32_t v) {
       set.emplace_back(v, v);
