@@ -105,7 +105,8 @@ std::string literal(const std::string& text) {
 std::string literal(char32_t c) { return literal(utf8(c)); }
 
 std::string char_class(const CodeRanges& ranges) {
-  const CodeRanges outside = complement(ranges);
+  // Surrogates cannot occur in UTF-8 text: a negated class need not list them.
+  const CodeRanges outside = without_surrogates(complement(ranges));
   const bool negate = !outside.empty() && outside.size() < ranges.size();
   std::string out = negate ? "[^" : "[";
   for (const auto& [lo, hi] : negate ? outside : ranges) {

@@ -60,6 +60,7 @@ std::string SchemaCompiler::compile(const json& s, const std::string& pointer) {
     schema_fail(pointer, "unsatisfiable: the schema is false");
   }
   if (!s.is_object()) schema_fail(pointer, "a schema must be an object or a boolean, not " + s.dump());
+  if (std::count(pointer.begin(), pointer.end(), '/') > 256) schema_fail(pointer, "schema nested too deeply");
   for (const auto& [k, v] : s.items())
     if (!kIgnored.contains(k) && !kSupported.contains(k))
       schema_fail(child(pointer, k), "unsupported keyword \"" + k + "\"");

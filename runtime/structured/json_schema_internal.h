@@ -14,7 +14,8 @@
 
 namespace olmo2::structured::detail {
 
-using nlohmann::json;
+// ordered: `properties` keep the schema's order, which is the output's.
+using json = nlohmann::ordered_json;
 
 /// Throws ConstraintError at schema pointer `pointer` ("" is the root).
 [[noreturn]] void schema_fail(const std::string& pointer, const std::string& message);
