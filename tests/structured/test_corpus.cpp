@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   int seeds = 2;
-  std::vector<int64_t> slacks = {0, 6, 24};
+  std::vector<int64_t> slacks = {0, 12};
   std::string only;
   int64_t bench_batch = 0;
   for (int i = 4; i + 1 < argc; i += 2) {

@@ -35,6 +35,14 @@ REFUSED = {
     "suite/prefixItems/1": "the schema is false",
 }
 
+# Entries whose outputs the engine is known to get wrong, with why: the walker test prints
+# their failures as XFAIL and fails once they pass (its walks are deterministic); the
+# end-to-end test does not assert them.
+PENDING = {
+    "suite/oneOf/0": "oneOf is compiled as anyOf: an integer >= 2 matches both branches",
+    "suite/oneOf/7": "oneOf is compiled as anyOf: a number matches both {} and {type: number}",
+}
+
 
 def load(kinds=("schema", "regex", "choice")):
     """Every entry of the corpus files, in file then list order: dicts with "id",
