@@ -6,12 +6,16 @@
 //
 // Grammar text (the subset of llama.cpp's GBNF this project accepts):
 //   rule    ::= NAME "::=" alternatives            (one rule per line or continued after |)
-//   element ::= "literal" | [class] | [^class] | NAME | "(" alternatives ")"
+//   element ::= "literal" | [class] | [^class] | "." | NAME | "(" alternatives ")"
 //   postfix ::= element ("*" | "+" | "?" | "{m}" | "{m,}" | "{m,n}")
 // Literals and classes are UTF-8 text with the escapes \" \\ \n \r \t \[ \] \- \^
 // \xHH \uHHHH \UHHHHHHHH; a class holds code points and ranges a-z, over Unicode code
 // points (a negated class matches any code point outside it, multi-byte UTF-8
-// included). `#` starts a comment. The start rule is `root`.
+// included; `.` is any code point, \n too). `#` starts a comment. The start rule is
+// `root`. Refused: a rule that can reach itself without consuming a byte (left recursion;
+// `x*` where x can be empty is one: write `x` so that it cannot), a rule that derives no
+// finite string. Surrogates (U+D800–DFFF) are never matched; a negated class matches
+// only well-formed UTF-8.
 #pragma once
 
 #include <cstdint>
