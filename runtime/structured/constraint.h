@@ -80,9 +80,14 @@ class Grammar {
 };
 
 /// One output's progress through a grammar: the set of parser states after the bytes of
-/// the tokens accepted so far. Copyable (a choice forks its matcher).
+/// the tokens accepted so far. Copyable (a choice forks its matcher). Not thread-safe
+/// itself (one per output); its grammar and vocabulary are shared.
 class Matcher {
  public:
+  /// Starts at the grammar's start. `vocabulary` may be null for a matcher used through
+  /// accept_bytes alone (then accept() is false and fill_mask throws ShapeError).
+  /// Matching throws ConstraintError when a grammar is so ambiguous that one state
+  /// would hold more than 4096 parse stacks.
   Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
   Matcher(const Matcher&);
   Matcher& operator=(const Matcher&);
