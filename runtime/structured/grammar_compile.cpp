@@ -17,6 +17,9 @@ constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
 /// Bounds on the compiled size; past them the grammar is refused.
 constexpr size_t kMaxElements = size_t{4} << 20;
 constexpr size_t kMaxClosure = size_t{16} << 20;
+/// Bound on the recursion that computes the expansions (rules nested at the start of
+/// rules, nullable runs), so that a pathological grammar is an error, not a crash.
+constexpr int kMaxExpansionDepth = 4000;
 
 struct RuleDef {
   std::string name;    // for messages: the user rule, or "user-rule-N" for generated ones
@@ -229,14 +232,18 @@ class Lowering {
     std::vector<uint8_t> state(n, 0);            // 0 new, 1 in progress, 2 done
     g.nullable.assign(n, 0);
     size_t total = 0;
+    int depth = 0;
     std::function<void(uint32_t)> visit = [&](uint32_t p) {
       if (state[p] == 2) return;
+      if (depth > kMaxExpansionDepth)
+        OLMO2_CONSTRAINT_ERROR("grammar", "grammar: expansions nest deeper than ", kMaxExpansionDepth, " rules");
       const uint32_t e = g.elems[p];
       if ((e & kKindMask) != kRef) {
         g.nullable[p] = (e & kKindMask) == kEnd;
         state[p] = 2;
         return;
       }
+      ++depth;
       state[p] = 1;
       auto& out = clos[p];
       const uint32_t ret = p + 1;
@@ -270,6 +277,7 @@ class Lowering {
       total += out.size();
       if (total > kMaxClosure) OLMO2_CONSTRAINT_ERROR("grammar", "grammar: too ambiguous (its expansions exceed ", kMaxClosure, " entries)");
       state[p] = 2;
+      --depth;
     };
     for (uint32_t p = 0; p < n; ++p) visit(p);
     g.closure_begin.assign(n + 1, 0);

@@ -10,6 +10,8 @@ namespace {
 
 /// Repetition counts above this are refused (the expansion would be too large).
 constexpr int64_t kMaxRepeat = 100000;
+/// Deeper parenthesis nesting is refused (the parser recurses per level).
+constexpr int kMaxNesting = 1000;
 
 class Parser {
  public:
@@ -160,6 +162,7 @@ class Parser {
       e.kind = AstElement::Kind::Class;
       e.negated = true;  // any code point
     } else if (c == '(') {
+      if (depth >= kMaxNesting) fail("parentheses nested deeper than " + std::to_string(kMaxNesting));
       ++i_;
       skip_space(true);
       e.kind = AstElement::Kind::Group;

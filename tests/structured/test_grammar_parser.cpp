@@ -91,6 +91,29 @@ TEST(ChoiceGrammar, MatchesExactlyItsStringsWithEscaping) {
   for (const std::string s : {"ye", "yess", "say hi", "back\\\\slash", "\x01", "no "}) EXPECT_FALSE(matches(g, s)) << s;
 }
 
+TEST(ChoiceGrammar, ManyChoicesWithSharedPrefixesFollowOneStack) {
+  std::vector<std::string> choices;
+  for (int i = 0; i < 5000; ++i) choices.push_back("item-" + std::to_string(i));
+  choices.push_back("item");  // a choice that is a prefix of others
+  const auto g = Grammar::parse(choice_grammar(choices));
+  for (const std::string s : {"item", "item-0", "item-4999", "item-123"}) EXPECT_TRUE(matches(g, s)) << s;
+  for (const std::string s : {"item-", "item-5000", "item-01", "ite"}) EXPECT_FALSE(matches(g, s)) << s;
+  Matcher m(g, nullptr);
+  ASSERT_TRUE(m.accept_bytes("item-4"));
+  EXPECT_EQ(m.min_bytes_to_complete(), 0);  // "item-4" itself is a choice
+  EXPECT_FALSE(m.closed());
+}
+
+TEST(GrammarParser, RefusesPathologicalNesting) {
+  std::string deep = "root ::= ";
+  deep.append(5000, '(').append("\"a\"").append(5000, ')').append("\n");
+  EXPECT_THAT(parse_error(deep).what(), HasSubstr("nested deeper than"));
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 6000; ++i) chain.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append("\n");
+  chain += "r6000 ::= \"z\"\n";
+  EXPECT_THAT(parse_error(chain).what(), HasSubstr("nest deeper than"));
+}
+
 TEST(ChoiceGrammar, RefusesAnEmptyList) {
   try {
     choice_grammar({});

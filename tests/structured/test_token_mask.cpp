@@ -3,7 +3,9 @@
 // token's bytes fed to a copy of the matcher), EOS exactly when complete, the length
 // rule lets a greedy walk finish within min_bytes_to_complete() tokens, and cache hits
 // return the same mask. Prints the per-step cost, cold and cached.
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <filesystem>
 #include <iostream>
 
@@ -141,6 +143,54 @@ TEST(TokenMask, CacheHitsReturnTheSameMask) {
   EXPECT_EQ(mask_of(a, 1000), first);
   EXPECT_EQ(mask_of(b, 1000), first);
   EXPECT_THROW(a.fill_mask(std::span<uint64_t>(), 10), ShapeError);
+}
+
+TEST(TokenMask, SmallVocabularySemantics) {
+  // ids: 0 "a", 1 "b", 2 "ab", 3 "" (no bytes), 4 "ba" (excluded), 5 EOS, 6 "abab", 7 "c"
+  const auto vocab = std::make_shared<const Vocabulary>(std::vector<std::string>{"a", "b", "ab", "", "ba", "</s>", "abab", "c"},
+                                                        std::vector<int32_t>{4}, std::vector<int32_t>{5});
+  EXPECT_EQ(vocab->size(), 8);
+  const auto g = Grammar::parse("root ::= (\"a\" | \"b\")+\n");
+  Matcher m(g, vocab);
+  std::vector<uint64_t> bits(3, ~uint64_t{0});  // longer than needed: the rest is zeroed
+  m.fill_mask(bits, 10);
+  EXPECT_EQ(bits[0], 0b1000111u);  // a, b, ab, abab; not "", the excluded "ba", EOS, "c"
+  EXPECT_EQ(bits[1], 0u);
+  EXPECT_EQ(bits[2], 0u);
+  EXPECT_FALSE(m.accept(4));
+  EXPECT_FALSE(m.accept(3));
+  EXPECT_FALSE(m.accept(8));
+  EXPECT_FALSE(m.accept(-1));
+  ASSERT_TRUE(m.accept(6));
+  m.fill_mask(bits, 1);  // complete: EOS, and tokens that leave it complete
+  EXPECT_EQ(bits[0], 0b1100111u);
+  m.fill_mask(bits, 0);  // no room for a token: EOS alone
+  EXPECT_EQ(bits[0], 0b100000u);
+  EXPECT_THROW(Vocabulary({"a"}, {1}, {}), InputError);
+  EXPECT_THROW(Vocabulary({"a"}, {}, {-1}), InputError);
+}
+
+TEST(TokenMask, ConcurrentMatchersShareOneGrammar) {
+  const auto g = Grammar::parse(kJson);
+  const std::vector<std::string> prefixes = {"{\"x\":\"", "{\"x\":[", "{\"x\":1", "{\"y\":{\"z\":\""};
+  std::vector<std::vector<uint64_t>> expected;
+  for (const auto& p : prefixes) {
+    Matcher m(Grammar::parse(kJson), dolma2().vocab);  // its own grammar: its own cache
+    ASSERT_TRUE(m.accept_bytes(p));
+    expected.push_back(mask_of(m, 1000));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 8; ++k) {
+        const size_t i = static_cast<size_t>(t + k) % prefixes.size();
+        Matcher m(g, dolma2().vocab);
+        if (!m.accept_bytes(prefixes[i]) || mask_of(m, 1000) != expected[i]) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 /// Microseconds per fill_mask of `m`: the first call (cold: the trie walk) and the mean
