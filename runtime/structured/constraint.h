@@ -117,7 +117,9 @@ class Matcher {
   /// min_bytes_to_complete() ≤ remaining − 1 (so any max_tokens that allows a complete
   /// output gets one); EOS ids exactly when complete(). Excluded ids are 0. Masks of a
   /// state are cached in the grammar (the length rule is applied on top where it can
-  /// bind). Throws ShapeError when bits is too short.
+  /// bind). A `remaining` below min_bytes_to_complete() (a budget that cannot complete)
+  /// counts as min_bytes_to_complete(): the tokens of a shortest completion, so the mask
+  /// is never empty. Throws ShapeError when bits is too short.
   void fill_mask(std::span<uint64_t> bits, int64_t remaining) const;
 
  private:

@@ -144,6 +144,10 @@ void Matcher::fill_mask(std::span<uint64_t> bits, int64_t remaining) const {
   if (bits.size() < words)
     OLMO2_THROW(ShapeError, "Matcher::fill_mask: ", bits.size(), " words hold fewer bits than the vocabulary's ", v.bytes.size(), " tokens");
   std::fill(bits.begin(), bits.end(), 0);
+  const bool done = complete();
+  // A budget too small to complete in: the tightest one that can, so the mask keeps to
+  // a shortest completion instead of coming out empty.
+  if (!done) remaining = std::max(remaining, min_bytes_to_complete());
   if (!state_->terminated && remaining >= 1) {
     const auto entry = mask_entry(grammar_->impl(), v, state_->stacks);
     std::copy(entry->bits.begin(), entry->bits.end(), bits.begin());
@@ -159,7 +163,7 @@ void Matcher::fill_mask(std::span<uint64_t> bits, int64_t remaining) const {
       }
     }
   }
-  if (complete())
+  if (done)
     for (int32_t id : v.eos) bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
 }
 

@@ -93,7 +93,15 @@ TEST(TokenMask, EqualsTheBruteForceReference) {
   Matcher m(g, vocab);
   ASSERT_TRUE(m.accept_bytes("{\"a\":"));
   expect_mask_is_reference(m, 3, "after {\"a\": (length rule)");
-  expect_mask_is_reference(m, 1, "after {\"a\": (length rule, last token)");
+  Matcher last(g, vocab);
+  ASSERT_TRUE(last.accept_bytes("{\"a\":1"));
+  expect_mask_is_reference(last, 1, "after {\"a\":1 (length rule, last token)");
+  // A budget that cannot complete counts as the tightest one that can.
+  Matcher deep(g, vocab);
+  ASSERT_TRUE(deep.accept_bytes("{\"a\":[[{\"b\":[\"x"));
+  ASSERT_EQ(deep.min_bytes_to_complete(), 6);
+  EXPECT_EQ(mask_of(deep, 2), mask_of(deep, 6));
+  expect_mask_is_reference(deep, 6, "inside a nested string (shortest completion)");
 }
 
 TEST(TokenMask, EosExactlyWhenComplete) {
@@ -166,6 +174,9 @@ TEST(TokenMask, SmallVocabularySemantics) {
   EXPECT_EQ(bits[0], 0b1100111u);
   m.fill_mask(bits, 0);  // no room for a token: EOS alone
   EXPECT_EQ(bits[0], 0b100000u);
+  Matcher fresh(g, vocab);
+  fresh.fill_mask(bits, 0);  // no budget, not complete: as if 1 (each token completes)
+  EXPECT_EQ(bits[0], 0b1000111u);
   EXPECT_THROW(Vocabulary({"a"}, {1}, {}), InputError);
   EXPECT_THROW(Vocabulary({"a"}, {}, {-1}), InputError);
 }
