@@ -77,7 +77,13 @@ class Parser {
     if (depth == 0 && peek() == '\n') {
       size_t j = i_ + 1;
       int lines = 1;
-      while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n')) lines += s_[j++] == '\n';
+      while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n' || s_[j] == '#')) {
+        if (s_[j] == '#') {  // a comment line between the alternatives
+          while (j < s_.size() && s_[j] != '\n') ++j;
+          continue;
+        }
+        lines += s_[j++] == '\n';
+      }
       if (j < s_.size() && s_[j] == '|') {
         i_ = j;
         line_ += lines;
