@@ -147,7 +147,7 @@ TEST(GrammarParser, RefusesPathologicalNesting) {
   std::string chain = "root ::= r0\n";
   for (int i = 0; i < 6000; ++i) chain.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append("\n");
   chain += "r6000 ::= \"z\"\n";
-  EXPECT_THAT(parse_error(chain).what(), HasSubstr("nest deeper than"));
+  EXPECT_TRUE(matches(Grammar::parse(chain), "z"));  // deep, but nothing recurses per level
 }
 
 TEST(ChoiceGrammar, RefusesAnEmptyList) {
