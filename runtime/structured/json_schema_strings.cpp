@@ -53,20 +53,11 @@ std::string format_rule(const std::string& format, const std::string& pointer, C
                                             "\" (supported: date-time, date, time, uuid, email)");
 }
 
-std::optional<long long> length_bound(const json& s, const char* key, const std::string& pointer) {
-  if (!s.contains(key)) return std::nullopt;
-  const json& v = s.at(key);
-  if (!v.is_number_integer() || v.get<long long>() < 0)
-    schema_fail(child(pointer, key), std::string(key) + " must be a non-negative integer, not " + v.dump());
-  if (v.get<long long>() > 100000) schema_fail(child(pointer, key), std::string(key) + " above 100000 is not supported");
-  return v.get<long long>();
-}
-
 }  // namespace
 
 std::string string_schema(const json& s, const std::string& pointer, Context& ctx) {
-  const auto min = length_bound(s, "minLength", pointer);
-  const auto max = length_bound(s, "maxLength", pointer);
+  const auto min = count_keyword(s, "minLength", pointer, 100000);
+  const auto max = count_keyword(s, "maxLength", pointer, 100000);
   if (min && max && *min > *max)
     schema_fail(pointer, "unsatisfiable: minLength " + std::to_string(*min) + " > maxLength " + std::to_string(*max));
   const bool lengths = min || max;

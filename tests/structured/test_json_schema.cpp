@@ -74,11 +74,18 @@ TEST(JsonSchema, MalformedOrMistypedSchemasAreRefused) {
       {R"({"type":"string","pattern":"(a"})", "/pattern regex offset 2", "missing ')'"},
       {R"({"$ref":"#/$defs/missing"})", "/$ref", "unresolvable $ref \"#/$defs/missing\""},
       {R"({"$ref":"https://example.com/s.json"})", "/$ref", "only local references"},
-      {R"({"$ref":"#/$defs/a","type":"string","$defs":{"a":{}}})", "/type", "beside $ref"},
+      {R"({"$ref":"#/$defs/a","type":"string","$defs":{"a":{"$ref":"#/$defs/b"},"b":{}}})", "/type",
+       "beside a $ref to a boolean or to another $ref"},
+      {R"({"type":"array","maxItems":2.5})", "/maxItems", "non-negative integer"},
       {R"({"type":"number","maximum":1e300})", "/maximum", "outside the supported range"},
       {R"({"type":"integer","exclusiveMinimum":true})", "/exclusiveMinimum", "must be a number"},
       {R"({"items":[1]})", "/items/0", "a schema must be an object or a boolean"},
       {R"({"enum":["a"],"pattern":"a"})", "/pattern", "beside enum/const is unsupported"},
+      {R"({"oneOf":[{"type":"integer"},{"minimum":2}]})", "/oneOf", "may both match one value"},
+      {R"({"type":"string","oneOf":[{"minLength":2},{"maxLength":4}]})", "/oneOf", "may both match one value"},
+      {R"({"oneOf":[{"type":"object","properties":{"t":{"const":1}},"required":["t"]},
+                    {"type":"object","properties":{"t":{"enum":[2,1]}},"required":["t"]}]})",
+       "/oneOf", "may both match one value"},
   };
   for (const auto& c : cases) expect_refused(c);
 }
