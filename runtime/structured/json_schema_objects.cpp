@@ -47,7 +47,10 @@ std::string other_keys(const Trie& node, Context& ctx) {
   for (const auto& [c, kid] : node.kids) banned.emplace_back(c, c);
   const CodeRanges free = without_surrogates(complement(normalize(banned)));
   alts.push_back(char_class(free) + " " + ctx.json_char() + "* " + close);
-  for (const auto& [c, kid] : node.kids) alts.push_back(literal(c) + " " + other_keys(*kid, ctx));
+  for (const auto& [c, kid] : node.kids) {
+    const std::string encoded = json(utf8(c)).dump();  // ", \ and controls escaped, as JSON writes them
+    alts.push_back(literal(encoded.substr(1, encoded.size() - 2)) + " " + other_keys(*kid, ctx));
+  }
   std::string body;
   for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
   return ctx.rules.add("key", body);
