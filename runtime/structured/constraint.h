@@ -80,9 +80,14 @@ class Grammar {
 };
 
 /// One output's progress through a grammar: the set of parser states after the bytes of
-/// the tokens accepted so far. Copyable (a choice forks its matcher).
+/// the tokens accepted so far. Copyable (a choice forks its matcher). Not thread-safe
+/// itself (one per output); its grammar and vocabulary are shared.
 class Matcher {
  public:
+  /// Starts at the grammar's start. `vocabulary` may be null for a matcher used through
+  /// accept_bytes alone (then accept() is false and fill_mask throws ShapeError).
+  /// Matching throws ConstraintError when a grammar is so ambiguous that one state
+  /// would hold more than 4096 parse stacks.
   Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
   Matcher(const Matcher&);
   Matcher& operator=(const Matcher&);
@@ -112,7 +117,9 @@ class Matcher {
   /// min_bytes_to_complete() ≤ remaining − 1 (so any max_tokens that allows a complete
   /// output gets one); EOS ids exactly when complete(). Excluded ids are 0. Masks of a
   /// state are cached in the grammar (the length rule is applied on top where it can
-  /// bind). Throws ShapeError when bits is too short.
+  /// bind). A `remaining` below min_bytes_to_complete() (a budget that cannot complete)
+  /// counts as min_bytes_to_complete(): the tokens of a shortest completion, so the mask
+  /// is never empty. Throws ShapeError when bits is too short.
   void fill_mask(std::span<uint64_t> bits, int64_t remaining) const;
 
  private:

@@ -4,7 +4,6 @@
 // copies and a chain of n−m optional ones); then the checks that keep the matcher
 // finite and the per-position tables it reads (fewest bytes to the end, expansions).
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <map>
 
@@ -222,56 +221,78 @@ class Lowering {
   }
 
   /// closure(p): the stacks (bottom → top, relative to the frame holding p) that
-  /// replace position p when the matcher expands it until a terminal is on top.
+  /// replace position p when the matcher expands it until a terminal is on top. A
+  /// post-order walk with an explicit stack (no recursion, however deep the grammar): a
+  /// reference's closure needs its alternatives' first positions, and when one of them
+  /// can be empty, the position after the reference.
   void build_closures(Grammar::Impl& g) {
     const size_t n = g.elems.size();
     std::vector<std::vector<uint32_t>> clos(n);  // [len, frames…] runs
     std::vector<uint8_t> state(n, 0);            // 0 new, 1 in progress, 2 done
     g.nullable.assign(n, 0);
+    auto kind = [&](uint32_t p) { return g.elems[p] & kKindMask; };
+    for (uint32_t p = 0; p < n; ++p)
+      if (kind(p) != kRef) g.nullable[p] = kind(p) == kEnd, state[p] = 2;
     size_t total = 0;
-    std::function<void(uint32_t)> visit = [&](uint32_t p) {
-      if (state[p] == 2) return;
-      const uint32_t e = g.elems[p];
-      if ((e & kKindMask) != kRef) {
-        g.nullable[p] = (e & kKindMask) == kEnd;
-        state[p] = 2;
-        return;
-      }
-      state[p] = 1;
-      auto& out = clos[p];
-      const uint32_t ret = p + 1;
-      const bool push_ret = (g.elems[ret] & kKindMask) != kEnd;  // a tail call pushes nothing
-      bool any_empty = false;
-      for (uint32_t a : g.alts[e & ~kKindMask]) {
-        if (state[a] == 1) OLMO2_CONSTRAINT_ERROR("grammar", "grammar: left recursion at rule '", g.rule_names[e & ~kKindMask], "'");
-        visit(a);
+    std::vector<std::pair<uint32_t, int>> work;  // (position, phase)
+    for (uint32_t root = 0; root < n; ++root) {
+      if (state[root] == 2) continue;
+      work.emplace_back(root, 0);
+      while (!work.empty()) {
+        auto [p, phase] = work.back();
+        const auto& alts = g.alts[g.elems[p] & ~kKindMask];
+        const uint32_t ret = p + 1;
+        if (phase == 0 && state[p] == 2) {  // pushed twice, done since
+          work.pop_back();
+          continue;
+        }
+        if (phase == 0) {  // first the alternatives' first positions
+          state[p] = 1;
+          work.back().second = 1;
+          for (uint32_t a : alts) {
+            if (state[a] == 1) OLMO2_CONSTRAINT_ERROR("grammar", "grammar: left recursion at rule '", g.rule_names[g.elems[p] & ~kKindMask], "'");
+            if (state[a] == 0) work.emplace_back(a, 0);
+          }
+          continue;
+        }
+        bool any_empty = false;
+        for (uint32_t a : alts) any_empty |= g.nullable[a] != 0;
+        if (phase == 1) {  // then, when the reference can match nothing, what follows it
+          work.back().second = 2;
+          if (any_empty && state[ret] == 1) OLMO2_CONSTRAINT_ERROR("grammar", "grammar: left recursion after a reference that can be empty");
+          if (any_empty && state[ret] == 0) work.emplace_back(ret, 0);
+          continue;
+        }
+        work.pop_back();
+        auto& out = clos[p];
+        const bool push_ret = kind(ret) != kEnd;  // a tail call pushes nothing
         auto add = [&](const uint32_t* frames, uint32_t count) {
           out.push_back(count + (push_ret ? 1 : 0));
           if (push_ret) out.push_back(ret);
           out.insert(out.end(), frames, frames + count);
         };
-        if ((g.elems[a] & kKindMask) == kTerm) {
-          add(&a, 1);
-        } else {
-          const auto& c = clos[a];
-          for (size_t i = 0; i < c.size(); i += c[i] + 1) add(&c[i + 1], c[i]);
+        for (uint32_t a : alts) {
+          if (kind(a) == kTerm) {
+            add(&a, 1);
+          } else {
+            const auto& c = clos[a];
+            for (size_t i = 0; i < c.size(); i += c[i] + 1) add(&c[i + 1], c[i]);
+          }
         }
-        any_empty |= g.nullable[a] != 0;
-      }
-      if (any_empty) {  // the reference can match nothing: what follows it comes next
-        visit(ret);
-        if ((g.elems[ret] & kKindMask) == kTerm) {
-          out.insert(out.end(), {1, ret});
-        } else {
-          out.insert(out.end(), clos[ret].begin(), clos[ret].end());
+        if (any_empty) {
+          if (kind(ret) == kTerm) {
+            out.insert(out.end(), {1, ret});
+          } else {
+            out.insert(out.end(), clos[ret].begin(), clos[ret].end());
+          }
+          g.nullable[p] = g.nullable[ret];
         }
-        g.nullable[p] = g.nullable[ret];
+        total += out.size();
+        if (total > kMaxClosure)
+          OLMO2_CONSTRAINT_ERROR("grammar", "grammar: too ambiguous (its expansions exceed ", kMaxClosure, " entries)");
+        state[p] = 2;
       }
-      total += out.size();
-      if (total > kMaxClosure) OLMO2_CONSTRAINT_ERROR("grammar", "grammar: too ambiguous (its expansions exceed ", kMaxClosure, " entries)");
-      state[p] = 2;
-    };
-    for (uint32_t p = 0; p < n; ++p) visit(p);
+    }
     g.closure_begin.assign(n + 1, 0);
     for (size_t p = 0; p < n; ++p) {
       g.closure_begin[p] = static_cast<uint32_t>(g.closure_pool.size());

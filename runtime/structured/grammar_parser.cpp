@@ -10,6 +10,8 @@ namespace {
 
 /// Repetition counts above this are refused (the expansion would be too large).
 constexpr int64_t kMaxRepeat = 100000;
+/// Deeper parenthesis nesting is refused (the parser recurses per level).
+constexpr int kMaxNesting = 1000;
 
 class Parser {
  public:
@@ -75,7 +77,13 @@ class Parser {
     if (depth == 0 && peek() == '\n') {
       size_t j = i_ + 1;
       int lines = 1;
-      while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n')) lines += s_[j++] == '\n';
+      while (j < s_.size() && (s_[j] == ' ' || s_[j] == '\t' || s_[j] == '\r' || s_[j] == '\n' || s_[j] == '#')) {
+        if (s_[j] == '#') {  // a comment line between the alternatives
+          while (j < s_.size() && s_[j] != '\n') ++j;
+          continue;
+        }
+        lines += s_[j++] == '\n';
+      }
       if (j < s_.size() && s_[j] == '|') {
         i_ = j;
         line_ += lines;
@@ -160,6 +168,7 @@ class Parser {
       e.kind = AstElement::Kind::Class;
       e.negated = true;  // any code point
     } else if (c == '(') {
+      if (depth >= kMaxNesting) fail("parentheses nested deeper than " + std::to_string(kMaxNesting));
       ++i_;
       skip_space(true);
       e.kind = AstElement::Kind::Group;

@@ -4,10 +4,12 @@
 // json_schema_objects.cpp, strings in json_schema_strings.cpp, numbers in
 // json_schema_numbers.cpp.
 //
-// oneOf is compiled as anyOf: a value valid against several branches is not excluded,
-// so an output may validate against anyOf but not oneOf when branches overlap.
+// oneOf is compiled as anyOf where that is exact: only when every two branches are
+// provably disjoint (json_schema_oneof.cpp), else refused.
 // Without "type", the type is inferred from the keywords present (properties → object,
 // items → array, …; none → any JSON value): a subset of what the schema allows.
+#include <cctype>
+#include <cmath>
 #include <set>
 
 #include "runtime/structured/json_schema_internal.h"
@@ -131,7 +133,16 @@ const json& SchemaCompiler::resolve(const std::string& ref, const std::string& p
   if (ref.empty() || ref[0] != '#')
     schema_fail(child(pointer, "$ref"), "only local references (\"#/...\") are supported, not \"" + ref + "\"");
   const json* node = &root_;
-  std::string path = ref.substr(1);
+  std::string path;  // the fragment, percent-decoded (a URI fragment holding a JSON pointer)
+  for (size_t i = 1; i < ref.size(); ++i) {
+    if (ref[i] == '%' && i + 2 < ref.size() && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+      path += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      path += ref[i];
+    }
+  }
   if (!path.empty() && path[0] != '/') schema_fail(child(pointer, "$ref"), "unresolvable $ref \"" + ref + "\"");
   size_t at = 1;
   while (at <= path.size() && !path.empty()) {
@@ -152,10 +163,16 @@ const json& SchemaCompiler::resolve(const std::string& ref, const std::string& p
 
 std::string SchemaCompiler::reference(const json& s, const std::string& pointer) {
   if (!s["$ref"].is_string()) schema_fail(child(pointer, "$ref"), "$ref must be a string");
-  const auto others = constraining(s, {"$ref"});
-  if (!others.empty())
-    schema_fail(child(pointer, others[0]), "\"" + others[0] + "\" beside $ref is unsupported");
   const std::string ref = s["$ref"].get<std::string>();
+  if (const auto others = constraining(s, {"$ref"}); !others.empty()) {
+    // Keywords beside $ref apply together with its target: merged as allOf would.
+    json siblings = s;
+    siblings.erase("$ref");
+    const json& target = resolve(ref, pointer, nullptr);
+    if (!target.is_object() || target.contains("$ref"))
+      schema_fail(child(pointer, others[0]), "\"" + others[0] + "\" beside a $ref to a boolean or to another $ref is unsupported");
+    return compile(merge(siblings, target, child(pointer, "$ref")), pointer);
+  }
   std::string target;
   const json& node = resolve(ref, pointer, &target);
   if (const auto it = ref_rules_.find(target); it != ref_rules_.end()) return it->second;
@@ -211,25 +228,32 @@ std::string SchemaCompiler::alternatives(const json& s, const std::string& point
   siblings.erase(key);
   const bool plain = constraining(siblings, {}).empty();
   std::vector<std::string> alts;
+  std::vector<std::pair<json, std::string>> kept;  // each compiled branch and its pointer
   std::string last_error;
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string at = child(child(pointer, key), std::to_string(i));
     try {
-      if (plain) {
-        alts.push_back(compile(list[i], at));
-      } else {
-        json branch = list[i];
+      json branch = list[i];
+      if (!plain) {
         if (branch.is_object() && branch.contains("$ref") && constraining(branch, {"$ref"}).empty())
           branch = resolve(branch["$ref"].get<std::string>(), at, nullptr);
         if (branch.is_boolean()) branch = branch.get<bool>() ? json::object() : json{{"enum", json::array()}};
         if (!branch.is_object()) schema_fail(at, "a schema must be an object or a boolean");
-        alts.push_back(compile(merge(siblings, branch, at), at));
+        branch = merge(siblings, branch, at);
       }
+      alts.push_back(compile(branch, at));
+      kept.emplace_back(std::move(branch), at);
     } catch (const ConstraintError& e) {
       if (std::string(e.what()).find("unsatisfiable") == std::string::npos) throw;
       last_error = e.what();  // an unsatisfiable branch is left out
     }
   }
+  if (key == "oneOf")
+    for (size_t i = 0; i < kept.size(); ++i)
+      for (size_t j = i + 1; j < kept.size(); ++j)
+        if (!disjoint(kept[i].first, kept[j].first))
+          schema_fail(child(pointer, key), "oneOf branches " + kept[i].second + " and " + kept[j].second +
+                                               " may both match one value: unsupported (anyOf would allow it)");
   if (alts.empty()) schema_fail(child(pointer, key), "unsatisfiable: every branch is (" + last_error + ")");
   if (alts.size() == 1) return alts[0];
   std::string out = "(";

@@ -22,6 +22,11 @@ using json = nlohmann::ordered_json;
 /// `pointer` + "/" + `token`, with JSON pointer escaping (~0, ~1).
 std::string child(const std::string& pointer, const std::string& token);
 
+/// A count keyword (minLength, maxItems, …) of `s`: a non-negative integer (2.0 too, as
+/// JSON Schema counts integral numbers as integers) up to `limit`; empty when absent.
+/// Throws ConstraintError naming the keyword otherwise.
+std::optional<long long> count_keyword(const json& s, const char* key, const std::string& pointer, long long limit);
+
 /// One compilation: the rule table and the generic JSON rules, made on first use.
 class Context {
  public:
@@ -75,6 +80,9 @@ class SchemaCompiler {
   std::string alternatives(const json& schema, const std::string& pointer);
   std::string enumeration(const json& schema, const std::string& pointer);
   const json& resolve(const std::string& ref, const std::string& pointer, std::string* target_pointer);
+  /// No JSON value is valid against both `a` and `b` as compiled here — a sufficient
+  /// check that makes oneOf exact as anyOf (json_schema_oneof.cpp).
+  bool disjoint(const json& a, const json& b);
   json merge(json into, const json& from, const std::string& pointer);
 
   const json& root_;

@@ -8,6 +8,7 @@
 // and fractions n.ddd only where the whole interval [n, n+1] lies in range (so also
 // after the validator's rounding to a double); bounds must lie within ±2^53. Values
 // between a non-integer bound and the nearest integer inside are not produced.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -147,6 +148,44 @@ void check_satisfiable(const std::vector<std::string>& alts, const std::string& 
                            " and maximum " + show(b.hi) + (b.hi_exclusive ? " (exclusive)" : ""));
 }
 
+// Fractions next to an exclusive integer bound, which the whole-interval rule leaves out
+// (0 < x < 1 has no n with [n, n+1] inside): n.ddd with at most 9 digits, the last not 0
+// where the value must stay above n, for |n| < 10^6 — there a double tells every such
+// value from n and n+1, so the validator's rounding cannot reach the bound.
+void boundary_fractions(const Bounds& b, std::vector<std::string>& alts) {
+  constexpr double kLimit = 1e6;
+  auto integral = [](std::optional<double> v) { return v && std::floor(*v) == *v && std::fabs(*v) < kLimit; };
+  auto inside = [&](double v) {  // v is in range (its own bounds included as given)
+    return (!b.lo || v > *b.lo || (v == *b.lo && !b.lo_exclusive)) && (!b.hi || v < *b.hi || (v == *b.hi && !b.hi_exclusive));
+  };
+  // Candidates: for a value n.f (sign s), the interval's ends are s·n and s·(n+1).
+  std::vector<std::pair<long long, bool>> candidates;  // (n, negative)
+  if (integral(b.lo) && b.lo_exclusive) {
+    const long long l = (long long)*b.lo;
+    if (l >= 0) candidates.emplace_back(l, false);
+    else candidates.emplace_back(-l - 1, true);
+  }
+  if (integral(b.hi) && b.hi_exclusive) {
+    const long long h = (long long)*b.hi;
+    if (h >= 1) candidates.emplace_back(h - 1, false);
+    else candidates.emplace_back(-h, true);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  for (const auto& [n, negative] : candidates) {
+    const double near = negative ? -double(n) : double(n), far = negative ? -double(n) - 1 : double(n) + 1;
+    const bool near_open = !inside(near), far_open = !inside(far);
+    // Strictly between near and far must be in range: both ends in range or open bounds.
+    const double mid = (near + far) / 2;
+    if (!inside(mid)) continue;
+    if ((near_open && !(b.lo && near == *b.lo) && !(b.hi && near == *b.hi)) ||
+        (far_open && !(b.lo && far == *b.lo) && !(b.hi && far == *b.hi)))
+      continue;
+    const std::string digits = near_open ? "[0-9]{0,8} [1-9]" : "[0-9]{1,9}";
+    alts.push_back(std::string(negative ? "\"-\" " : "") + "\"" + std::to_string(n) + "\" \".\" " + digits);
+  }
+}
+
 }  // namespace
 
 std::string integer_schema(const json& s, const std::string& pointer, Context& ctx) {
@@ -180,6 +219,7 @@ std::string number_schema(const json& s, const std::string& pointer, Context& ct
     fraction.push_back("\"-\" " +
                        alternatives(magnitude_range(u64(*nlo), nhi ? std::optional<u64>(u64(*nhi)) : std::nullopt)));
   for (const auto& f : fraction) alts.push_back(f + " \".\" [0-9]+");
+  boundary_fractions(b, alts);
   check_satisfiable(alts, pointer, b);
   std::string body;
   for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];

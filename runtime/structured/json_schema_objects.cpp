@@ -7,7 +7,8 @@
 // keys that differ from every listed name: while an extra key still spells a prefix of
 // a listed name its characters are written raw (no escapes), so no spelling of a
 // listed name slips through. A required name missing from `properties` is listed last
-// with the additionalProperties schema.
+// with the additionalProperties schema (any value when additionalProperties is not
+// given: the strict default then still admits the required name).
 // Arrays: prefixItems (or an `items` array with additionalItems, the older form) then
 // `items` for the rest, with minItems/maxItems counted over all.
 #include <memory>
@@ -46,7 +47,10 @@ std::string other_keys(const Trie& node, Context& ctx) {
   for (const auto& [c, kid] : node.kids) banned.emplace_back(c, c);
   const CodeRanges free = without_surrogates(complement(normalize(banned)));
   alts.push_back(char_class(free) + " " + ctx.json_char() + "* " + close);
-  for (const auto& [c, kid] : node.kids) alts.push_back(literal(c) + " " + other_keys(*kid, ctx));
+  for (const auto& [c, kid] : node.kids) {
+    const std::string encoded = json(utf8(c)).dump();  // ", \ and controls escaped, as JSON writes them
+    alts.push_back(literal(encoded.substr(1, encoded.size() - 2)) + " " + other_keys(*kid, ctx));
+  }
   std::string body;
   for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];
   return ctx.rules.add("key", body);
@@ -57,15 +61,6 @@ std::string count(long long lo, std::optional<long long> hi) {
   if (lo == 0 && *hi == 1) return "?";
   if (lo == *hi) return lo == 1 ? "" : "{" + std::to_string(lo) + "}";
   return "{" + std::to_string(lo) + "," + std::to_string(*hi) + "}";
-}
-
-std::optional<long long> item_count(const json& s, const char* key, const std::string& pointer) {
-  if (!s.contains(key)) return std::nullopt;
-  const json& v = s.at(key);
-  if (!v.is_number_integer() || v.get<long long>() < 0)
-    schema_fail(child(pointer, key), std::string(key) + " must be a non-negative integer, not " + v.dump());
-  if (v.get<long long>() > 10000) schema_fail(child(pointer, key), std::string(key) + " above 10000 is not supported");
-  return v.get<long long>();
 }
 
 }  // namespace
@@ -87,8 +82,8 @@ std::string SchemaCompiler::object_schema(const json& s, const std::string& poin
   }
   // additionalProperties: none (empty json), or the extras' schema.
   std::optional<json> extra;
-  const json addl = s.contains("additionalProperties") ? s["additionalProperties"]
-                                                         : json(ctx.options.additional_properties_default);
+  const bool addl_given = s.contains("additionalProperties");
+  const json addl = addl_given ? s["additionalProperties"] : json(ctx.options.additional_properties_default);
   if (!addl.is_boolean() && !addl.is_object())
     schema_fail(child(pointer, "additionalProperties"), "additionalProperties must be a boolean or a schema");
   if (!(addl.is_boolean() && !addl.get<bool>())) extra = addl;
@@ -100,10 +95,12 @@ std::string SchemaCompiler::object_schema(const json& s, const std::string& poin
       const std::string name = r.get<std::string>();
       auto it = std::find_if(props.begin(), props.end(), [&](const Prop& p) { return p.name == name; });
       if (it == props.end()) {
-        if (!extra)
+        if (!extra && addl_given)
           schema_fail(child(pointer, "required"), "unsatisfiable: required property \"" + name +
                                                       "\" is not in properties and additionalProperties is false");
-        props.push_back({name, *extra, child(pointer, "additionalProperties"), true});
+        // With additionalProperties left to the default, a required name outside
+        // `properties` is listed with any value (JSON Schema's own default for it).
+        props.push_back({name, extra.value_or(json(true)), child(pointer, "additionalProperties"), true});
       } else {
         it->required = true;
       }
@@ -173,9 +170,15 @@ std::string SchemaCompiler::array_schema(const json& s, const std::string& point
     rest = s["items"];
   }
   if (rest->is_boolean() && !rest->get<bool>()) rest.reset();
+  // A `false` entry admits no item there: the array ends before it.
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (prefix[i].is_boolean() && !prefix[i].get<bool>()) {
+      prefix.erase(prefix.begin() + long(i), prefix.end());
+      rest.reset();
+    }
   const long long n = static_cast<long long>(prefix.size());
-  const long long min = item_count(s, "minItems", pointer).value_or(0);
-  std::optional<long long> max = item_count(s, "maxItems", pointer);
+  const long long min = count_keyword(s, "minItems", pointer, 10000).value_or(0);
+  std::optional<long long> max = count_keyword(s, "maxItems", pointer, 10000);
   if (!rest) max = std::min(max.value_or(n), n);
   if (max && min > *max)
     schema_fail(pointer, "unsatisfiable: minItems " + std::to_string(min) + " > the most items allowed, " +

@@ -10,7 +10,8 @@
 //   uuid       8-4-4-4-12 hexadecimal digits (either case);
 //   email      a practical subset of RFC 5322: dot-atom local part "@" domain labels
 //              (letters, digits, inner hyphens) with at least one dot; lengths not limited.
-// pattern and format cannot be combined with each other or with length bounds (refused).
+// format cannot be combined with pattern or length bounds (refused); pattern with length
+// bounds only as regex_expression_bounded (regex_compile.h) allows.
 #include "runtime/structured/json_schema_internal.h"
 #include "runtime/structured/regex_compile.h"
 
@@ -53,20 +54,11 @@ std::string format_rule(const std::string& format, const std::string& pointer, C
                                             "\" (supported: date-time, date, time, uuid, email)");
 }
 
-std::optional<long long> length_bound(const json& s, const char* key, const std::string& pointer) {
-  if (!s.contains(key)) return std::nullopt;
-  const json& v = s.at(key);
-  if (!v.is_number_integer() || v.get<long long>() < 0)
-    schema_fail(child(pointer, key), std::string(key) + " must be a non-negative integer, not " + v.dump());
-  if (v.get<long long>() > 100000) schema_fail(child(pointer, key), std::string(key) + " above 100000 is not supported");
-  return v.get<long long>();
-}
-
 }  // namespace
 
 std::string string_schema(const json& s, const std::string& pointer, Context& ctx) {
-  const auto min = length_bound(s, "minLength", pointer);
-  const auto max = length_bound(s, "maxLength", pointer);
+  const auto min = count_keyword(s, "minLength", pointer, 100000);
+  const auto max = count_keyword(s, "maxLength", pointer, 100000);
   if (min && max && *min > *max)
     schema_fail(pointer, "unsatisfiable: minLength " + std::to_string(*min) + " > maxLength " + std::to_string(*max));
   const bool lengths = min || max;
@@ -78,12 +70,14 @@ std::string string_schema(const json& s, const std::string& pointer, Context& ct
   }
   if (s.contains("pattern")) {
     if (!s["pattern"].is_string()) schema_fail(child(pointer, "pattern"), "pattern must be a string");
-    if (lengths) schema_fail(pointer, "pattern cannot be combined with minLength or maxLength (unsupported)");
     RegexMode mode;
     mode.search = true;
     mode.json_content = true;
     mode.any_char = ctx.json_char();
-    const std::string e = regex_expression(s["pattern"].get<std::string>(), mode, child(pointer, "pattern"));
+    const std::string pattern = s["pattern"].get<std::string>();
+    const std::string e = lengths ? regex_expression_bounded(pattern, mode, child(pointer, "pattern"), min.value_or(0),
+                                                             max.value_or(-1))
+                                  : regex_expression(pattern, mode, child(pointer, "pattern"));
     if (e == "\"\"") return ctx.rules.add("empty-string", std::string(kQuote) + " " + kQuote);
     return ctx.rules.add("pattern", std::string(kQuote) + " " + e + " " + kQuote);
   }

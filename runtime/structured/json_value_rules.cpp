@@ -1,5 +1,7 @@
 // Generic JSON rules (json_schema_internal.h Context; docs/architecture.md §8): strings,
 // numbers, any value, any object — and json_object_grammar.
+#include <cmath>
+
 #include "runtime/structured/json_schema_internal.h"
 
 namespace olmo2::structured::detail {
@@ -17,6 +19,17 @@ std::string child(const std::string& pointer, const std::string& token) {
     else out += c;
   }
   return out;
+}
+
+std::optional<long long> count_keyword(const json& s, const char* key, const std::string& pointer, long long limit) {
+  if (!s.contains(key)) return std::nullopt;
+  const json& v = s.at(key);
+  const bool integral = v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (!integral || v.get<double>() < 0)
+    schema_fail(child(pointer, key), std::string(key) + " must be a non-negative integer, not " + v.dump());
+  if (v.get<double>() > double(limit))
+    schema_fail(child(pointer, key), std::string(key) + " above " + std::to_string(limit) + " is not supported");
+  return static_cast<long long>(v.get<double>());
 }
 
 Context::Context(const JsonSchemaOptions& opts) : options(opts) {}

@@ -150,6 +150,78 @@ std::string regex_expression(const std::string& pattern, const RegexMode& mode, 
   return out + (any_empty ? ")?" : ")");
 }
 
+namespace {
+
+// Fewest and most code points of the strings of `n` (most −1: unbounded).
+std::pair<long long, long long> length_range(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::Chars: return {1, 1};
+    case Node::Kind::Concat: {
+      long long lo = 0, hi = 0;
+      for (const Node& k : n.kids) {
+        const auto [a, b] = length_range(k);
+        lo += a;
+        hi = hi == -1 || b == -1 ? -1 : hi + b;
+      }
+      return {lo, hi};
+    }
+    case Node::Kind::Alt: {
+      long long lo = -1, hi = 0;
+      for (const Node& k : n.kids) {
+        const auto [a, b] = length_range(k);
+        lo = lo == -1 ? a : std::min(lo, a);
+        hi = hi == -1 || b == -1 ? -1 : std::max(hi, b);
+      }
+      return {std::max(lo, 0LL), hi};
+    }
+    case Node::Kind::Repeat: {
+      const auto [a, b] = length_range(n.kids[0]);
+      if (b == 0) return {0, 0};
+      return {a * n.min, n.max == -1 || b == -1 ? -1 : b * n.max};
+    }
+  }
+  return {0, -1};
+}
+
+[[noreturn]] void pattern_fail(const std::string& pointer, const std::string& why) {
+  throw ConstraintError("schema " + pointer + ": " + why, pointer, __FILE__, __LINE__);
+}
+
+}  // namespace
+
+std::string regex_expression_bounded(const std::string& pattern, const RegexMode& mode, const std::string& pointer,
+                                     long long min_length, long long max_length) {
+  auto alts = parse_regex(pattern, pointer);
+  if (alts.size() != 1 || !alts[0].start || !alts[0].end)
+    pattern_fail(pointer, "pattern with minLength or maxLength is supported only when anchored (^...$) without top-level |");
+  Node node = std::move(alts[0].node);  // a Concat
+  const auto [lo, hi] = length_range(node);
+  auto fits = [&](long long a, long long b) { return a >= min_length && (max_length == -1 || (b != -1 && b <= max_length)); };
+  if (!fits(lo, hi)) {
+    // One repeated character class among fixed-length parts: its count takes the bounds.
+    long long fixed = 0;
+    Node* rep = nullptr;
+    for (Node& k : node.kids) {
+      const auto [a, b] = length_range(k);
+      if (a == b) fixed += a;
+      else if (!rep && k.kind == Node::Kind::Repeat && k.kids[0].kind == Node::Kind::Chars) rep = &k;
+      else pattern_fail(pointer, "pattern with minLength or maxLength is supported when the pattern's length varies "
+                                 "in one repeated character class only");
+    }
+    if (!rep) pattern_fail(pointer, "unsatisfiable: the pattern's " + std::to_string(lo) +
+                                        " characters do not fit minLength/maxLength");
+    const long long new_min = std::max<long long>(rep->min, min_length - fixed);
+    long long new_max = rep->max;
+    if (max_length != -1) new_max = rep->max == -1 ? max_length - fixed : std::min<long long>(rep->max, max_length - fixed);
+    if (new_max != -1 && new_min > new_max)
+      pattern_fail(pointer, "unsatisfiable: pattern and minLength/maxLength admit no string");
+    rep->min = static_cast<int>(new_min);
+    rep->max = static_cast<int>(new_max);
+  }
+  const std::string e = emit(node, mode.json_content);
+  return e.empty() ? "\"\"" : e;
+}
+
 }  // namespace olmo2::structured::detail
 
 namespace olmo2::structured {

@@ -28,4 +28,13 @@ struct RegexMode {
 /// N in code points) for what the subset lacks or a malformed pattern.
 std::string regex_expression(const std::string& pattern, const RegexMode& mode, const std::string& pointer);
 
+/// As regex_expression (mode.search ignored: the pattern must be anchored ^…$, one
+/// alternative) for content whose length in code points lies in [min_length,
+/// max_length] (−1: no maximum). Exact when the pattern's lengths already fit, or when
+/// its length varies in one repeated character class only (^[^a-z]*$, ^x-\d{2,}$),
+/// whose count takes the bounds. Throws ConstraintError at `pointer` otherwise, or
+/// "unsatisfiable" when nothing fits.
+std::string regex_expression_bounded(const std::string& pattern, const RegexMode& mode, const std::string& pointer,
+                                     long long min_length, long long max_length);
+
 }  // namespace olmo2::structured::detail

@@ -1,6 +1,6 @@
 // The constraint engine's Vocabulary from the project's tokenizer (docs/architecture.md
 // §8, "Structured outputs").
-#include "runtime/structured/tokenizer_vocabulary.h"
+#include "runtime/structured/vocab/tokenizer_vocabulary.h"
 
 namespace olmo2::structured {
 
