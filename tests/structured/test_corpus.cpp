@@ -31,7 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/structured/constraint.h"
-#include "runtime/structured/tokenizer_vocabulary.h"
+#include "runtime/structured/vocab/tokenizer_vocabulary.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
