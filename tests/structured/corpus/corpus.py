@@ -15,33 +15,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Entries the engine refuses (a 400 in the server), each with a substring of its message.
 # The tests print them as XFAIL and fail once one compiles, so the list stays current.
-# Refused by design (§8): the strict default additionalProperties false makes a required
-# property outside `properties` unsatisfiable; pattern with length bounds; keywords beside $ref.
-# Pending fixes (valid JSON Schema the compiler should take): 2.0 as a count, percent-encoded
-# $ref pointers, `false` in prefixItems (it only caps the array's length).
+# Refused by design (§8): a oneOf whose branches may both match one value (a grammar
+# cannot enforce "exactly one"; anyOf would let such a value through).
 REFUSED = {
-    "suite/items/3": "is not in properties and additionalProperties is false",
-    "suite/oneOf/8": "is not in properties and additionalProperties is false",
-    "suite/required/3": "is not in properties and additionalProperties is false",
-    "suite/required/4": "is not in properties and additionalProperties is false",
-    "keywords/string_unicode_bounds": "pattern cannot be combined with minLength or maxLength",
-    "suite/ref/5": "beside $ref is unsupported",
-    "suite/maxItems/1": "must be a non-negative integer, not 2.0",
-    "suite/maxLength/1": "must be a non-negative integer, not 2.0",
-    "suite/minItems/1": "must be a non-negative integer, not 1.0",
-    "suite/minLength/1": "must be a non-negative integer, not 2.0",
-    "suite/ref/3": "unresolvable $ref",
-    "suite/ref/12": "unresolvable $ref",
-    "suite/prefixItems/1": "the schema is false",
+    "suite/oneOf/0": "may both match one value",
+    "suite/oneOf/1": "may both match one value",
+    "suite/oneOf/7": "may both match one value",
 }
 
 # Entries whose outputs the engine is known to get wrong, with why: the walker test prints
 # their failures as XFAIL and fails once they pass (its walks are deterministic); the
-# end-to-end test does not assert them.
-PENDING = {
-    "suite/oneOf/0": "oneOf is compiled as anyOf: an integer >= 2 matches both branches",
-    "suite/oneOf/7": "oneOf is compiled as anyOf: a number matches both {} and {type: number}",
-}
+# end-to-end test does not assert them. None at present.
+PENDING = {}
 
 
 def load(kinds=("schema", "regex", "choice")):
