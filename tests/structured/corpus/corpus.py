@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Entries the engine refuses (a 400 in the server), each with a substring of its message.
 # The tests print them as XFAIL and fail once one compiles, so the list stays current.
-# Refused by design (§8): a oneOf whose branches may both match one value (a grammar
+# Refused by design (docs/architecture.md §8): a oneOf whose branches may both match one value (a grammar
 # cannot enforce "exactly one"; anyOf would let such a value through).
 REFUSED = {
     "suite/oneOf/0": "may both match one value",

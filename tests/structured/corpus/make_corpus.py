@@ -3,7 +3,7 @@
 §8, "Structured outputs"):
 
   suite.json     the JSON Schema Test Suite's draft 2020-12 cases whose schemas use only
-                 the keywords the engine supports (§8's list), each with the file and
+                 the keywords the engine supports (docs/architecture.md §8), each with the file and
                  case it came from. The suite (https://github.com/json-schema-org/
                  JSON-Schema-Test-Suite, MIT licence, Copyright (c) 2012 Julian Berman)
                  is read from the copy bundled in the `jsonschema` sdist (json/tests/).
