@@ -212,7 +212,8 @@ std::string fraction_compare(const std::string& g, size_t i, int room, bool firs
     can_end = !strict;
     if (room > 0) {
       if (at_most && !strict) alts.push_back("\"0\"{1," + std::to_string(room) + "}");
-      if (!at_most) alts.push_back(strict ? "[0-9]{0," + std::to_string(room - 1) + "} [1-9]" : "[0-9]{1," + std::to_string(room) + "}");
+      if (!at_most) alts.push_back(strict ? (room == 1 ? std::string("[1-9]") : "[0-9]{0," + std::to_string(room - 1) + "} [1-9]")
+                                          : "[0-9]{1," + std::to_string(room) + "}");
     }
   }
   if (alts.empty()) return can_end ? "\"\"" : "";
