@@ -140,10 +140,10 @@ struct JsonSchemaOptions {
 /// valid texts are not sentences (docs/architecture.md §8 lists these narrowings: e.g.
 /// integers never as 1.0, numbers near a non-integer bound). Object properties come in
 /// the schema's `properties` order, required ones always, optional ones may be left
-/// out. Throws
-/// ConstraintError (path into the schema): malformed JSON, an unsupported keyword
-/// (named), a keyword of the wrong type, an unsatisfiable schema (min > max, an empty
-/// enum, no type left), a $ref that does not resolve, a oneOf whose branches may overlap.
+/// out. Throws ConstraintError (path into the schema): malformed JSON, an unsupported
+/// keyword (named), a keyword of the wrong type, an unsatisfiable schema (min > max, an
+/// empty enum, no type left), a $ref that does not resolve, a oneOf whose branches may
+/// overlap.
 std::string json_schema_to_grammar(const std::string& schema_json, const JsonSchemaOptions& options = {});
 
 /// Grammar text of any JSON object (`response_format: {"type": "json_object"}`).
@@ -154,9 +154,9 @@ std::string json_object_grammar(const JsonSchemaOptions& options = {});
 /// escapes, . (any code point but the line terminators \n \r U+2028 U+2029), classes
 /// with ranges and \d \w \s \D \W \S (as ECMAScript and Python agree:
 /// docs/architecture.md §8), groups (capturing, (?:…), (?<name>…)), alternation,
-/// * + ? {m} {m,} {m,n} (lazy forms accepted,
-/// same language). Throws ConstraintError ("regex offset N") for anything else
-/// (backreferences, lookaround, a malformed expression).
+/// * + ? {m} {m,} {m,n} (lazy forms accepted, same language). Throws ConstraintError
+/// ("regex offset N") for anything else (backreferences, lookaround, a malformed
+/// expression).
 std::string regex_to_grammar(const std::string& pattern);
 
 /// Grammar text of exactly the given strings. Throws ConstraintError for an empty list.
