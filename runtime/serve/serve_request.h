@@ -21,6 +21,10 @@
 
 namespace olmo2 {
 
+namespace structured {
+class Grammar;  // runtime/structured/constraint.h
+}
+
 /// A validated request for one prompt (runtime/serve/api/completion_request.h and chat_request.h parse it): what
 /// the engine generates for it, `choices` completions of the same prompt.
 struct CompletionParams {
@@ -47,6 +51,12 @@ struct CompletionParams {
   /// neither `activations` nor `interventions` (or both are empty). Reads imply
   /// choices = 1.
   std::shared_ptr<const trace::TraceSpec> trace;
+  /// Structured outputs (docs/architecture.md §8, "Structured outputs"): every choice's
+  /// output is a sentence of this grammar, enforced token by token (a mask over the
+  /// logits before sampling; EOS only where the output is complete). Null: unconstrained.
+  /// Set by response_format / guided_* / structured_outputs and by chat's tool_choice
+  /// (required or a named function).
+  std::shared_ptr<const structured::Grammar> grammar;
 };
 
 /// The seed of choice `c` of a request seeded `seed`: `seed` itself for choice 0 (so n = 1

@@ -3,6 +3,7 @@
 #include "runtime/serve/api/api_error.h"
 #include "runtime/serve/api/json_fields.h"
 #include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/structured_fields.h"
 #include "runtime/serve/api/trace_fields.h"
 
 namespace olmo2 {
@@ -90,6 +91,7 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   CompletionParams p;
   read_generation_fields(f, served, fallback_seed, p);
   const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
+  read_structured_fields(f, text, served, p);
   read_unimplemented_fields(f);
   f.refuse_unread();
   if (!render) throw ApiError(400, "messages", "this server has no chat template (olmo2 serve --chat-template FILE)");

@@ -133,7 +133,6 @@ void read_stream_fields(Fields& f, ApiRequest& r) {
 
 void read_unimplemented_fields(Fields& f) {
   const std::string tools = "tool and function calling is not implemented";
-  const std::string guided = "guided (structured) decoding is not implemented";
   const std::string beam = "beam search is not implemented";
   f.refuse("suffix", "the model has no fill-in-the-middle mode here", {""});
   f.refuse("tools", tools, {json::array()});
@@ -141,11 +140,6 @@ void read_unimplemented_fields(Fields& f) {
   f.refuse("functions", tools, {json::array()});
   f.refuse("function_call", tools, {"none"});
   f.ignore("parallel_tool_calls");  // only means something with tools, which are refused
-  f.refuse("response_format", "only {\"type\": \"text\"} (plain text) is produced", {json{{"type", "text"}}});
-  for (const char* g : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
-                        "guided_whitespace_pattern", "structured_outputs"}) {
-    f.refuse(g, guided);
-  }
   f.refuse("use_beam_search", beam, {false});
   f.refuse("length_penalty", beam, {1});
   f.refuse("early_stopping", beam, {false});
