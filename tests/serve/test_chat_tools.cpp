@@ -72,12 +72,14 @@ TEST(ChatTools, ToolChoiceDefaultsAndModes) {
 }
 
 TEST(ChatTools, SchemasOfRequiredAndNamed) {
-  Fields f(json::parse(body(R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})")));
+  const json named = json::parse(body(R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}})"));
+  Fields f(named);  // Fields holds a reference: the body must outlive it
   ToolFields t = read_tool_fields(f, ordered::parse(kTools), kOlmo3);
   EXPECT_EQ(t.plan.mode, ToolPlan::Mode::Named);
   EXPECT_EQ(t.plan.function, "get_time");
   EXPECT_EQ(t.schema, R"({"type":"object","properties":{}})");
-  Fields g(json::parse(body(R"(, "tool_choice": "required", "parallel_tool_calls": false)")));
+  const json required = json::parse(body(R"(, "tool_choice": "required", "parallel_tool_calls": false)"));
+  Fields g(required);
   t = read_tool_fields(g, ordered::parse(kTools), kOlmo3);
   EXPECT_EQ(t.plan.mode, ToolPlan::Mode::Required);
   EXPECT_EQ(ordered::parse(t.schema), ordered::parse(R"({"type": "array", "minItems": 1, "maxItems": 1, "items": {

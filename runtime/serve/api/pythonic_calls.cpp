@@ -27,9 +27,8 @@ class Reader {
     skip_separators();
     while (i_ < s_.size()) {
       out.push_back(call());
-      const size_t before = i_;
       skip_space();
-      if (i_ < s_.size() && s_[i_] != '\n' && s_[i_] != ',' && i_ == before) fail("a newline between calls");
+      if (i_ < s_.size() && s_[i_] != '\n' && s_[i_] != ',') fail("a newline between calls");
       skip_separators();
     }
     if (out.empty()) fail("a call");
