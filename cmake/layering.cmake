@@ -10,7 +10,7 @@ function(olmo2_layer_probe library)
 endfunction()
 
 foreach(lib olmo2_ops olmo2_parallel olmo2_monitoring olmo2_io olmo2_model olmo2_trace olmo2_tokenizer
-            olmo2_generation olmo2_train olmo2_serve olmo2_http olmo2_chat_template olmo2_openai_api
+            olmo2_structured olmo2_structured_vocab olmo2_generation olmo2_train olmo2_serve olmo2_http olmo2_chat_template olmo2_openai_api
             olmo2_launcher)
   olmo2_layer_probe(${lib})
 endforeach()

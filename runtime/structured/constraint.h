@@ -6,12 +6,16 @@
 //
 // Grammar text (the subset of llama.cpp's GBNF this project accepts):
 //   rule    ::= NAME "::=" alternatives            (one rule per line or continued after |)
-//   element ::= "literal" | [class] | [^class] | NAME | "(" alternatives ")"
+//   element ::= "literal" | [class] | [^class] | "." | NAME | "(" alternatives ")"
 //   postfix ::= element ("*" | "+" | "?" | "{m}" | "{m,}" | "{m,n}")
 // Literals and classes are UTF-8 text with the escapes \" \\ \n \r \t \[ \] \- \^
 // \xHH \uHHHH \UHHHHHHHH; a class holds code points and ranges a-z, over Unicode code
 // points (a negated class matches any code point outside it, multi-byte UTF-8
-// included). `#` starts a comment. The start rule is `root`.
+// included; `.` is any code point, \n too). `#` starts a comment. The start rule is
+// `root`. Refused: a rule that can reach itself without consuming a byte (left recursion;
+// `x*` where x can be empty is one: write `x` so that it cannot), a rule that derives no
+// finite string. Surrogates (U+D800–DFFF) are never matched; a negated class matches
+// only well-formed UTF-8.
 #pragma once
 
 #include <cstdint>
@@ -76,9 +80,14 @@ class Grammar {
 };
 
 /// One output's progress through a grammar: the set of parser states after the bytes of
-/// the tokens accepted so far. Copyable (a choice forks its matcher).
+/// the tokens accepted so far. Copyable (a choice forks its matcher). Not thread-safe
+/// itself (one per output); its grammar and vocabulary are shared.
 class Matcher {
  public:
+  /// Starts at the grammar's start. `vocabulary` may be null for a matcher used through
+  /// accept_bytes alone (then accept() is false and fill_mask throws ShapeError).
+  /// Matching throws ConstraintError when a grammar is so ambiguous that one state
+  /// would hold more than 4096 parse stacks.
   Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocabulary);
   Matcher(const Matcher&);
   Matcher& operator=(const Matcher&);
@@ -108,7 +117,9 @@ class Matcher {
   /// min_bytes_to_complete() ≤ remaining − 1 (so any max_tokens that allows a complete
   /// output gets one); EOS ids exactly when complete(). Excluded ids are 0. Masks of a
   /// state are cached in the grammar (the length rule is applied on top where it can
-  /// bind). Throws ShapeError when bits is too short.
+  /// bind). A `remaining` below min_bytes_to_complete() (a budget that cannot complete)
+  /// counts as min_bytes_to_complete(): the tokens of a shortest completion, so the mask
+  /// is never empty. Throws ShapeError when bits is too short.
   void fill_mask(std::span<uint64_t> bits, int64_t remaining) const;
 
  private:

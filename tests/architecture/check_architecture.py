@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 LIBRARY_FOLDERS = ["core", "ops", "ops/simt", "parallel", "runtime/io", "runtime/model", "runtime/trace", "runtime/tokenizer",
+                   "runtime/structured", "runtime/structured/vocab",
                    "runtime/generation", "runtime/train", "runtime/serve", "runtime/serve/http", "runtime/serve/chat",
                    "runtime/serve/api", "monitoring", "launcher"]
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".inc"}
