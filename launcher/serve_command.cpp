@@ -237,6 +237,8 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     sm.config = config;  // what activations and interventions are checked against
     sm.max_prompts = o.max_running + o.max_waiting;
     sm.max_activation_bytes = o.max_activation_bytes;
+    sm.json_options.whitespace = o.structured_whitespace_any ? structured::JsonSchemaOptions::Whitespace::Any
+                                                             : structured::JsonSchemaOptions::Whitespace::Compact;
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
                                           s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()

@@ -54,7 +54,10 @@ void add_serve_options(po::options_description& d) {
       "verifies in one pass; answers are bit-identical to plain decoding")(
       "speculative-ngram", po::value<int>(),
       "speculative decoding by prompt lookup: propose what followed the latest earlier occurrence of the last N tokens")(
-      "num-speculative-tokens", po::value<int>(), "tokens proposed per sequence and step, 1…16 (default 4)");
+      "num-speculative-tokens", po::value<int>(), "tokens proposed per sequence and step, 1…16 (default 4)")(
+      "structured-whitespace", po::value<std::string>(),
+      "whitespace between JSON tokens of json_schema / json_object outputs: compact (none, as OpenAI's strict "
+      "mode; default) or any (JSON's whitespace, a few characters at each place)");
 }
 
 namespace {
@@ -131,6 +134,13 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
   if (o.max_activation_memory < o.max_activation_bytes) {
     OLMO2_THROW(UsageError, "--max-activation-memory ", o.max_activation_memory, " is below --max-activation-bytes ",
                 o.max_activation_bytes, ": a request allowed its reads could never run");
+  }
+  if (vm.count("structured-whitespace")) {
+    const std::string w = vm["structured-whitespace"].as<std::string>();
+    if (w != "compact" && w != "any") {
+      OLMO2_THROW(UsageError, "--structured-whitespace must be compact or any, got \"", w, "\"");
+    }
+    o.structured_whitespace_any = w == "any";
   }
   auto positive = [&](const char* name, int64_t& field) {
     if (!vm.count(name)) return;

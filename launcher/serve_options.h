@@ -49,6 +49,10 @@ struct ServeOptions {
   int32_t speculative_ngram = 0;  ///< 0: no prompt lookup
   int32_t num_speculative_tokens = 4;
   bool speculative() const { return !speculative_model.empty() || speculative_ngram > 0; }
+  /// --structured-whitespace any: JSON outputs of structured-output constraints may hold
+  /// JSON's whitespace between tokens; compact (false, the default): none, as OpenAI's
+  /// strict mode (docs/architecture.md §8, "Structured outputs").
+  bool structured_whitespace_any = false;
 };
 
 /// Adds every `olmo2 serve` option (also accepted in an INI --config file).

@@ -71,4 +71,12 @@ void apply_logits_adjustments(std::span<float> logits, int64_t first_id, const L
   }
 }
 
+void apply_allowed_mask(std::span<float> logits, int64_t first_id, std::span<const uint64_t> allowed) {
+  const int64_t words = static_cast<int64_t>(allowed.size());
+  for (size_t j = 0; j < logits.size(); ++j) {
+    const int64_t id = first_id + static_cast<int64_t>(j);
+    if (id >> 6 >= words || !((allowed[static_cast<size_t>(id >> 6)] >> (id & 63)) & 1)) logits[j] = -INFINITY;
+  }
+}
+
 }  // namespace olmo2

@@ -39,4 +39,10 @@ void apply_logits_adjustments(std::span<float> logits, int64_t first_id, const L
                               std::span<const int32_t> banned, std::span<const int32_t> prompt_ids,
                               std::span<const std::pair<int32_t, int32_t>> output_counts);
 
+/// Sets −∞ on every id of `logits` (ids first_id … first_id + logits.size() − 1, one TP
+/// rank's real slice) whose bit in `allowed` is 0 (bit id % 64 of word id / 64; ids
+/// past allowed.size() × 64 count as 0): a constraint's mask (docs/architecture.md §8,
+/// "Structured outputs"), applied before apply_logits_adjustments.
+void apply_allowed_mask(std::span<float> logits, int64_t first_id, std::span<const uint64_t> allowed);
+
 }  // namespace olmo2

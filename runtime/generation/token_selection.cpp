@@ -202,6 +202,10 @@ void host_candidates(const float* x, const SelectionRequest& req, const ShardSpe
   const float* from = x;  // the logits the token is chosen from
   if (req.adjusted()) {
     adjusted.assign(x, x + slice);
+    if (req.allowed) {  // the constraint first: the ban and the adjustments act on what it allows
+      apply_allowed_mask(std::span<float>(adjusted.data(), static_cast<size_t>(std::max<int64_t>(real, 0))), first,
+                         *req.allowed);
+    }
     apply_logits_adjustments(std::span<float>(adjusted.data(), static_cast<size_t>(std::max<int64_t>(real, 0))), first,
                              req.adjust, req.banned, req.prompt_ids, req.output_counts);
     from = adjusted.data();

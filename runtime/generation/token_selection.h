@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -31,8 +32,14 @@ struct SelectionRequest {
   /// the target's log-probability (from the rank whose slice holds it), top the
   /// `logprobs` most likely tokens; params and the adjustments are ignored.
   int32_t target = -1;
+  /// Structured outputs (docs/architecture.md §8, "Structured outputs"): the ids the
+  /// constraint allows next, a bitmask over the model's vocabulary (bit id % 64 of word
+  /// id / 64; ⌈vocab_size / 64⌉ words or fewer, ids past the words are disallowed).
+  /// Every other id of the rank's slice gets −∞ first, before the ban and the
+  /// adjustments. Null: unconstrained.
+  std::shared_ptr<const std::vector<uint64_t>> allowed;
   /// Whether the adjustments change the logits this request chooses from.
-  bool adjusted() const { return target < 0 && (adjust.any() || !banned.empty()); }
+  bool adjusted() const { return target < 0 && (adjust.any() || !banned.empty() || allowed); }
 };
 
 /// The chosen token, and with logprobs its log-probability and the `logprobs` most
@@ -63,7 +70,7 @@ struct SelectedToken {
 /// differ from one process's in the last bits: row-parallel sums are split.) `tp` null or of size 1:
 /// the slice is the whole vocabulary. Every TP rank returns the same tokens.
 ///
-/// Adjusted rows (logit_bias, penalties, banned ids): each rank applies them to a host
+/// Adjusted rows (an allowed-token mask, logit_bias, penalties, banned ids): each rank applies them to a host
 /// copy of its own slice (ids outside it are skipped: no rank gathers the whole
 /// vocabulary for them; a row on a device is copied to the host whole first) and sends
 /// the candidates of the adjusted slice — with logprobs also their raw logits, and the

@@ -1,6 +1,7 @@
 #include "runtime/serve/serve_plan.h"
 
 #include <bit>
+#include <memory>
 
 #include "core/error.h"
 
@@ -9,6 +10,32 @@ namespace olmo2 {
 namespace {
 int64_t float_bits(float f) { return std::bit_cast<int32_t>(f); }
 float bits_float(int64_t b) { return std::bit_cast<float>(static_cast<int32_t>(b)); }
+
+/// The allowed-token mask (see encode_plan): a word saying how (0 none, 1 the allowed
+/// ids, 2 the bitmask's words), then the mask's word count, then the id count and the
+/// ids, or the words — whichever is shorter.
+enum AllowedForm : int64_t { kNoMask = 0, kAllowedIds = 1, kMaskWords = 2 };
+
+void encode_allowed(const std::vector<uint64_t>* mask, std::vector<int64_t>& d) {
+  if (!mask) {
+    d.push_back(kNoMask);
+    return;
+  }
+  int64_t ones = 0;
+  for (const uint64_t w : *mask) ones += std::popcount(w);
+  const int64_t words = static_cast<int64_t>(mask->size());
+  if (ones + 1 < words) {
+    d.insert(d.end(), {kAllowedIds, words, ones});
+    for (int64_t w = 0; w < words; ++w) {
+      for (uint64_t bits = (*mask)[static_cast<size_t>(w)]; bits; bits &= bits - 1) {
+        d.push_back(w * 64 + std::countr_zero(bits));
+      }
+    }
+  } else {
+    d.insert(d.end(), {kMaskWords, words});
+    for (const uint64_t w : *mask) d.push_back(std::bit_cast<int64_t>(w));
+  }
+}
 
 /// The selection part of a sequence's entry (see encode_plan).
 void encode_selection(const SelectionRequest& r, std::vector<int64_t>& d) {
@@ -24,6 +51,7 @@ void encode_selection(const SelectionRequest& r, std::vector<int64_t>& d) {
   d.insert(d.end(), r.banned.begin(), r.banned.end());
   d.insert(d.end(), r.prompt_ids.begin(), r.prompt_ids.end());
   for (const auto& [id, count] : r.output_counts) d.insert(d.end(), {id, count});
+  encode_allowed(r.allowed.get(), d);
 }
 
 template <typename Next>
@@ -56,6 +84,30 @@ SelectionRequest decode_selection(Next& next, size_t left, int64_t entry) {
     const int32_t id = static_cast<int32_t>(next());
     r.output_counts.emplace_back(id, static_cast<int32_t>(next()));
   }
+  const int64_t form = next();
+  OLMO2_CHECK(form == kNoMask || form == kAllowedIds || form == kMaskWords, "malformed step plan entry ", entry,
+              ": allowed-token mask form ", form);
+  if (form == kNoMask) return r;
+  const int64_t words = next();
+  OLMO2_CHECK(words >= 0 && words <= (int64_t{1} << 26), "malformed step plan entry ", entry, ": a mask of ", words,
+              " words");
+  auto mask = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(words), 0);
+  if (form == kAllowedIds) {
+    const int64_t ids = next();
+    OLMO2_CHECK(ids >= 0 && static_cast<size_t>(ids) <= left, "malformed step plan entry ", entry, ": ", ids,
+                " allowed ids");
+    for (int64_t i = 0; i < ids; ++i) {
+      const int64_t id = next();
+      OLMO2_CHECK(id >= 0 && id < words * 64, "malformed step plan entry ", entry, ": allowed id ", id,
+                  " outside a mask of ", words, " words");
+      (*mask)[static_cast<size_t>(id >> 6)] |= uint64_t{1} << (id & 63);
+    }
+  } else {
+    OLMO2_CHECK(static_cast<size_t>(words) <= left, "malformed step plan entry ", entry, ": a mask of ", words,
+                " words");
+    for (auto& w : *mask) w = std::bit_cast<uint64_t>(next());
+  }
+  r.allowed = std::move(mask);
   return r;
 }
 

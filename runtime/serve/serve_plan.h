@@ -69,7 +69,10 @@ struct StepPlan {
 /// start, sample, draft; the selection: temperature (the double's bits), top_k, top_p (bits),
 /// min_p (bits), seed, draw, logprobs, target, the presence, frequency and repetition
 /// penalties (bits), the counts of logit_bias, banned, prompt_ids and output_counts, then
-/// those lists (a bias as id and the float's bits, a count as id and count); then
+/// those lists (a bias as id and the float's bits, a count as id and count), the
+/// allowed-token mask (0: none; 1, the mask's word count, the count of allowed ids and
+/// the ids — when fewer ids than words are allowed —; else 2, the word count and the
+/// words' bits; docs/architecture.md §8, "Structured outputs"); then
 /// score_begin, score_end, prompt_logprobs, next_token; the trace flag (0: no trace, one
 /// word; 1: then TraceSpec::encode's words and record_from); the token and block counts,
 /// the tokens, the blocks. Every field is an integer or a floating-point number's bits: the

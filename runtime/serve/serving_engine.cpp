@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "runtime/generation/request_rules.h"
+#include "runtime/serve/constrained_output.h"
 #include "runtime/serve/speculative/verification.h"
 #include "runtime/serve/stop_strings.h"
 #include "runtime/trace/activation_recorder.h"
@@ -32,6 +33,10 @@ struct ServingEngine::Choice {
   int64_t spec_proposed = 0, spec_accepted = 0;  // drafted tokens verified, and accepted
   ServeRequest::Clock::time_point last_token;
   CompletionChunk pending;  // tokens since the last released chunk
+  // Structured outputs (docs/architecture.md §8): the constraint's progress, and why the
+  // next token cannot be constrained (set by prepare_plan: the choice then ends with it).
+  std::optional<ConstrainedOutput> constraint;
+  NextMask dead_end;
   Choice(int64_t seq, const Tokenizer& tok, const CompletionParams& params)
       : seq_id(seq), decoder(tok, params.skip_special_tokens), matcher(params.stop, params.include_stop_str_in_output) {}
 };
@@ -114,6 +119,10 @@ std::shared_ptr<ServeRequest> ServingEngine::submit(CompletionParams params) {
                                   params.stop_token_ids[i], vocab));
   }
   throw_if_broken(reads_choices_rule(params.trace && !params.trace->reads.empty(), params.choices));
+  if (params.grammar && params.ignore_eos) {
+    OLMO2_THROW(InputError, "ignore_eos cannot be combined with a structured-output constraint: the output ends where "
+                            "the constraint's sentence is complete");
+  }
   if (stop_.load()) OLMO2_THROW(ServiceUnavailable, "the server is shutting down");
   if (in_flight_.fetch_add(1) >= opt_.max_waiting + opt_.scheduler.max_running) {
     in_flight_.fetch_sub(1);
@@ -341,10 +350,17 @@ void ServingEngine::drain_inbox(bool close) {
       s.selection.logprobs = p.want_logprobs ? std::max(p.logprobs, 1) : (n > 1 ? 1 : 0);
       // Speculative decoding for every choice, but not with activation reads (rejected
       // positions would be recorded: docs/architecture.md §8).
-      s.speculate = opt_.proposer && !(p.trace && !p.trace->reads.empty());
+      // Nor for constrained outputs: each drafted position would need its own mask.
+      s.speculate = opt_.proposer && !(p.trace && !p.trace->reads.empty()) && !p.grammar;
       s.max_tokens = p.max_tokens;
       s.min_tokens = p.min_tokens;
       a->choices.emplace_back(s.id, *tokenizer_, p);
+      if (p.grammar) {
+        if (!vocabulary_) {
+          vocabulary_ = served_vocabulary(*tokenizer_, model_.config().vocab_size, model_.config().eos_token_ids);
+        }
+        a->choices.back().constraint.emplace(p.grammar, vocabulary_);
+      }
       seq_owner_[s.id] = {r->id(), c};
     }
     seqs[0].tokens = p.prompt;
@@ -476,7 +492,7 @@ std::vector<std::vector<SelectedToken>> ServingEngine::emitted_tokens(const Step
 void ServingEngine::prepare_plan(StepPlan& plan) {
   for (PlannedSequence& p : plan.sequences) {
     const auto [request_id, choice] = seq_owner_.at(p.seq_id);
-    const Active& a = *active_.at(request_id);
+    Active& a = *active_.at(request_id);
     const CompletionParams& params = a.request->params();
     const int64_t plen = static_cast<int64_t>(params.prompt.size()), n = static_cast<int64_t>(p.tokens.size());
     p.trace = params.trace;  // every rank taps, reads and steers from the plan
@@ -498,6 +514,11 @@ void ServingEngine::prepare_plan(StepPlan& plan) {
     SelectionRequest& r = p.selection;
     r.adjust = params.adjust;
     if (static_cast<int64_t>(r.draw) < params.min_tokens) r.banned = a.banned;
+    Choice& ch = a.choices[static_cast<size_t>(choice)];
+    if (ch.constraint) {  // the mask of the ids the constraint allows next (docs/architecture.md §8)
+      ch.dead_end = ch.constraint->next(params.max_tokens - ch.generated, r.banned);
+      r.allowed = ch.dead_end.allowed;  // null at a dead end: the step's token is dropped, the choice ends
+    }
     if (params.adjust.penalties()) {
       const SchedSequence* seq = scheduler_->find(p.seq_id);
       OLMO2_CHECK(seq, "planned sequence ", p.seq_id, " is unknown to the scheduler");
@@ -580,6 +601,7 @@ bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, Ser
   Choice& ch = a.choices[static_cast<size_t>(c)];
   const CompletionParams& params = a.request->params();
   const std::vector<int64_t>& eos = model_.config().eos_token_ids;
+  if (ch.constraint && !constrained_token(a, c, t.id)) return true;
   ++ch.generated;
   if (++a.generated == 1) a.first_token = now;
   if (ch.generated > 1 && metrics_) metrics_->inter_token(seconds_between(ch.last_token, now));
@@ -599,6 +621,8 @@ bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, Ser
   std::string reason;
   if (ch.matcher.stopped() || stop_token) {
     reason = "stop";
+  } else if (ch.constraint && ch.constraint->closed() && ch.generated >= params.min_tokens) {
+    reason = "stop";  // the constrained output is complete and nothing but EOS may follow
   } else if (ch.generated >= params.max_tokens) {
     reason = "length";
   }
@@ -621,6 +645,26 @@ bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, Ser
     out.cumulative_logprob = ch.cumulative_logprob;
     a.request->push(std::move(out));
   }
+  return false;
+}
+
+bool ServingEngine::constrained_token(Active& a, int32_t c, int32_t id) {
+  Choice& ch = a.choices[static_cast<size_t>(c)];
+  CompletionChunk error;
+  error.choice = c;
+  if (!ch.dead_end.error.empty()) {  // prepare_plan found no allowed token: this one is not the constraint's
+    error.error = ch.dead_end.error + " (after " + std::to_string(ch.generated) + " tokens)";
+    error.error_param = ch.dead_end.param;
+    error.error_status = ch.dead_end.param.empty() ? 500 : 400;
+  } else if (!ch.constraint->accept(id)) {  // the mask allowed it, so the matcher must: a bug, never a crash
+    error.error = "internal error: token " + std::to_string(id) + " chosen after " + std::to_string(ch.generated) +
+                  " tokens is outside the structured-output constraint";
+    error.error_status = 500;
+  } else {
+    return true;
+  }
+  std::cerr << "request " << a.request->id() << ": " << error.error << std::endl;
+  finish(a.request->id(), std::move(error), error.error_status == 400 ? "invalid" : "error");
   return false;
 }
 

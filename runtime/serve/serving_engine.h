@@ -23,6 +23,10 @@
 
 namespace olmo2 {
 
+namespace structured {
+class Vocabulary;  // runtime/structured/constraint.h
+}
+
 /// The server is full or stopping: HTTP 503.
 class ServiceUnavailable : public Error {
  public:
@@ -58,7 +62,11 @@ struct EngineRanks {
 /// proposer (speculative decoding), decoding sequences of requests that read no
 /// activations get drafted tokens, which the target verifies in the step's one forward;
 /// each step then emits 1 … K + 1 tokens per such sequence, bit for bit those plain
-/// decoding would emit one per step (speculative/verification.h). Every rank calls run(); it returns once rank 0
+/// decoding would emit one per step (speculative/verification.h). A request with a grammar
+/// (structured outputs, docs/architecture.md §8) gets, each step, the mask of the ids
+/// its constraint allows next (EOS only where its output is complete, the length rule
+/// of max_tokens − generated), ends "stop" as soon as its output is complete and nothing
+/// but EOS may follow, and gets no drafted tokens. Every rank calls run(); it returns once rank 0
 /// has stopped (request_stop(), then in-flight requests finish or, past the grace
 /// period, are cancelled) and every rank has left the loop.
 class ServingEngine {
@@ -95,8 +103,8 @@ class ServingEngine {
  private:
   int rank() const;
   void run_scheduler();                   // rank 0
-  /// Rank 0: what the scheduler's plan leaves to the requests — the logits adjustments
-  /// and the min_tokens ban of each sampled sequence (the output's token counts and the
+  /// Rank 0: what the scheduler's plan leaves to the requests — the logits adjustments,
+  /// the min_tokens ban and the constraint's allowed-token mask of each sampled sequence (the output's token counts and the
   /// prompt's ids only for requests with penalties), the prompt positions to score, and
   /// no sampling for requests with max_tokens 0.
   void prepare_plan(StepPlan& plan);
@@ -126,6 +134,11 @@ class ServingEngine {
   /// strings, max_tokens, and a chunk for the client. True when that ended the choice (and
   /// maybe the request: `a` may be gone).
   bool take_token(Active& a, int32_t c, const SelectedToken& t, ServeRequest::Clock::time_point now);
+  /// Structured outputs: advances choice `c`'s constraint over token `id`. False when it
+  /// cannot — the step had no allowed token (prepare_plan's dead end: min_tokens
+  /// unreachable, a 400; else a 500) or the matcher refuses the token (a bug: a 500) —
+  /// and the request has then ended with that error (`a` is gone).
+  bool constrained_token(Active& a, int32_t c, int32_t id);
   /// Moves submitted requests into the scheduler and drops cancelled ones; `close`:
   /// no request is accepted after this one.
   void drain_inbox(bool close = false);
@@ -141,6 +154,8 @@ class ServingEngine {
   std::map<int64_t, std::pair<int64_t, int32_t>> seq_owner_;          // sequence id → (request id, choice)
   int64_t next_seq_ = 1;                                              // scheduler sequence ids (rank 0)
   InterventionSalts salts_;  // rank 0: prefix-cache salts of steered requests
+  // Rank 0: the vocabulary constrained outputs are matched over, made at the first one.
+  std::shared_ptr<const structured::Vocabulary> vocabulary_;
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;

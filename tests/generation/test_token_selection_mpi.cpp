@@ -234,5 +234,42 @@ TEST(TokenSelectionMpi, AdjustedAndTargetRowsOnAPaddedLastRankMatchOneProcess) {
   }
 }
 
+TEST(TokenSelectionMpi, AllowedMasksOverHalvesMatchOneProcess) {
+  // Structured outputs (docs/architecture.md §8): each rank masks its own half; the
+  // allowed ids lie on one rank only, on both, or are a single id on either side.
+  OLMO2_REQUIRE_WORLD(2);
+  const int64_t real = 997, padded = 1000;
+  auto tp = tp_group();
+  const ShardSpec mine = half(tp->rank(), real, padded);
+  std::vector<float> logits = random_logits(16 * padded, 41);
+  std::vector<SelectionRequest> reqs;
+  std::vector<TensorView> my_rows, whole_rows;
+  const std::vector<std::vector<int32_t>> sets = {{3, 17, 250}, {600, 996}, {0, 499, 500, 996}, {512}, {7}};
+  for (int i = 0; i < 16; ++i) {
+    float* row = logits.data() + static_cast<size_t>(i) * padded;
+    for (int64_t j = real; j < padded; ++j) row[j] = 1e9f;  // padding: never chosen
+    SelectionRequest r = request(i % 4 == 0 ? 0.0 : 0.9, i % 4 == 1 ? 2 : 0, i % 4 == 2 ? 0.8 : 1.0, 70 + i,
+                                 static_cast<uint64_t>(i), i % 3);
+    auto mask = std::make_shared<std::vector<uint64_t>>((real + 63) / 64, 0);
+    for (int32_t id : sets[static_cast<size_t>(i) % sets.size()]) (*mask)[id / 64] |= uint64_t{1} << (id % 64);
+    r.allowed = mask;
+    if (i % 5 == 4) r.adjust.logit_bias = {{7, -3.0f}, {512, 2.0f}};  // a bias on top of the mask
+    reqs.push_back(r);
+    whole_rows.push_back(TensorView(row, DType::F32, {real}));
+    my_rows.push_back(TensorView(row + mine.vocab_rows.begin, DType::F32, {mine.vocab_rows.size()}));
+  }
+  const std::vector<SelectedToken> want = select_tokens(whole_rows, whole(real), reqs, nullptr);
+  const std::vector<SelectedToken> got = select_tokens(my_rows, mine, reqs, tp.get());
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("rank " + std::to_string(tp->rank()) + " row " + std::to_string(i));
+    const std::vector<int32_t>& allowed = sets[i % sets.size()];
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), got[i].id), allowed.end()) << got[i].id;
+    EXPECT_EQ(got[i].id, want[i].id);
+    EXPECT_NEAR(got[i].logprob, want[i].logprob, 1e-6);
+    ASSERT_EQ(got[i].top.size(), want[i].top.size());
+    for (size_t j = 0; j < got[i].top.size(); ++j) EXPECT_EQ(got[i].top[j].id, want[i].top[j].id);
+  }
+}
+
 }  // namespace
 }  // namespace olmo2

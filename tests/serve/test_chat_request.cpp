@@ -163,7 +163,7 @@ TEST(ChatRequest, EveryRefusalIs400NamingItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools[0].function"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
-       "response_format"},
+       "response_format.json_schema"},
       {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})", "continue_final_message"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template": "{{x}}"})", "chat_template"},
       {R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "high"})", "reasoning_effort"},

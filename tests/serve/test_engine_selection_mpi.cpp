@@ -3,11 +3,17 @@
 // prefill) against transformers and against the one-process engine — the same bits at
 // pp 2, within fp32 rounding at tp 2 (split row-parallel sums) — next to a greedy request
 // with logprobs, a logit_bias of −100 on the greedy token, stop token ids with
-// min_tokens, and penalties. Run under mpirun -np 2.
+// min_tokens, penalties, and two structured-output constraints (the allowed-token mask
+// crossing ranks in the plan, each TP rank masking its own slice: docs/architecture.md
+// §8, "Structured outputs"), whose outputs are also checked against std::regex. Run under
+// mpirun -np 2.
 #include <gtest/gtest.h>
+
+#include <regex>
 
 #include "parallel/partition.h"
 #include "parallel/process_groups.h"
+#include "runtime/structured/constraint.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tests/parallel/mpi_test_util.h"
 #include "tests/serve/engine_fixture.h"
@@ -36,6 +42,13 @@ std::vector<CompletionParams> requests(const test::PromptReference& ref) {
   r.push_back(test::greedy_request(ref.prompt, 5, 2));  // penalties: prompt ids and output counts
   r.back().adjust.repetition_penalty = 1.6, r.back().adjust.frequency_penalty = 0.7;
   r.back().adjust.presence_penalty = 0.3;
+  // Constrained (the model's 202 ids are single bytes, no space among them): a word and
+  // a number, then a choice with logprobs (the raw distribution's) and a penalty on top.
+  r.push_back(test::greedy_request(other, 12, 2));
+  r.back().grammar = structured::Grammar::parse(R"(root ::= [a-z]{2,5} "-" ("0" | [1-9] [0-9]{0,3}) ".")");
+  r.push_back(test::greedy_request(ref.prompt, 8, 3));
+  r.back().grammar = structured::Grammar::parse(R"(root ::= "yes" | "no" | "maybe")");
+  r.back().adjust.repetition_penalty = 1.3;
   return r;
 }
 
@@ -98,6 +111,10 @@ void check(const std::vector<Outcome>& got, const std::vector<Outcome>& one, con
   EXPECT_EQ(got[3].tokens[0].id, ref.top.back()[1].first);
   ASSERT_FALSE(got[4].tokens.empty());
   EXPECT_EQ(got[4].tokens[0].id, ref.top.back()[1].first);
+  EXPECT_EQ(got[6].finish_reason, "stop");
+  EXPECT_TRUE(std::regex_match(got[6].text, std::regex("[a-z]{2,5}-(0|[1-9][0-9]{0,3})\\."))) << got[6].text;
+  EXPECT_EQ(got[7].finish_reason, "stop");
+  EXPECT_TRUE(std::regex_match(got[7].text, std::regex("yes|no|maybe"))) << got[7].text;
 }
 
 TEST(EngineSelectionMpi, PromptLogprobsAndAdjustmentsInTp2AndPp2) {

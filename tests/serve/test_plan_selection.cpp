@@ -1,10 +1,12 @@
 // The step plan's selection fields (min_p, logits adjustments, banned ids, targets) and
 // prompt-logprob fields cross ranks bit for bit, a sequence's trace spec with it
 // (docs/architecture.md §13), and the step results carry the scored prompt positions
-// after the sampled tokens (docs/architecture.md §8).
+// after the sampled tokens (docs/architecture.md §8); a constraint's allowed-token mask crosses
+// as its ids or its words, whichever is shorter (§8, "Structured outputs").
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <memory>
 #include <tuple>
 
 #include "core/error.h"
@@ -50,7 +52,7 @@ TEST(PlanSelection, AdjustmentsAndPromptScoringRoundTripBitForBit) {
   // trace flag included.
   StepPlan plain;
   plain.sequences = {b};
-  EXPECT_EQ(encode_plan(plain).size(), 4u + 5 + 15 + 7 + 2);
+  EXPECT_EQ(encode_plan(plain).size(), 4u + 5 + 16 + 7 + 2);
   // Truncated anywhere, a negative list length or a scored range past the chunk: refused.
   for (size_t cut = 0; cut < d.size(); cut += 7) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
@@ -115,11 +117,11 @@ TEST(PlanSelection, TracedSequencesCarryTheirSpecAndFirstRecordedPosition) {
   p.sequences = {plain_a, b};
   EXPECT_EQ(encode_plan(p).size() + words.size() + 1, d.size());
   // Truncated inside the spec, or a flag other than 0 and 1: refused.
-  for (size_t cut = 4 + 5 + 15 + 5; cut < d.size(); cut += 3) {
+  for (size_t cut = 4 + 5 + 16 + 5; cut < d.size(); cut += 3) {
     EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
   }
   std::vector<int64_t> bad = d;
-  bad[4 + 5 + 15 + 4] = 2;  // a's trace flag
+  bad[4 + 5 + 16 + 4] = 2;  // a's trace flag
   EXPECT_THROW(decode_plan(bad), Error);
 }
 
@@ -182,6 +184,53 @@ TEST(PlanSelection, ResultsCarryScoredPromptPositionsAfterTheTokens) {
   EXPECT_EQ(back[2][0].logprob, -4.0f);
   EXPECT_THROW(encode_results(p, tokens, {}), Error) << "scored positions without their results";
   EXPECT_THROW(encode_results(p, tokens, {{}, {prompt[1][0]}, prompt[2]}), Error) << "one position short";
+}
+
+TEST(PlanSelection, AllowedTokenMasksCrossAsIdsOrWords) {
+  // A vocabulary of 100352 ids: 1568 words. Few allowed ids (a choice grammar's first
+  // bytes) travel as ids, many (a string's inside) as the words; both decode to the mask.
+  const size_t words = 100352 / 64;
+  auto few = std::make_shared<std::vector<uint64_t>>(words, 0);
+  for (int64_t id : {0, 63, 64, 100257, 100351}) (*few)[static_cast<size_t>(id / 64)] |= uint64_t{1} << (id % 64);
+  auto many = std::make_shared<std::vector<uint64_t>>(words, ~uint64_t{0});
+  (*many)[3] = 0x8000000000000001ull;
+  (*many)[words - 1] = 0;
+  StepPlan p;
+  PlannedSequence a, b, c;
+  a.seq_id = 1, a.tokens = {5}, a.blocks = {0}, a.sample = true, a.selection.allowed = few;
+  b.seq_id = 2, b.tokens = {6}, b.blocks = {1}, b.sample = true, b.selection.allowed = many;
+  c.seq_id = 3, c.tokens = {7}, c.blocks = {2}, c.sample = true;  // unconstrained
+  p.sequences = {a, b, c};
+  const std::vector<int64_t> d = encode_plan(p);
+  const StepPlan q = decode_plan(d);
+  ASSERT_EQ(q.sequences.size(), 3u);
+  ASSERT_TRUE(q.sequences[0].selection.allowed && q.sequences[1].selection.allowed);
+  EXPECT_EQ(*q.sequences[0].selection.allowed, *few);
+  EXPECT_EQ(*q.sequences[1].selection.allowed, *many);
+  EXPECT_FALSE(q.sequences[2].selection.allowed);
+  EXPECT_TRUE(q.sequences[0].selection.adjusted());
+  EXPECT_FALSE(q.sequences[2].selection.adjusted());
+  // Sizes: no mask one word; 5 ids 3 + 5; the words 2 + 1568.
+  StepPlan one;
+  one.sequences = {c};
+  const size_t base = encode_plan(one).size();
+  one.sequences = {a};
+  EXPECT_EQ(encode_plan(one).size(), base + 2 + 5);
+  one.sequences = {b};
+  EXPECT_EQ(encode_plan(one).size(), base + 1 + words);
+  // Truncated inside a mask, an unknown form, an id past the words: refused.
+  for (size_t cut = 4 + 5 + 15; cut < d.size(); cut += 97) {
+    EXPECT_THROW(decode_plan(std::span<const int64_t>(d.data(), cut)), Error) << cut;
+  }
+  one.sequences = {a};
+  std::vector<int64_t> bad = encode_plan(one);
+  const size_t form = 4 + 5 + 15;
+  ASSERT_EQ(bad[form], 1);
+  bad[form] = 3;
+  EXPECT_THROW(decode_plan(bad), Error);
+  bad[form] = 1;
+  bad[form + 3 + 4] = static_cast<int64_t>(words) * 64;  // the last id, one past the mask
+  EXPECT_THROW(decode_plan(bad), Error);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "runtime/serve/api/api_error.h"
 #include "runtime/serve/api/json_fields.h"
 #include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/structured_fields.h"
 #include "runtime/serve/api/trace_fields.h"
 
 namespace olmo2 {
@@ -153,6 +154,7 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   CompletionParams p;
   read_generation_fields(f, served, fallback_seed, p);
   const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
+  read_structured_fields(f, text, served, p);
   read_unimplemented_fields(f);
   f.refuse_unread();
   if (!render) throw ApiError(400, "messages", "this server has no chat template (olmo2 serve --chat-template FILE)");
@@ -164,7 +166,14 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   }
   if (r.echo && messages.back()["role"] == "assistant") r.echo_prefix = messages.back()["content"].get<std::string>();
   p.prompt = tokenizer.encode(prompt);
-  if (!tools.schema.empty()) p.grammar = compile_tool_schema(tools.schema);
+  if (!tools.schema.empty()) {
+    if (p.grammar) {
+      f.fail("tool_choice", "tool_choice " + std::string(tools.plan.mode == ToolPlan::Mode::Named ? "naming a function"
+                            : "\"required\"") + " constrains the output already: drop response_format / guided_*");
+    }
+    if (p.ignore_eos) f.fail("ignore_eos", "ignore_eos cannot be combined with tool_choice required or a named function");
+    p.grammar = compile_tool_schema(tools.schema, served.json_options);
+  }
   p.stream = r.stream;
   p.want_logprobs = r.want_logprobs;
   p.logprobs = r.top_logprobs;

@@ -6,6 +6,7 @@
 #include "runtime/serve/api/api_error.h"
 #include "runtime/serve/api/json_fields.h"
 #include "runtime/serve/api/sampling_fields.h"
+#include "runtime/serve/api/structured_fields.h"
 #include "runtime/serve/api/token_text.h"
 #include "runtime/serve/api/trace_fields.h"
 
@@ -113,6 +114,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
   int64_t trace_bytes = 0;  // the worst case of every prompt's reads, bounded together
   refuse_tool_fields(f);
+  read_structured_fields(f, text, served, base);
   read_unimplemented_fields(f);
   f.refuse_unread();
   base.stream = r.stream;

@@ -140,16 +140,10 @@ void refuse_tool_fields(Fields& f) {
 
 void read_unimplemented_fields(Fields& f) {
   const std::string tools = "function calling";
-  const std::string guided = "guided (structured) decoding is not implemented";
   const std::string beam = "beam search is not implemented";
   f.refuse("suffix", "the model has no fill-in-the-middle mode here", {""});
   f.refuse("functions", tools + " in its deprecated form: use tools and tool_choice", {json::array()});
   f.refuse("function_call", tools + " in its deprecated form: use tools and tool_choice", {"none"});
-  f.refuse("response_format", "only {\"type\": \"text\"} (plain text) is produced", {json{{"type", "text"}}});
-  for (const char* g : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
-                        "guided_whitespace_pattern", "structured_outputs"}) {
-    f.refuse(g, guided);
-  }
   f.refuse("use_beam_search", beam, {false});
   f.refuse("length_penalty", beam, {1});
   f.refuse("early_stopping", beam, {false});

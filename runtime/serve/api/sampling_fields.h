@@ -34,9 +34,7 @@ void read_stream_fields(Fields& f, ApiRequest& r);
 
 /// Refuses, naming the field, what a client may send to change the output that this
 /// server does not implement, unless given as its no-op value: suffix (""), functions
-/// ([]) and function_call ("none") (the deprecated forms of tools), response_format ({"type": "text"}), guided_json,
-/// guided_regex, guided_choice, guided_grammar, guided_decoding_backend,
-/// guided_whitespace_pattern, structured_outputs, use_beam_search (false),
+/// ([]) and function_call ("none") (the deprecated forms of tools), use_beam_search (false),
 /// length_penalty (1), early_stopping (false), prompt_logprobs (vLLM's separate field:
 /// echo with logprobs gives the prompt's), truncate_prompt_tokens, allowed_token_ids,
 /// bad_words ([]), logits_processors, spaces_between_special_tokens (true),

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/model/config.h"
+#include "runtime/structured/constraint.h"
 
 namespace olmo2 {
 
@@ -27,6 +28,10 @@ struct ServedModel {
   /// --max-activation-bytes: the most bytes (f32) one prompt's reads may return at worst
   /// (trace::activation_bytes), else 400 naming `activations`.
   int64_t max_activation_bytes = int64_t{64} << 20;
+  /// Structured outputs (docs/architecture.md §8): how JSON Schema and json_object
+  /// constraints compile — the whitespace between JSON tokens (--structured-whitespace:
+  /// compact, OpenAI strict mode's form, by default).
+  structured::JsonSchemaOptions json_options{};
 };
 
 }  // namespace olmo2

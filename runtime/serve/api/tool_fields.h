@@ -11,12 +11,10 @@
 
 #include "runtime/serve/api/json_fields.h"
 #include "runtime/serve/api/tool_call_parser.h"
+#include "runtime/structured/constraint.h"
 
 namespace olmo2 {
 
-namespace structured {
-class Grammar;  // runtime/structured/constraint.h
-}
 
 /// What the request asks of tool calls. Mode: None — no tools, or tool_choice "none"
 /// (the template still gets the tools, as vLLM renders them; nothing is parsed); Auto —
@@ -66,9 +64,10 @@ struct ToolFields {
 ToolFields read_tool_fields(Fields& f, const nlohmann::ordered_json& ordered_tools, const ChatToolSupport& support);
 
 /// The grammar of ToolFields::schema (JSON Schema → grammar text → Grammar, the
-/// constraint engine of runtime/structured/, compact whitespace as OpenAI's strict
-/// mode). Throws ApiError 400 naming tools when a tool's parameters cannot be compiled
+/// constraint engine of runtime/structured/, with the server's JSON options:
+/// --structured-whitespace), from the process's grammar cache. Throws ApiError 400 naming tools when a tool's parameters cannot be compiled
 /// (an unsupported keyword, an unsatisfiable schema: the engine's message and path).
-std::shared_ptr<const structured::Grammar> compile_tool_schema(const std::string& schema);
+std::shared_ptr<const structured::Grammar> compile_tool_schema(const std::string& schema,
+                                                               const structured::JsonSchemaOptions& options);
 
 }  // namespace olmo2

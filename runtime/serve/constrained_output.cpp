@@ -1,0 +1,70 @@
+#include "runtime/serve/constrained_output.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace olmo2 {
+
+std::shared_ptr<const structured::Vocabulary> served_vocabulary(const Tokenizer& tokenizer, int64_t vocab_size,
+                                                                 const std::vector<int64_t>& eos) {
+  if (vocab_size < 1) OLMO2_THROW(InputError, "a vocabulary of ", vocab_size, " ids");
+  std::vector<int32_t> stop;
+  for (const int64_t e : eos) {
+    if (e >= 0 && e < vocab_size) stop.push_back(static_cast<int32_t>(e));
+  }
+  std::sort(stop.begin(), stop.end());
+  stop.erase(std::unique(stop.begin(), stop.end()), stop.end());
+  const int64_t known = std::min(vocab_size, tokenizer.vocab_size());
+  std::vector<std::string> bytes(static_cast<size_t>(vocab_size));
+  std::vector<int32_t> excluded;
+  for (int64_t id = 0; id < vocab_size; ++id) {
+    const auto i = static_cast<int32_t>(id);
+    if (std::binary_search(stop.begin(), stop.end(), i)) continue;  // EOS: allowed where complete
+    if (id >= known || tokenizer.is_special(i)) {
+      excluded.push_back(i);
+      continue;
+    }
+    bytes[static_cast<size_t>(id)] = tokenizer.token_bytes(i);
+    if (bytes[static_cast<size_t>(id)].empty()) excluded.push_back(i);
+  }
+  return std::make_shared<const structured::Vocabulary>(std::move(bytes), std::move(excluded), std::move(stop));
+}
+
+ConstrainedOutput::ConstrainedOutput(std::shared_ptr<const structured::Grammar> grammar,
+                                     std::shared_ptr<const structured::Vocabulary> vocabulary)
+    : matcher_(std::move(grammar), vocabulary), words_((vocabulary->size() + 63) / 64) {}
+
+NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> banned) const {
+  NextMask out;
+  auto bits = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(words_), 0);
+  const auto any = [&] { return std::any_of(bits->begin(), bits->end(), [](uint64_t w) { return w != 0; }); };
+  const auto ban = [&] {
+    for (const int32_t id : banned) {
+      if (id >= 0 && id < words_ * 64) (*bits)[static_cast<size_t>(id >> 6)] &= ~(uint64_t{1} << (id & 63));
+    }
+  };
+  matcher_.fill_mask(*bits, std::max<int64_t>(remaining, 1));
+  ban();
+  if (!any()) {  // too few tokens left for a complete output: a valid prefix, cut at max_tokens
+    matcher_.fill_mask(*bits, std::numeric_limits<int32_t>::max());
+    const bool before_ban = any();
+    ban();
+    out.truncating = true;
+    if (!any()) {
+      out.truncating = false;
+      if (before_ban) {
+        out.error = "min_tokens cannot be met: the constrained output is complete and only EOS may follow";
+        out.param = "min_tokens";
+      } else {
+        out.error = "internal error: the constraint allows no token here (the grammar has no way on)";
+      }
+      return out;
+    }
+  }
+  out.allowed = std::move(bits);
+  return out;
+}
+
+}  // namespace olmo2

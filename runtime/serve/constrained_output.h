@@ -1,0 +1,63 @@
+// One choice's output under a structured-output constraint, as the serving engine on
+// rank 0 follows it (docs/architecture.md §8, "Structured outputs"): the mask of the ids
+// allowed next, which crosses ranks in the step plan, and the tokens the choice takes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/structured/constraint.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace olmo2 {
+
+/// The served model's vocabulary as the matcher sees it: ids 0 … vocab_size − 1 with the
+/// tokenizer's raw bytes; special tokens and the rows past the tokenizer (padding) are
+/// never allowed, the model's EOS ids (`eos`, those inside the vocabulary) end a complete
+/// output. Builds the token trie (~0.1 s for 100k ids): the engine makes it once, at its
+/// first constrained request. Throws InputError for vocab_size < 1.
+std::shared_ptr<const structured::Vocabulary> served_vocabulary(const Tokenizer& tokenizer, int64_t vocab_size,
+                                                                 const std::vector<int64_t>& eos);
+
+/// The mask of the next token of one constrained output, or why there is none.
+struct NextMask {
+  /// ⌈vocab_size / 64⌉ words (SelectionRequest::allowed); null when nothing may come next.
+  std::shared_ptr<const std::vector<uint64_t>> allowed;
+  /// The output cannot be completed within `remaining` tokens, so the mask is the
+  /// grammar's without the length rule: the output stays a valid prefix and ends at
+  /// max_tokens ("length"), as OpenAI's truncated outputs.
+  bool truncating = false;
+  /// With allowed null: why, and the request field it names ("" : none).
+  std::string error, param;
+};
+
+/// One choice's progress through its constraint. Copyable.
+class ConstrainedOutput {
+ public:
+  ConstrainedOutput(std::shared_ptr<const structured::Grammar> grammar,
+                    std::shared_ptr<const structured::Vocabulary> vocabulary);
+
+  /// The ids allowed next with `remaining` ≥ 1 tokens left (max_tokens − generated):
+  /// Matcher::fill_mask's, with `banned` (ascending; the min_tokens ban of EOS and
+  /// stop_token_ids) cleared. When the length rule leaves nothing, the mask without it
+  /// (truncating). Null (with the reason) when even that leaves nothing: min_tokens
+  /// cannot be met (the output is complete and only EOS may follow; param "min_tokens"),
+  /// or a grammar with no way on (an internal error).
+  NextMask next(int64_t remaining, std::span<const int32_t> banned) const;
+  /// Advances over the chosen token. False (nothing changes) for a token the mask did
+  /// not allow: the caller ends the choice with an internal error.
+  bool accept(int32_t id) { return matcher_.accept(id); }
+  /// Nothing but EOS may follow: the output is complete and the choice can end ("stop")
+  /// without spending a token on EOS.
+  bool closed() const { return matcher_.closed(); }
+  bool complete() const { return matcher_.complete(); }
+
+ private:
+  structured::Matcher matcher_;
+  int64_t words_;
+};
+
+}  // namespace olmo2
