@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/serve/chat/chat_template.h"
+#include "runtime/structured/constraint.h"
 #include "tests/serve/api_test_util.h"
 
 namespace olmo2 {
@@ -89,6 +90,37 @@ TEST(ChatTools, SchemasOfRequiredAndNamed) {
          "required": ["name", "parameters"]},
         {"type": "object", "properties": {"name": {"type": "string", "enum": ["get_time"]},
           "parameters": {"type": "object", "properties": {}}}, "required": ["name", "parameters"]}]}})"));
+}
+
+// The grammar a request gets accepts exactly the JSON the schema allows (bytes fed to the
+// engine's matcher over a vocabulary of the 256 single bytes).
+TEST(ChatTools, RequiredAndNamedConstrainTheOutput) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  bytes.push_back("");
+  const auto vocab = std::make_shared<const structured::Vocabulary>(bytes, std::vector<int32_t>{}, std::vector<int32_t>{256});
+  const auto accepts = [&](const ApiRequest& r, const std::string& text) {
+    structured::Matcher m(r.prompts[0].grammar, vocab);
+    return m.accept_bytes(text) && m.complete();
+  };
+  const ApiRequest named = parse(body(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})"));
+  ASSERT_NE(named.prompts[0].grammar, nullptr);
+  EXPECT_TRUE(accepts(named, R"({"city":"Paris"})"));
+  EXPECT_FALSE(accepts(named, R"({"city":5})"));
+  EXPECT_FALSE(accepts(named, R"({})"));  // city is required
+  const ApiRequest required = parse(body(R"(, "tool_choice": "required")"));
+  EXPECT_TRUE(accepts(required, R"([{"name":"get_time","parameters":{}},{"name":"get_weather","parameters":{"city":"x"}}])"));
+  EXPECT_FALSE(accepts(required, R"([])"));
+  EXPECT_FALSE(accepts(required, R"([{"name":"get_date","parameters":{}}])"));
+  EXPECT_FALSE(accepts(required, R"([{"name":"get_weather","parameters":{}}])"));
+  const ApiRequest single = parse(body(R"(, "tool_choice": "required", "parallel_tool_calls": false)"));
+  EXPECT_FALSE(accepts(single, R"([{"name":"get_time","parameters":{}},{"name":"get_time","parameters":{}}])"));
+  EXPECT_EQ(parse(body("")).prompts[0].grammar, nullptr);  // auto: unconstrained
+  // Two constraints at once.
+  const Refusal r = refusal("two", [&] {
+    parse(body(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"));
+  });
+  EXPECT_EQ(r.param, "tool_choice");
 }
 
 TEST(ChatTools, EveryRefusalIs400NamingItsField) {
