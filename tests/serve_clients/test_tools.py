@@ -3,7 +3,9 @@ suite's random model with the Olmo 3 Instruct chat template (which takes `tools`
 tests/serve/fixtures/chat_templates.json) answers tool_choice "required" and a named
 function with tool_calls whose arguments validate against the functions' parameters
 (Python's jsonschema), greedy and seeded, whole and streamed; a round trip (call → tool
-message → answer) works; tool_choice naming an unknown function is a 400 naming it."""
+message → answer) works; tool_choice auto parses a call the model is forced (guided_regex)
+to write in Olmo 3's syntax, whole and streamed; tool_choice naming an unknown function is
+a 400 naming it."""
 import json
 import os
 
@@ -105,6 +107,22 @@ class Tools(SdkCase):
         # The assistant's call is in the prompt the template made (olmo3: pythonic, in <function_calls>).
         none = self.tool_chat(messages=history, tool_choice="none", temperature=0, max_tokens=4)
         self.assertEqual(none.choices[0].message.content, answer.choices[0].message.content)
+
+    def test_auto_parses_the_models_own_call_syntax(self):
+        # The model is forced (guided_regex) to write a call in Olmo 3's syntax.
+        forced = r'<function_calls>weather\(city="Rome", unit="C"\)</function_calls>'
+        expected = [("weather", {"city": "Rome", "unit": "C"})]
+        r = self.tool_chat(tool_choice="auto", temperature=0, max_tokens=64, extra_body={"guided_regex": forced})
+        m = r.choices[0].message
+        self.assertEqual(r.choices[0].finish_reason, "tool_calls")
+        self.assertIsNone(m.content)
+        self.assertEqual([(c.function.name, json.loads(c.function.arguments)) for c in m.tool_calls], expected)
+        chunks = list(self.tool_chat(tool_choice="auto", temperature=0, max_tokens=64, stream=True,
+                                     extra_body={"guided_regex": forced}))
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        self.assertEqual("".join(d.content or "" for d in deltas), "")  # the call's text is not streamed as content
+        calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+        self.assertEqual([(c.function.name, json.loads(c.function.arguments)) for c in calls], expected)
 
     def test_unknown_function_is_a_400_naming_it(self):
         import openai
