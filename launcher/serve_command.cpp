@@ -224,6 +224,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     HttpOptions ho;
     ho.host = o.host, ho.port = o.port, ho.api_key = o.api_key, ho.max_body_bytes = o.max_body_bytes;
     ho.max_activation_memory = o.max_activation_memory;
+    ho.tool_call_parser = o.tool_call_parser;
     // Every request in the server holds an HTTP worker while it runs or waits; beyond
     // 1024 workers, the requests past them queue (up to 1024, then 503) until one is free.
     // Connections that are idle or still sending hold none.

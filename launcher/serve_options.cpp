@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "launcher/options.h"
+#include "runtime/serve/api/tool_call_parser.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/memory_size.h"
 #include "runtime/serve/speculative/proposer.h"
@@ -27,6 +28,9 @@ void add_serve_options(po::options_description& d) {
       "tokenizer", po::value<std::string>(), "tokenizer.json (default: the model directory's)")(
       "chat-template", po::value<std::string>(),
       "Jinja chat template file for /v1/chat/completions (default: the model's own)")(
+      "tool-call-parser", po::value<std::string>(),
+      "the model's tool-call syntax, parsed into tool_calls with tool_choice auto: olmo3, hermes or none "
+      "(default: the one the chat template writes)")(
       "kv-cache-memory", po::value<std::string>(), "KV-cache bytes on each rank, e.g. 512MiB, 2GiB (default 1GiB)")(
       "block-size", po::value<int64_t>(), "positions per KV-cache block (default 16)")(
       "max-running-requests", po::value<int64_t>(), "sequences in the running batch (default 64)")(
@@ -105,6 +109,14 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
       ChatTemplate::parse(o.chat_template);
     } catch (const InputError& e) {
       OLMO2_THROW(UsageError, "--chat-template ", o.chat_template_file, ": ", e.what());
+    }
+  }
+  if (vm.count("tool-call-parser")) {
+    o.tool_call_parser = vm["tool-call-parser"].as<std::string>();
+    try {
+      tool_call_format_from_name(o.tool_call_parser);
+    } catch (const InputError& e) {
+      OLMO2_THROW(UsageError, "--tool-call-parser: ", e.what());
     }
   }
   auto memory = [&](const char* name, int64_t& field) {

@@ -22,6 +22,9 @@ struct ServeOptions {
   std::string tokenizer;          ///< --tokenizer FILE (default: MODEL/tokenizer.json)
   std::string chat_template_file; ///< --chat-template FILE ("": the model's own)
   std::string chat_template;      ///< the text of --chat-template, read at start
+  /// --tool-call-parser: olmo3, hermes or none; "" (not given): the chat template's
+  /// own call syntax (docs/architecture.md §8, "Tool calls")
+  std::string tool_call_parser;
   int64_t kv_cache_bytes = int64_t{1} << 30;  ///< --kv-cache-memory, per rank
   int64_t block_size = 16;        ///< --block-size, positions per KV block
   int64_t max_running = 64;       ///< --max-running-requests

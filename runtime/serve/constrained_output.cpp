@@ -37,6 +37,17 @@ ConstrainedOutput::ConstrainedOutput(std::shared_ptr<const structured::Grammar> 
     : matcher_(std::move(grammar), vocabulary), words_((vocabulary->size() + 63) / 64) {}
 
 NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> banned) const {
+  try {
+    return mask(remaining, banned);
+  } catch (const std::exception& e) {  // a grammar past the matcher's bounds: this request's error, not the server's
+    NextMask out;
+    out.error = std::string("the constraint cannot be followed: ") + e.what();
+    out.status = 400;
+    return out;
+  }
+}
+
+NextMask ConstrainedOutput::mask(int64_t remaining, std::span<const int32_t> banned) const {
   NextMask out;
   auto bits = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>(words_), 0);
   const auto any = [&] { return std::any_of(bits->begin(), bits->end(), [](uint64_t w) { return w != 0; }); };
@@ -57,6 +68,7 @@ NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> ban
       if (before_ban) {
         out.error = "min_tokens cannot be met: the constrained output is complete and only EOS may follow";
         out.param = "min_tokens";
+        out.status = 400;
       } else {
         out.error = "internal error: the constraint allows no token here (the grammar has no way on)";
       }
@@ -65,6 +77,14 @@ NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> ban
   }
   out.allowed = std::move(bits);
   return out;
+}
+
+bool ConstrainedOutput::accept(int32_t id) {
+  try {
+    return matcher_.accept(id);
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace olmo2

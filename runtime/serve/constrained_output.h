@@ -30,8 +30,11 @@ struct NextMask {
   /// grammar's without the length rule: the output stays a valid prefix and ends at
   /// max_tokens ("length"), as OpenAI's truncated outputs.
   bool truncating = false;
-  /// With allowed null: why, and the request field it names ("" : none).
-  std::string error, param;
+  /// With allowed null: why, the HTTP status (400: the request's own constraint or
+  /// fields; 500: an internal error), and the request field it names ("" : none).
+  std::string error;
+  int status = 500;
+  std::string param;
 };
 
 /// One choice's progress through its constraint. Copyable.
@@ -45,17 +48,19 @@ class ConstrainedOutput {
   /// stop_token_ids) cleared. When the length rule leaves nothing, the mask without it
   /// (truncating). Null (with the reason) when even that leaves nothing: min_tokens
   /// cannot be met (the output is complete and only EOS may follow; param "min_tokens"),
-  /// or a grammar with no way on (an internal error).
+  /// or a grammar with no way on (an internal error); a matcher that throws (a grammar
+  /// past its bounds) is reported the same way (a 400), never thrown.
   NextMask next(int64_t remaining, std::span<const int32_t> banned) const;
   /// Advances over the chosen token. False (nothing changes) for a token the mask did
-  /// not allow: the caller ends the choice with an internal error.
-  bool accept(int32_t id) { return matcher_.accept(id); }
+  /// not allow, or when the matcher throws: the caller ends the choice with an error.
+  bool accept(int32_t id);
   /// Nothing but EOS may follow: the output is complete and the choice can end ("stop")
   /// without spending a token on EOS.
   bool closed() const { return matcher_.closed(); }
   bool complete() const { return matcher_.complete(); }
 
  private:
+  NextMask mask(int64_t remaining, std::span<const int32_t> banned) const;
   structured::Matcher matcher_;
   int64_t words_;
 };

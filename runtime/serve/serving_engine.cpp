@@ -655,7 +655,7 @@ bool ServingEngine::constrained_token(Active& a, int32_t c, int32_t id) {
   if (!ch.dead_end.error.empty()) {  // prepare_plan found no allowed token: this one is not the constraint's
     error.error = ch.dead_end.error + " (after " + std::to_string(ch.generated) + " tokens)";
     error.error_param = ch.dead_end.param;
-    error.error_status = ch.dead_end.param.empty() ? 500 : 400;
+    error.error_status = ch.dead_end.status;
   } else if (!ch.constraint->accept(id)) {  // the mask allowed it, so the matcher must: a bug, never a crash
     error.error = "internal error: token " + std::to_string(id) + " chosen after " + std::to_string(ch.generated) +
                   " tokens is outside the structured-output constraint";

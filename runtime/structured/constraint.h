@@ -142,12 +142,15 @@ struct JsonSchemaOptions {
 };
 
 /// JSON Schema (draft 2020-12 keywords listed in docs/architecture.md §8) → grammar
-/// text whose sentences are exactly the JSON texts valid against `schema_json` (a JSON
-/// document, parsed here) in the whitespace form of `options`. Object properties come
-/// in the schema's `properties` order, required ones always, optional ones may be left
+/// text whose sentences are JSON texts valid against `schema_json` (a JSON document,
+/// parsed here) in the whitespace form of `options` — every sentence validates; some
+/// valid texts are not sentences (docs/architecture.md §8 lists these narrowings: e.g.
+/// integers never as 1.0, numbers near a non-integer bound). Object properties come in
+/// the schema's `properties` order, required ones always, optional ones may be left
 /// out. Throws ConstraintError (path into the schema): malformed JSON, an unsupported
-/// keyword (named), a keyword of the wrong type, an unsatisfiable schema (min > max,
-/// an empty enum, no type left), a $ref that does not resolve.
+/// keyword (named), a keyword of the wrong type, an unsatisfiable schema (min > max, an
+/// empty enum, no type left), a $ref that does not resolve, a oneOf whose branches may
+/// overlap.
 std::string json_schema_to_grammar(const std::string& schema_json, const JsonSchemaOptions& options = {});
 
 /// Grammar text of any JSON object (`response_format: {"type": "json_object"}`).
@@ -155,10 +158,12 @@ std::string json_object_grammar(const JsonSchemaOptions& options = {});
 
 /// Grammar text of the strings matching an ECMAScript regular expression, whole (as if
 /// anchored ^…$; explicit anchors at the ends are accepted). The subset: literals and
-/// escapes, . (any code point but \n), classes with ranges and \d \w \s \D \W \S,
-/// groups (capturing, (?:…)), alternation, * + ? {m} {m,} {m,n} (lazy forms accepted,
-/// same language). Throws ConstraintError ("regex offset N") for anything else
-/// (backreferences, lookaround, a malformed expression).
+/// escapes, . (any code point but the line terminators \n \r U+2028 U+2029), classes
+/// with ranges and \d \w \s \D \W \S (as ECMAScript and Python agree:
+/// docs/architecture.md §8), groups (capturing, (?:…), (?<name>…)), alternation,
+/// * + ? {m} {m,} {m,n} (lazy forms accepted, same language). Throws ConstraintError
+/// ("regex offset N") for anything else (backreferences, lookaround, a malformed
+/// expression).
 std::string regex_to_grammar(const std::string& pattern);
 
 /// Grammar text of exactly the given strings. Throws ConstraintError for an empty list.

@@ -18,8 +18,17 @@ namespace olmo2::structured::detail {
 
 namespace {
 
+// Annotations (no validator asserts them by default) and the definitions container.
 const std::set<std::string> kIgnored = {"description", "title", "default", "examples", "$schema", "$id", "$comment",
-                                        "deprecated", "readOnly", "writeOnly", "discriminator", "$defs", "definitions"};
+                                        "deprecated", "readOnly", "writeOnly", "discriminator", "$defs", "definitions",
+                                        "contentEncoding", "contentMediaType", "$anchor"};
+
+// Keywords outside the supported set whose value here constrains nothing.
+bool no_op(const std::string& k, const json& v) {
+  if (k == "uniqueItems") return v == json(false);
+  if (k == "minProperties" || k == "minContains") return v == json(0);
+  return false;
+}
 const std::set<std::string> kSupported = {
     "type",     "properties", "required",  "additionalProperties", "items",     "prefixItems", "additionalItems",
     "minItems", "maxItems",   "enum",      "const",                "anyOf",     "oneOf",       "allOf",
@@ -31,7 +40,7 @@ const std::set<std::string> kTypes = {"object", "array", "string", "number", "in
 std::vector<std::string> constraining(const json& s, const std::set<std::string>& except) {
   std::vector<std::string> out;
   for (const auto& [k, v] : s.items())
-    if (!kIgnored.contains(k) && !except.contains(k)) out.push_back(k);
+    if (!kIgnored.contains(k) && !except.contains(k) && !no_op(k, v)) out.push_back(k);
   return out;
 }
 
@@ -62,9 +71,16 @@ std::string SchemaCompiler::compile(const json& s, const std::string& pointer) {
     schema_fail(pointer, "unsatisfiable: the schema is false");
   }
   if (!s.is_object()) schema_fail(pointer, "a schema must be an object or a boolean, not " + s.dump());
-  if (std::count(pointer.begin(), pointer.end(), '/') > 256) schema_fail(pointer, "schema nested too deeply");
+  // Nesting through keywords and through chains of $ref targets (each a fresh pointer).
+  struct Depth {
+    int& d;
+    explicit Depth(int& depth) : d(++depth) {}
+    ~Depth() { --d; }
+  } depth(depth_);
+  if (depth_ > 256 || std::count(pointer.begin(), pointer.end(), '/') > 256)
+    schema_fail(pointer, "schema nested too deeply");
   for (const auto& [k, v] : s.items())
-    if (!kIgnored.contains(k) && !kSupported.contains(k))
+    if (!kIgnored.contains(k) && !kSupported.contains(k) && !no_op(k, v))
       schema_fail(child(pointer, k), "unsupported keyword \"" + k + "\"");
   if (s.contains("$ref")) return reference(s, pointer);
   if (s.contains("allOf")) {
@@ -151,7 +167,8 @@ const json& SchemaCompiler::resolve(const std::string& ref, const std::string& p
     for (size_t p; (p = token.find("~1")) != std::string::npos;) token.replace(p, 2, "/");
     for (size_t p; (p = token.find("~0")) != std::string::npos;) token.replace(p, 2, "~");
     if (node->is_object() && node->contains(token)) node = &(*node)[token];
-    else if (node->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&
+    else if (node->is_array() && !token.empty() && token.size() < 10 &&
+             token.find_first_not_of("0123456789") == std::string::npos &&
              std::stoul(token) < node->size())
       node = &(*node)[std::stoul(token)];
     else schema_fail(child(pointer, "$ref"), "unresolvable $ref \"" + ref + "\"");

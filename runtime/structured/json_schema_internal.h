@@ -88,6 +88,7 @@ class SchemaCompiler {
   const json& root_;
   Context& ctx_;
   std::map<std::string, std::string> ref_rules_;
+  int depth_ = 0;
 };
 
 }  // namespace olmo2::structured::detail

@@ -5,9 +5,10 @@
 // count ([lo, hi] split where the digits differ, e.g. 17..243 → 1[7-9] | [2-9][0-9] |
 // 1[0-9]{2} | 2[0-3][0-9] | 24[0-3]), negative ranges as "-" and a range of
 // magnitudes. Bounded numbers are written without an exponent: the integers in range,
-// and fractions n.ddd only where the whole interval [n, n+1] lies in range (so also
-// after the validator's rounding to a double); bounds must lie within ±2^53. Values
-// between a non-integer bound and the nearest integer inside are not produced.
+// and fractions n.ddd where the whole interval [n, n+1] lies in range (so also after the
+// validator's rounding to a double), plus, with at most 9 fraction digits, those next to
+// an exclusive integer bound or within the unit interval of a non-integer bound (written
+// with at most 9 decimals, |bound| < 10^6); bounds must lie within ±2^53.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,7 @@ std::vector<std::string> integer_range(std::optional<long long> lo, std::optiona
 struct Bounds {
   std::optional<double> lo, hi;
   bool lo_exclusive = false, hi_exclusive = false;
+  std::string lo_text, hi_text;  // as the schema writes them (JSON number text)
 };
 
 Bounds read_bounds(const json& s, const std::string& pointer, double limit) {
@@ -120,16 +122,18 @@ Bounds read_bounds(const json& s, const std::string& pointer, double limit) {
       schema_fail(child(pointer, key), std::string(key) + " " + v.dump() + " is outside the supported range ±2^53");
     return x;
   };
-  auto tighter_lo = [&](std::optional<double> x, bool excl) {
-    if (x && (!b.lo || *x > *b.lo || (*x == *b.lo && excl))) b.lo = x, b.lo_exclusive = excl;
+  auto tighter_lo = [&](const char* key, bool excl) {
+    const auto x = get(key);
+    if (x && (!b.lo || *x > *b.lo || (*x == *b.lo && excl))) b.lo = x, b.lo_exclusive = excl, b.lo_text = s.at(key).dump();
   };
-  auto tighter_hi = [&](std::optional<double> x, bool excl) {
-    if (x && (!b.hi || *x < *b.hi || (*x == *b.hi && excl))) b.hi = x, b.hi_exclusive = excl;
+  auto tighter_hi = [&](const char* key, bool excl) {
+    const auto x = get(key);
+    if (x && (!b.hi || *x < *b.hi || (*x == *b.hi && excl))) b.hi = x, b.hi_exclusive = excl, b.hi_text = s.at(key).dump();
   };
-  tighter_lo(get("minimum"), false);
-  tighter_lo(get("exclusiveMinimum"), true);
-  tighter_hi(get("maximum"), false);
-  tighter_hi(get("exclusiveMaximum"), true);
+  tighter_lo("minimum", false);
+  tighter_lo("exclusiveMinimum", true);
+  tighter_hi("maximum", false);
+  tighter_hi("exclusiveMaximum", true);
   return b;
 }
 
@@ -186,6 +190,73 @@ void boundary_fractions(const Bounds& b, std::vector<std::string>& alts) {
   }
 }
 
+// Fraction digit strings f of 1–`room` digits (the first call: `first`) whose value 0.f
+// compares with 0.g — at most (`at_most`) or at least — strictly when `strict`; g has no
+// trailing zeros, `i` digits of it matched so far. Empty: no string; "\"\"": only the
+// empty string (the caller's fraction ends here).
+std::string fraction_compare(const std::string& g, size_t i, int room, bool first, bool at_most, bool strict) {
+  std::vector<std::string> alts;
+  bool can_end = false;
+  auto any = [](int k) { return k <= 0 ? std::string() : " [0-9]{0," + std::to_string(k) + "}"; };
+  if (i < g.size()) {
+    can_end = !first && at_most;  // g has a non-zero digit further on
+    if (room > 0) {
+      const char d = g[i];
+      auto digits = [](char a, char b) { return a == b ? std::string("\"") + a + "\"" : digit_class(a, b); };
+      if (at_most && d > '0') alts.push_back(digits('0', char(d - 1)) + any(room - 1));
+      if (!at_most && d < '9') alts.push_back(digits(char(d + 1), '9') + any(room - 1));
+      const std::string rest = fraction_compare(g, i + 1, room - 1, false, at_most, strict);
+      if (!rest.empty()) alts.push_back(std::string("\"") + d + "\"" + (rest == "\"\"" ? "" : " " + rest));
+    }
+  } else {  // equal so far: zeros keep it equal, a non-zero digit makes it greater
+    can_end = !strict;
+    if (room > 0) {
+      if (at_most && !strict) alts.push_back("\"0\"{1," + std::to_string(room) + "}");
+      if (!at_most) alts.push_back(strict ? (room == 1 ? std::string("[1-9]") : "[0-9]{0," + std::to_string(room - 1) + "} [1-9]")
+                                          : "[0-9]{1," + std::to_string(room) + "}");
+    }
+  }
+  if (alts.empty()) return can_end ? "\"\"" : "";
+  std::string out = "(";
+  for (size_t k = 0; k < alts.size(); ++k) out += (k ? " | " : "") + alts[k];
+  return out + (can_end ? ")?" : ")");
+}
+
+// Values within the unit interval that holds a non-integer bound, on the side inside the
+// range (lo = 2.25: 2.25 ≤ 2.f < 3 as f ≥ "25"), for bounds written with at most 9
+// fraction digits, no exponent, |bound| < 10^6: the fractions written have at most 9
+// digits, so a double keeps their order with the bound's.
+void bound_fractions(const Bounds& b, std::vector<std::string>& alts) {
+  auto split = [](const std::string& text, long long& whole, std::string& digits) {
+    if (text.find_first_of("eE") != std::string::npos) return false;
+    const size_t dot = text.find('.');
+    if (dot == std::string::npos) return false;
+    digits = text.substr(dot + 1);
+    while (!digits.empty() && digits.back() == '0') digits.pop_back();
+    const std::string int_part = text.substr(text[0] == '-' ? 1 : 0, dot - (text[0] == '-' ? 1 : 0));
+    if (digits.empty() || digits.size() > 9 || int_part.size() > 6) return false;
+    whole = std::stoll(int_part);  // |bound| = whole.digits
+    return true;
+  };
+  auto piece = [&](bool negative, long long whole, const std::string& digits, bool at_most, bool strict) {
+    const std::string f = fraction_compare(digits, 0, 9, true, at_most, strict);
+    if (!f.empty() && f != "\"\"")
+      alts.push_back(std::string(negative ? "\"-\" " : "") + "\"" + std::to_string(whole) + "\" \".\" " + f);
+  };
+  long long w;
+  std::string g;
+  if (b.lo && std::floor(*b.lo) != *b.lo && split(b.lo_text, w, g)) {
+    if (*b.lo > 0 && (!b.hi || *b.hi >= double(w) + 1)) piece(false, w, g, false, b.lo_exclusive);  // w.f ≥ lo
+    if (*b.lo < 0 && (!b.hi || *b.hi > -double(w) || (*b.hi == -double(w) && !b.hi_exclusive)))
+      piece(true, w, g, true, b.lo_exclusive);  // −w.f ≥ lo: f ≤ g
+  }
+  if (b.hi && std::floor(*b.hi) != *b.hi && split(b.hi_text, w, g)) {
+    if (*b.hi > 0 && (!b.lo || *b.lo < double(w) || (*b.lo == double(w) && !b.lo_exclusive)))
+      piece(false, w, g, true, b.hi_exclusive);  // w.f ≤ hi
+    if (*b.hi < 0 && (!b.lo || *b.lo <= -double(w) - 1)) piece(true, w, g, false, b.hi_exclusive);  // −w.f ≤ hi: f ≥ g
+  }
+}
+
 }  // namespace
 
 std::string integer_schema(const json& s, const std::string& pointer, Context& ctx) {
@@ -220,6 +291,7 @@ std::string number_schema(const json& s, const std::string& pointer, Context& ct
                        alternatives(magnitude_range(u64(*nlo), nhi ? std::optional<u64>(u64(*nhi)) : std::nullopt)));
   for (const auto& f : fraction) alts.push_back(f + " \".\" [0-9]+");
   boundary_fractions(b, alts);
+  bound_fractions(b, alts);
   check_satisfiable(alts, pointer, b);
   std::string body;
   for (size_t i = 0; i < alts.size(); ++i) body += (i ? " | " : "") + alts[i];

@@ -255,7 +255,7 @@ TEST(CliServe, HelpListsOnlyTheOptionsServeAccepts) {
   const auto r = run_olmo2("serve --help");
   EXPECT_EQ(r.status, 0) << r.err;
   for (const char* listed : {"--tokenizer", "--chat-template", "--api-key", "OLMO2_API_KEY", "--tp", "--pp-layers",
-                             "--max-activation-bytes"}) {
+                             "--max-activation-bytes", "--tool-call-parser"}) {
     EXPECT_THAT(r.out, HasSubstr(listed));
   }
   // --dp is parsed only to be refused with a reason; info's wording is not serve's.
@@ -268,6 +268,8 @@ TEST(CliServe, TokenizerChatTemplateAndApiKeyFromTheEnvironment) {
   const std::string m = " --model " + kFixtures + "/mha-f32";
   expect_one_line_error(run_olmo2("serve" + m + " --chat-template /nonexistent/t.jinja"), 2,
                         "--chat-template: cannot read \"/nonexistent/t.jinja\" (not a readable file)");
+  expect_one_line_error(run_olmo2("serve" + m + " --tool-call-parser llama3_json"), 2,
+                        "--tool-call-parser: unknown tool-call parser 'llama3_json' (olmo3, hermes or none)");
   expect_one_line_error(run_olmo2("serve" + m + " --tokenizer /nonexistent/tokenizer.json"), 2,
                         "--tokenizer: cannot read \"/nonexistent/tokenizer.json\"");
   test::TempDir dir;

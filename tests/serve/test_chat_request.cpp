@@ -12,17 +12,22 @@ namespace {
 
 using namespace api_test;
 using nlohmann::json;
+using ordered = nlohmann::ordered_json;
 using ::testing::HasSubstr;
 
 /// The fixture's jinja2 template written out by hand: "<|endoftext|>" then
 /// "<|role|>\ncontent\n" per message, then "<|assistant|>\n" when asked.
-std::string render(const json& messages, bool add_generation_prompt) {
+template <typename Json>
+std::string render_text(const Json& messages, bool add_generation_prompt) {
   std::string out = "<|endoftext|>";
-  for (const json& m : messages) {
-    out += "<|" + m.at("role").get<std::string>() + "|>\n" + m.at("content").get<std::string>() + "\n";
+  for (const Json& m : messages) {
+    out += "<|" + m.at("role").template get<std::string>() + "|>\n" + m.at("content").template get<std::string>() + "\n";
   }
   if (add_generation_prompt) out += "<|assistant|>\n";
   return out;
+}
+std::string render(const ordered& messages, bool add_generation_prompt, const ordered&) {
+  return render_text(messages, add_generation_prompt);
 }
 
 /// The fixture's messages with the second one's content as two text parts.
@@ -43,12 +48,13 @@ Refusal refused(const std::string& body, const ServedModel& model = kModel, cons
 TEST(ChatRequest, TheRenderedMessagesAreTokenizedWithAddedTokensWhole) {
   const json& chat = fixture()["chat"];
   // The hand-written renderer is the fixture's template.
-  EXPECT_EQ(render(chat["messages"], true), chat["rendered"].get<std::string>());
+  EXPECT_EQ(render_text(chat["messages"], true), chat["rendered"].get<std::string>());
   json seen;
   bool seen_generation_prompt = false;
-  const ChatRenderer spy = [&](const json& m, bool g) {
-    seen = m, seen_generation_prompt = g;
-    return render(m, g);
+  const ChatRenderer spy = [&](const ordered& m, bool g, const ordered& tools) {
+    seen = json::parse(m.dump()), seen_generation_prompt = g;
+    EXPECT_TRUE(tools.is_null());
+    return render_text(m, g);
   };
   const ApiRequest r = parse(R"({"messages": )" + messages_with_parts() + "}", kModel, spy);
   EXPECT_EQ(seen, chat["messages"]);  // parts joined with "\n"
@@ -64,8 +70,8 @@ TEST(ChatRequest, TheServersChatTemplateRendersTheCheckedMessages) {
   // ChatTemplate (runtime/serve/chat/) as the renderer, its special tokens given as extra.
   const json& chat = fixture()["chat"];
   const ChatTemplate t = ChatTemplate::parse(chat["template"].get<std::string>());
-  const json extra = {{"bos_token", chat["bos_token"]}};
-  const ChatRenderer renderer = [&](const json& m, bool g) { return t.render(m, g, extra); };
+  const ordered extra = {{"bos_token", chat["bos_token"]}};
+  const ChatRenderer renderer = [&](const ordered& m, bool g, const ordered&) { return t.render(m, g, extra); };
   const ApiRequest r = parse(R"({"messages": )" + messages_with_parts() + "}", kModel, renderer);
   EXPECT_EQ(r.prompts[0].prompt, chat["ids"].get<std::vector<int32_t>>());
 }
@@ -107,9 +113,9 @@ TEST(ChatRequest, FieldsAndDefaults) {
 
 TEST(ChatRequest, AddGenerationPromptAndEcho) {
   bool generation_prompt = true;
-  const ChatRenderer spy = [&](const json& m, bool g) {
+  const ChatRenderer spy = [&](const ordered& m, bool g, const ordered&) {
     generation_prompt = g;
-    return render(m, g);
+    return render_text(m, g);
   };
   // The last message is the assistant's: echo returns it first, to be continued.
   ApiRequest r = parse(R"({"messages": [{"role": "user", "content": "Hi"},
@@ -130,7 +136,7 @@ TEST(ChatRequest, EveryRefusalIs400NamingItsField) {
       {R"({"messages": []})", "messages"},
       {R"({"messages": "Hi"})", "messages"},
       {R"({"messages": [5]})", "messages[0]"},
-      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]})", "messages[1].role"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]})", "messages[1].tool_call_id"},
       {R"({"messages": [{"role": "developer", "content": "x"}]})", "messages[0].role"},
       {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
       {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
@@ -141,7 +147,7 @@ TEST(ChatRequest, EveryRefusalIs400NamingItsField) {
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "x": 1}]}]})",
        "messages[0].content[0].x"},
       {R"({"messages": [{"role": "user", "content": "x", "name": "bob"}]})", "messages[0].name"},
-      {R"({"messages": [{"role": "assistant", "content": "x", "tool_calls": []}]})", "messages[0].tool_calls"},
+      {R"({"messages": [{"role": "assistant", "content": "x", "tool_calls": 5}]})", "messages[0].tool_calls"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 5, "max_completion_tokens": 6})",
        "max_completion_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", "max_completion_tokens"},
@@ -154,7 +160,7 @@ TEST(ChatRequest, EveryRefusalIs400NamingItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "n"},
       {R"({"messages": [{"role": "user", "content": "x"}], "echo": "x"})", "echo"},
       {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": "no"})", "add_generation_prompt"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools[0].function"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
        "response_format.json_schema"},
@@ -181,7 +187,9 @@ TEST(ChatRequest, EveryRefusalIs400NamingItsField) {
 
 TEST(ChatRequest, TemplateFailuresAndAMissingTemplateAre400) {
   const std::string body = R"({"messages": [{"role": "user", "content": "x"}]})";
-  const ChatRenderer failing = [](const json&, bool) -> std::string { throw std::runtime_error("unknown filter"); };
+  const ChatRenderer failing = [](const ordered&, bool, const ordered&) -> std::string {
+    throw std::runtime_error("unknown filter");
+  };
   Refusal r = refused(body, kModel, failing);
   EXPECT_EQ(r.param, "messages");
   EXPECT_THAT(r.message, HasSubstr("unknown filter"));

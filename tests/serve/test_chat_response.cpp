@@ -14,9 +14,9 @@ using nlohmann::json;
 
 constexpr int64_t kCreated = 1700000000;
 
-std::string render(const json& messages, bool add_generation_prompt) {
+std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt, const nlohmann::ordered_json&) {
   std::string out = "<|endoftext|>";
-  for (const json& m : messages) out += "<|" + m["role"].get<std::string>() + "|>\n" + m["content"].get<std::string>() + "\n";
+  for (const auto& m : messages) out += "<|" + m["role"].get<std::string>() + "|>\n" + m["content"].get<std::string>() + "\n";
   return add_generation_prompt ? out + "<|assistant|>\n" : out;
 }
 

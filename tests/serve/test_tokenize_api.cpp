@@ -11,9 +11,9 @@ using namespace api_test;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-std::string render(const json& messages, bool add_generation_prompt) {
+std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt, const nlohmann::ordered_json&) {
   std::string out = "<|endoftext|>";
-  for (const json& m : messages) out += "<|" + m["role"].get<std::string>() + "|>\n" + m["content"].get<std::string>() + "\n";
+  for (const auto& m : messages) out += "<|" + m["role"].get<std::string>() + "|>\n" + m["content"].get<std::string>() + "\n";
   return add_generation_prompt ? out + "<|assistant|>\n" : out;
 }
 

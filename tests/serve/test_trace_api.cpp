@@ -34,7 +34,9 @@ ApiRequest completions(const std::string& body, const ServedModel& m = traced_mo
   return parse_completions(body, m, tokenizer(), kFallbackSeed);
 }
 
-std::string render(const json& messages, bool) { return "<|endoftext|>" + messages.dump(); }
+std::string render(const nlohmann::ordered_json& messages, bool, const nlohmann::ordered_json&) {
+  return "<|endoftext|>" + messages.dump();
+}
 
 ApiRequest chat(const std::string& body, const ServedModel& m = traced_model()) {
   return parse_chat(body, m, tokenizer(), render, kFallbackSeed);

@@ -29,9 +29,8 @@ class Api(SdkCase):
         msgs = CONVERSATIONS[0]
         cases = {
             "suffix": (lambda: self.complete(prompt="Hi", max_tokens=2, suffix="!"), "suffix"),
-            "response_format json_object": (lambda: self.chat(messages=msgs, max_tokens=2,
-                                                              response_format={"type": "json_object"}),
-                                            "response_format"),
+            "response_format xml": (lambda: self.chat(messages=msgs, max_tokens=2, response_format={"type": "xml"}),
+                                    "response_format.type"),
             "tools": (lambda: self.chat(messages=msgs, max_tokens=2, tools=[TOOL]), "tools"),
             "n = 0": (lambda: self.complete(prompt="Hi", max_tokens=2, n=0), "n"),
             "chat n = 0": (lambda: self.chat(messages=msgs, max_tokens=2, n=0), "n"),

@@ -39,6 +39,15 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamedWithTheirPointer) {
   }
 }
 
+TEST(JsonSchema, AnnotationsAndNoOpValuesAreAccepted) {
+  const std::string plain = json_schema_to_grammar(R"({"type":"array","items":{"type":"integer"}})");
+  EXPECT_EQ(json_schema_to_grammar(
+                R"({"type":"array","items":{"type":"integer","title":"n","description":"d","default":1,"examples":[2],
+                    "deprecated":false,"readOnly":true,"$comment":"c"},"uniqueItems":false,"minProperties":0,
+                    "$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x"})"),
+            plain);
+}
+
 TEST(JsonSchema, UnsatisfiableSchemasSaySo) {
   const Refusal cases[] = {
       {R"({"type":"string","minLength":5,"maxLength":4})", "/", "unsatisfiable: minLength 5 > maxLength 4"},
@@ -100,6 +109,12 @@ TEST(JsonSchema, DeepNestingIsRefusedNotOverflowed) {
   schema += "{}";
   for (int i = 0; i < 400; ++i) schema += "}";
   EXPECT_THROW(json_schema_to_grammar(schema), ConstraintError);
+  // A chain of references, each target a fresh pointer.
+  std::string defs = R"({"$ref":"#/$defs/d0","$defs":{)";
+  for (int i = 0; i < 2000; ++i)
+    defs += "\"d" + std::to_string(i) + "\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/d" + std::to_string(i + 1) + "\"}},";
+  defs += R"("d2000":{"type":"null"}}})";
+  EXPECT_THROW(json_schema_to_grammar(defs), ConstraintError);
 }
 
 TEST(JsonSchema, CompactFormHasNoWhitespaceRuleAndAnyFormBoundsIt) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/serve/api/tool_fields.h"
 #include "runtime/serve/serve_request.h"
 
 namespace olmo2 {
@@ -38,6 +39,8 @@ struct ApiRequest {
   bool skip_special_tokens = true;          ///< as every prompt's params (text offsets follow it)
   /// The worst-case bytes of every prompt's activation reads together (0: no reads).
   int64_t activation_bytes = 0;
+  /// Chat: what the response makes of tool calls (tool_fields.h); Mode::None: plain content.
+  ToolPlan tool_plan;
 };
 
 }  // namespace olmo2

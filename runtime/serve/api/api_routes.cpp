@@ -48,8 +48,14 @@ void refuse(const ApiContext& c, http::ResponseWriter& w, int status, const std:
 /// tokens; none when the server has no template (chat is refused).
 ChatRenderer chat_renderer(const ApiContext& c) {
   if (!c.chat_template) return ChatRenderer();
-  return [&c](const json& messages, bool add_generation_prompt) {
-    return c.chat_template->render(messages, add_generation_prompt, c.chat_extra);
+  // The special tokens, ordered like the messages (the overload that keeps key order).
+  auto extra = std::make_shared<const nlohmann::ordered_json>(nlohmann::ordered_json::parse(c.chat_extra.dump()));
+  return [&c, extra](const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::ordered_json& tools) {
+    if (tools.is_null()) return c.chat_template->render(messages, add_generation_prompt, *extra);
+    nlohmann::ordered_json vars = *extra;
+    vars["tools"] = tools;
+    return c.chat_template->render(messages, add_generation_prompt, vars);
   };
 }
 
@@ -118,7 +124,7 @@ void generate(const ApiContext& c, const http::Request& req, http::ResponseWrite
         return refuse(c, w, 400, "this server has no chat template: the model directory's tokenizer_config.json has "
                       "none it can run; start it with --chat-template FILE", "messages", extra);
       }
-      api = parse_chat(req.body, c.model, *c.tokenizer, render, seeds());
+      api = parse_chat(req.body, c.model, *c.tokenizer, render, seeds(), c.tool_support);
     }
   } catch (const ApiError& e) {
     return refuse(c, w, e.status(), e.what(), e.param(), extra);

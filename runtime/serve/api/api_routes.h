@@ -8,6 +8,7 @@
 #include "runtime/serve/api/activation_budget.h"
 #include "runtime/serve/chat/chat_template.h"
 #include "runtime/serve/api/served_model.h"
+#include "runtime/serve/api/tool_fields.h"
 #include "runtime/serve/http/http_listener.h"
 #include "runtime/serve/serving_engine.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -26,6 +27,8 @@ struct ApiContext {
   /// (bos_token, eos_token, … from tokenizer_config.json).
   const ChatTemplate* chat_template = nullptr;
   nlohmann::json chat_extra = nlohmann::json::object();
+  /// Whether the template takes tools, and the model's call syntax (tool_fields.h).
+  ChatToolSupport tool_support{};
   int64_t created = 0;  ///< the server's start, Unix seconds (the model object's "created")
   /// The server-wide bound on activation reads (null: none): a request with reads
   /// reserves their worst case before it is submitted, and waits for room.

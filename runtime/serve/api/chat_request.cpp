@@ -9,6 +9,7 @@
 namespace olmo2 {
 
 using nlohmann::json;
+using ordered = nlohmann::ordered_json;
 
 namespace {
 
@@ -39,38 +40,100 @@ std::string content_text(const json* content, const std::string& where) {
 
 }  // namespace
 
-json check_messages(const json* messages) {
+namespace {
+
+// An assistant message's tool_calls[j], as the template gets it: arguments parsed.
+ordered check_tool_call(const json& call, const std::string& at) {
+  if (!call.is_object()) throw ApiError(400, at, at + " must be an object {id, type, function}, got " + brief(call));
+  Fields cf(call, at);
+  const json* id = cf.get("id");
+  if (!id || !id->is_string()) cf.fail("id", at + ".id must be a string");
+  const json* type = cf.get("type");
+  if (type && *type != "function") cf.fail("type", at + ".type must be \"function\", got " + brief(*type));
+  const json* fn = cf.get("function");
+  if (!fn || !fn->is_object()) cf.fail("function", at + ".function must be an object {name, arguments}");
+  cf.refuse_unread();
+  Fields ff(*fn, at + ".function");
+  const json* name = ff.get("name");
+  if (!name || !name->is_string()) ff.fail("name", at + ".function.name must be a string");
+  const json* arguments = ff.get("arguments");
+  if (!arguments || !arguments->is_string()) ff.fail("arguments", at + ".function.arguments must be a string (a JSON object's text)");
+  ff.refuse_unread();
+  // vLLM hands templates the arguments as a dict (they iterate them); key order kept.
+  ordered args;
+  try {
+    args = ordered::parse(arguments->get<std::string>());
+  } catch (const std::exception&) {
+    ff.fail("arguments", at + ".function.arguments is not valid JSON: " + brief(*arguments));
+  }
+  if (!args.is_object()) ff.fail("arguments", at + ".function.arguments must be a JSON object, got " + brief(*arguments));
+  return {{"id", *id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", std::move(args)}}}};
+}
+
+}  // namespace
+
+ordered check_messages(const json* messages) {
   if (!messages) throw ApiError(400, "messages", "messages is required (a list of {role, content} objects)");
   if (!messages->is_array() || messages->empty()) {
     throw ApiError(400, "messages", "messages must be a non-empty list of {role, content} objects, got " +
                                         (messages->is_array() ? std::string("an empty list") : brief(*messages)));
   }
-  json out = json::array();
+  ordered out = ordered::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const json& m = (*messages)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) throw ApiError(400, at, at + " must be an object {role, content}, got " + brief(m));
     Fields mf(m, at);
     const json* role = mf.get("role");
-    if (!role || !role->is_string() || (*role != "system" && *role != "user" && *role != "assistant")) {
-      mf.fail("role", at + ".role must be \"system\", \"user\" or \"assistant\", got " +
+    if (!role || !role->is_string() ||
+        (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool")) {
+      mf.fail("role", at + ".role must be \"system\", \"user\", \"assistant\" or \"tool\", got " +
                           (role ? brief(*role) : std::string("nothing")));
     }
-    const std::string content = content_text(mf.get("content"), at + ".content");
+    ordered msg = {{"role", *role}};
+    if (*role == "assistant") {
+      const json* calls = mf.get("tool_calls");
+      if (calls && !calls->is_array()) mf.fail("tool_calls", at + ".tool_calls must be a list, got " + brief(*calls));
+      const bool has_calls = calls && !calls->empty();
+      // Content may be null with tool calls (OpenAI); vLLM renders it as "".
+      const json* content = mf.get("content");
+      msg["content"] = (!content && has_calls) ? std::string() : content_text(content, at + ".content");
+      if (has_calls) {
+        ordered list = ordered::array();
+        for (size_t j = 0; j < calls->size(); ++j) {
+          list.push_back(check_tool_call((*calls)[j], at + ".tool_calls[" + std::to_string(j) + "]"));
+        }
+        msg["tool_calls"] = std::move(list);
+      }
+    } else {
+      msg["content"] = content_text(mf.get("content"), at + ".content");
+    }
+    if (*role == "tool") {
+      const json* id = mf.get("tool_call_id");
+      if (!id || !id->is_string()) mf.fail("tool_call_id", at + ".tool_call_id must be a string (the call it answers)");
+      msg["tool_call_id"] = *id;
+      const json* name = mf.get("name");
+      if (name && !name->is_string()) mf.fail("name", at + ".name must be a string");
+      if (name) msg["name"] = *name;
+    }
     mf.refuse_unread();
-    out.push_back({{"role", *role}, {"content", content}});
+    out.push_back(std::move(msg));
   }
   return out;
 }
 
 ApiRequest parse_chat(const std::string& text, const ServedModel& served, const Tokenizer& tokenizer,
-                      const ChatRenderer& render, uint64_t fallback_seed) {
+                      const ChatRenderer& render, uint64_t fallback_seed, const ChatToolSupport& tool_support) {
   const json body = parse_body(text);
   Fields f(body);
   ApiRequest r;
   r.endpoint = ApiEndpoint::Chat;
   check_model_field(f, served);
-  const json messages = check_messages(f.get("messages"));
+  const ordered messages = check_messages(f.get("messages"));
+  // The tools in the client's key order, for the template and the schemas.
+  const ordered ordered_tools = body.contains("tools") ? ordered::parse(text).value("tools", ordered()) : ordered();
+  const ToolFields tools = read_tool_fields(f, ordered_tools, tool_support);
+  r.tool_plan = tools.plan;
   const bool add_generation_prompt = f.boolean("add_generation_prompt", true);
   r.n = static_cast<int32_t>(f.integer("n", 1, 1, std::max<int64_t>(served.max_choices, 1)));
   r.best_of = r.n;
@@ -97,12 +160,20 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   if (!render) throw ApiError(400, "messages", "this server has no chat template (olmo2 serve --chat-template FILE)");
   std::string prompt;
   try {
-    prompt = render(messages, add_generation_prompt);
+    prompt = render(messages, add_generation_prompt, tools.tools);
   } catch (const std::exception& e) {
     throw ApiError(400, "messages", std::string("the chat template cannot render these messages: ") + e.what());
   }
   if (r.echo && messages.back()["role"] == "assistant") r.echo_prefix = messages.back()["content"].get<std::string>();
   p.prompt = tokenizer.encode(prompt);
+  if (!tools.schema.empty()) {
+    if (p.grammar) {
+      f.fail("tool_choice", "tool_choice " + std::string(tools.plan.mode == ToolPlan::Mode::Named ? "naming a function"
+                            : "\"required\"") + " constrains the output already: drop response_format / guided_*");
+    }
+    if (p.ignore_eos) f.fail("ignore_eos", "ignore_eos cannot be combined with tool_choice required or a named function");
+    p.grammar = compile_tool_schema(tools.schema, served.json_options);
+  }
   p.stream = r.stream;
   p.want_logprobs = r.want_logprobs;
   p.logprobs = r.top_logprobs;

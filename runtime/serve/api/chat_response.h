@@ -2,7 +2,10 @@
 // bodies and "chat.completion.chunk" stream events.
 #pragma once
 
+#include <map>
+
 #include "runtime/serve/api/response_assembler.h"
+#include "runtime/serve/api/tool_call_response.h"
 
 namespace olmo2 {
 
@@ -14,6 +17,12 @@ namespace olmo2 {
 /// last chunk without text has an empty delta (OpenAI's final chunk). logprobs (with
 /// "logprobs": true): {content: [chat_logprob_entry of each generated token]} — the echo
 /// prefix has no entries — else null.
+///
+/// Tool calls (request.tool_plan, docs/architecture.md §8, "Tool calls"): the message
+/// is tool_call_message's — content (a string or null), tool_calls when there are any,
+/// and its finish_reason. Streamed, each choice's text goes through a ToolCallStream:
+/// what cannot be a call is sent as it comes, the rest in the choice's last delta as
+/// content and tool_calls (each with its index).
 class ChatAssembler : public ResponseAssembler {
  public:
   using ResponseAssembler::ResponseAssembler;
@@ -28,6 +37,8 @@ class ChatAssembler : public ResponseAssembler {
 
  private:
   nlohmann::json logprobs(const std::vector<SelectedToken>& tokens) const;
+  /// The stream state of each choice (by index) when the request has tool calls.
+  mutable std::map<int64_t, ToolCallStream> tool_streams_;
 };
 
 }  // namespace olmo2

@@ -113,6 +113,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   read_generation_fields(f, served, fallback_seed, base);
   const std::shared_ptr<const trace::TraceSpec> trace = read_trace_fields(f, served, r.n, r.best_of);
   int64_t trace_bytes = 0;  // the worst case of every prompt's reads, bounded together
+  refuse_tool_fields(f);
   read_structured_fields(f, text, served, base);
   read_unimplemented_fields(f);
   f.refuse_unread();

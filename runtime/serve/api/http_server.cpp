@@ -27,6 +27,11 @@ HttpServer::HttpServer(ServingEngine& engine, const Tokenizer& tokenizer, const 
   }
   context.chat_template = chat_template;
   context.chat_extra = std::move(chat_extra);
+  if (chat_template) {  // tools need a template that reads them (docs/architecture.md §8, "Tool calls")
+    context.tool_support.template_takes_tools = chat_template->reads_variable("tools");
+    context.tool_support.format = options.tool_call_parser.empty() ? detect_tool_call_format(chat_template->source())
+                                                                   : tool_call_format_from_name(options.tool_call_parser);
+  }
   context.created = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch()).count();
   install_api_routes(*server_, context);

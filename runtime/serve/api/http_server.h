@@ -28,6 +28,8 @@ struct HttpOptions {
   /// --max-activation-memory: the bytes of activation reads all requests in the server
   /// may return at worst together (activation_budget.h); 0: no bound.
   int64_t max_activation_memory = 0;
+  /// --tool-call-parser (olmo3, hermes, none); "": detected from the chat template.
+  std::string tool_call_parser;
 };
 
 /// Routes requests to the engine (the routes: api_routes.h). POST /v1/completions and

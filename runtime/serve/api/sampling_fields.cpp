@@ -131,15 +131,19 @@ void read_stream_fields(Fields& f, ApiRequest& r) {
   }
 }
 
+void refuse_tool_fields(Fields& f) {
+  const std::string why = "tool calls are a chat feature (/v1/chat/completions)";
+  f.refuse("tools", why, {json::array()});
+  f.refuse("tool_choice", why, {"none"});
+  f.ignore("parallel_tool_calls");  // only means something with tools, which are refused
+}
+
 void read_unimplemented_fields(Fields& f) {
-  const std::string tools = "tool and function calling is not implemented";
+  const std::string tools = "function calling";
   const std::string beam = "beam search is not implemented";
   f.refuse("suffix", "the model has no fill-in-the-middle mode here", {""});
-  f.refuse("tools", tools, {json::array()});
-  f.refuse("tool_choice", tools, {"none"});
-  f.refuse("functions", tools, {json::array()});
-  f.refuse("function_call", tools, {"none"});
-  f.ignore("parallel_tool_calls");  // only means something with tools, which are refused
+  f.refuse("functions", tools + " in its deprecated form: use tools and tool_choice", {json::array()});
+  f.refuse("function_call", tools + " in its deprecated form: use tools and tool_choice", {"none"});
   f.refuse("use_beam_search", beam, {false});
   f.refuse("length_penalty", beam, {1});
   f.refuse("early_stopping", beam, {false});

@@ -33,9 +33,8 @@ void read_generation_fields(Fields& f, const ServedModel& served, uint64_t fallb
 void read_stream_fields(Fields& f, ApiRequest& r);
 
 /// Refuses, naming the field, what a client may send to change the output that this
-/// server does not implement, unless given as its no-op value: suffix (""), tools ([]),
-/// tool_choice ("none"), functions ([]), function_call ("none"), parallel_tool_calls
-/// (any: only with tools), use_beam_search (false),
+/// server does not implement, unless given as its no-op value: suffix (""), functions
+/// ([]) and function_call ("none") (the deprecated forms of tools), use_beam_search (false),
 /// length_penalty (1), early_stopping (false), prompt_logprobs (vLLM's separate field:
 /// echo with logprobs gives the prompt's), truncate_prompt_tokens, allowed_token_ids,
 /// bad_words ([]), logits_processors, spaces_between_special_tokens (true),
@@ -46,6 +45,11 @@ void read_stream_fields(Fields& f, ApiRequest& r);
 /// change the output). add_special_tokens (a bool) is accepted and changes nothing:
 /// the tokenizer adds no special tokens (docs/architecture.md §8).
 void read_unimplemented_fields(Fields& f);
+
+/// /v1/completions has no tools: refuses tools and tool_choice unless given as their
+/// no-op values ([] and "none"), and accepts parallel_tool_calls (it only means
+/// something with tools). Chat reads them with read_tool_fields (tool_fields.h).
+void refuse_tool_fields(Fields& f);
 
 /// How length errors name a prompt: `param` ("prompt", chat's "messages"), `name` in the
 /// message ("prompt", "prompt 2" in a batch, chat's "the rendered prompt"), and whether its

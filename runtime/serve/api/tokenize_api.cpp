@@ -28,10 +28,10 @@ json tokenize_response(const std::string& text, const ServedModel& served, const
     if (!prompt->is_string()) f.fail("prompt", "prompt must be a string, got " + brief(*prompt));
     source = prompt->get<std::string>();
   } else {
-    const json checked = check_messages(messages);
+    const nlohmann::ordered_json checked = check_messages(messages);
     if (!render) f.fail("messages", "this server has no chat template (olmo2 serve --chat-template FILE)");
     try {
-      source = render(checked, add_generation_prompt);
+      source = render(checked, add_generation_prompt, nullptr);
     } catch (const std::exception& e) {
       f.fail("messages", std::string("the chat template cannot render these messages: ") + e.what());
     }

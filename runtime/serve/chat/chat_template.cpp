@@ -36,6 +36,16 @@ ChatTemplate ChatTemplate::parse(const std::string& source) {
 
 const std::string& ChatTemplate::source() const { return compiled_->source; }
 
+bool ChatTemplate::reads_variable(const std::string& name) const {
+  const std::vector<chat::Token> tokens = chat::lex_template(compiled_->normalized);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].type != chat::TokenType::Name || tokens[i].text != name) continue;
+    if (i > 0 && tokens[i - 1].type == chat::TokenType::Op && tokens[i - 1].text == ".") continue;
+    return true;
+  }
+  return false;
+}
+
 namespace {
 
 std::string read_file(const std::filesystem::path& path) {

@@ -55,6 +55,11 @@ class ChatTemplate {
 
   /// The template text.
   const std::string& source() const;
+  /// Whether the template reads the variable `name` anywhere: a name token `name` in a
+  /// tag that is not an attribute (`x.name`) — text and string literals do not count.
+  /// The server refuses tools for a template that never reads `tools`
+  /// (docs/architecture.md §8, "Tool calls").
+  bool reads_variable(const std::string& name) const;
   /// The special tokens read by from_model_dir (name → text); empty after parse().
   const std::map<std::string, std::string>& special_tokens() const { return special_tokens_; }
 
