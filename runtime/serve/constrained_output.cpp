@@ -7,31 +7,6 @@
 
 namespace olmo2 {
 
-std::shared_ptr<const structured::Vocabulary> served_vocabulary(const Tokenizer& tokenizer, int64_t vocab_size,
-                                                                 const std::vector<int64_t>& eos) {
-  if (vocab_size < 1) OLMO2_THROW(InputError, "a vocabulary of ", vocab_size, " ids");
-  std::vector<int32_t> stop;
-  for (const int64_t e : eos) {
-    if (e >= 0 && e < vocab_size) stop.push_back(static_cast<int32_t>(e));
-  }
-  std::sort(stop.begin(), stop.end());
-  stop.erase(std::unique(stop.begin(), stop.end()), stop.end());
-  const int64_t known = std::min(vocab_size, tokenizer.vocab_size());
-  std::vector<std::string> bytes(static_cast<size_t>(vocab_size));
-  std::vector<int32_t> excluded;
-  for (int64_t id = 0; id < vocab_size; ++id) {
-    const auto i = static_cast<int32_t>(id);
-    if (std::binary_search(stop.begin(), stop.end(), i)) continue;  // EOS: allowed where complete
-    if (id >= known || tokenizer.is_special(i)) {
-      excluded.push_back(i);
-      continue;
-    }
-    bytes[static_cast<size_t>(id)] = tokenizer.token_bytes(i);
-    if (bytes[static_cast<size_t>(id)].empty()) excluded.push_back(i);
-  }
-  return std::make_shared<const structured::Vocabulary>(std::move(bytes), std::move(excluded), std::move(stop));
-}
-
 ConstrainedOutput::ConstrainedOutput(std::shared_ptr<const structured::Grammar> grammar,
                                      std::shared_ptr<const structured::Vocabulary> vocabulary)
     : matcher_(std::move(grammar), vocabulary), words_((vocabulary->size() + 63) / 64) {}

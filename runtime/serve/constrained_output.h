@@ -10,17 +10,8 @@
 #include <vector>
 
 #include "runtime/structured/constraint.h"
-#include "runtime/tokenizer/tokenizer.h"
 
 namespace olmo2 {
-
-/// The served model's vocabulary as the matcher sees it: ids 0 … vocab_size − 1 with the
-/// tokenizer's raw bytes; special tokens and the rows past the tokenizer (padding) are
-/// never allowed, the model's EOS ids (`eos`, those inside the vocabulary) end a complete
-/// output. Builds the token trie (~0.1 s for 100k ids): the engine makes it once, at its
-/// first constrained request. Throws InputError for vocab_size < 1.
-std::shared_ptr<const structured::Vocabulary> served_vocabulary(const Tokenizer& tokenizer, int64_t vocab_size,
-                                                                 const std::vector<int64_t>& eos);
 
 /// The mask of the next token of one constrained output, or why there is none.
 struct NextMask {

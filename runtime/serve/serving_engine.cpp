@@ -10,6 +10,7 @@
 
 #include "runtime/generation/request_rules.h"
 #include "runtime/serve/constrained_output.h"
+#include "runtime/structured/vocab/tokenizer_vocabulary.h"
 #include "runtime/serve/speculative/verification.h"
 #include "runtime/serve/stop_strings.h"
 #include "runtime/trace/activation_recorder.h"
@@ -357,7 +358,7 @@ void ServingEngine::drain_inbox(bool close) {
       a->choices.emplace_back(s.id, *tokenizer_, p);
       if (p.grammar) {
         if (!vocabulary_) {
-          vocabulary_ = served_vocabulary(*tokenizer_, model_.config().vocab_size, model_.config().eos_token_ids);
+          vocabulary_ = structured::vocabulary_from_tokenizer(*tokenizer_, model_.config().vocab_size, model_.config().eos_token_ids);
         }
         a->choices.back().constraint.emplace(p.grammar, vocabulary_);
       }

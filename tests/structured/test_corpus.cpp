@@ -52,7 +52,7 @@ double micros_since(Clock::time_point t0) {
 /// The matcher's view of the dolma2 vocabulary, as the server builds it.
 std::shared_ptr<const structured::Vocabulary> load_vocabulary(const std::string& tokenizer_path) {
   g_tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_path));
-  return structured::vocabulary_from_tokenizer(*g_tokenizer, kModelVocab, {kEos});
+  return structured::vocabulary_from_tokenizer(*g_tokenizer, kModelVocab, {static_cast<int64_t>(kEos)});
 }
 
 struct Entry {

@@ -39,7 +39,7 @@ struct Dolma2 {
   Tokenizer tokenizer = Tokenizer::from_file(tokenizer_path());
   int32_t eos = *tokenizer.token_to_id("<|endoftext|>");
   int64_t rows = (tokenizer.vocab_size() + 127) / 128 * 128;  // padded model rows
-  std::shared_ptr<const Vocabulary> vocab = vocabulary_from_tokenizer(tokenizer, rows, {eos});
+  std::shared_ptr<const Vocabulary> vocab = vocabulary_from_tokenizer(tokenizer, rows, {static_cast<int64_t>(eos)});
 };
 
 const Dolma2& dolma2() {
