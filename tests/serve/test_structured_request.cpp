@@ -22,7 +22,7 @@ ApiRequest complete(const std::string& fields, const ServedModel& model = kModel
 }
 
 ApiRequest chat(const std::string& fields) {
-  const ChatRenderer render = [](const nlohmann::json&, bool) { return std::string("hi"); };
+  const ChatRenderer render = [](const nlohmann::ordered_json&, bool, const nlohmann::ordered_json&) { return std::string("hi"); };
   return parse_chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 8, )" + fields + "}", kModel,
                     tokenizer(), render, kFallbackSeed);
 }
