@@ -8,8 +8,8 @@
 namespace olmo2 {
 
 ConstrainedOutput::ConstrainedOutput(std::shared_ptr<const structured::Grammar> grammar,
-                                     std::shared_ptr<const structured::Vocabulary> vocabulary)
-    : matcher_(std::move(grammar), vocabulary), words_((vocabulary->size() + 63) / 64) {}
+                                     std::shared_ptr<const structured::Vocabulary> vocabulary, std::string param)
+    : matcher_(std::move(grammar), vocabulary), words_((vocabulary->size() + 63) / 64), param_(std::move(param)) {}
 
 NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> banned) const {
   try {
@@ -18,6 +18,7 @@ NextMask ConstrainedOutput::next(int64_t remaining, std::span<const int32_t> ban
     NextMask out;
     out.error = std::string("the constraint cannot be followed: ") + e.what();
     out.status = 400;
+    out.param = param_;
     return out;
   }
 }

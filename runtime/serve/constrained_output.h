@@ -31,8 +31,9 @@ struct NextMask {
 /// One choice's progress through its constraint. Copyable.
 class ConstrainedOutput {
  public:
+  /// `param`: the request field that asked for the constraint (named by its 400s).
   ConstrainedOutput(std::shared_ptr<const structured::Grammar> grammar,
-                    std::shared_ptr<const structured::Vocabulary> vocabulary);
+                    std::shared_ptr<const structured::Vocabulary> vocabulary, std::string param = "");
 
   /// The ids allowed next with `remaining` ≥ 1 tokens left (max_tokens − generated):
   /// Matcher::fill_mask's, with `banned` (ascending; the min_tokens ban of EOS and
@@ -54,6 +55,7 @@ class ConstrainedOutput {
   NextMask mask(int64_t remaining, std::span<const int32_t> banned) const;
   structured::Matcher matcher_;
   int64_t words_;
+  std::string param_;
 };
 
 }  // namespace olmo2

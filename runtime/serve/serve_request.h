@@ -57,6 +57,9 @@ struct CompletionParams {
   /// Set by response_format / guided_* / structured_outputs and by chat's tool_choice
   /// (required or a named function).
   std::shared_ptr<const structured::Grammar> grammar;
+  /// With grammar: the request field that asked for it ("response_format", "guided_regex",
+  /// "tool_choice", …), named by a 400 when the constraint cannot be followed.
+  std::string grammar_param;
 };
 
 /// The seed of choice `c` of a request seeded `seed`: `seed` itself for choice 0 (so n = 1

@@ -360,7 +360,7 @@ void ServingEngine::drain_inbox(bool close) {
         if (!vocabulary_) {
           vocabulary_ = structured::vocabulary_from_tokenizer(*tokenizer_, model_.config().vocab_size, model_.config().eos_token_ids);
         }
-        a->choices.back().constraint.emplace(p.grammar, vocabulary_);
+        a->choices.back().constraint.emplace(p.grammar, vocabulary_, p.grammar_param);
       }
       seq_owner_[s.id] = {r->id(), c};
     }

@@ -4,6 +4,7 @@
 // follows one parse stack however many choices share a prefix.
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "runtime/structured/grammar_impl.h"
 
@@ -13,6 +14,22 @@ namespace {
 struct Node {
   bool end = false;  // a choice ends here
   std::map<unsigned char, std::unique_ptr<Node>> next;
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// Iterative: a long choice is a chain of nodes as deep as its bytes, too deep for the
+  /// recursion of the members' own destructors.
+  ~Node() {
+    std::vector<std::unique_ptr<Node>> pending;
+    for (auto& [byte, child] : next) pending.push_back(std::move(child));
+    next.clear();
+    while (!pending.empty()) {
+      std::unique_ptr<Node> n = std::move(pending.back());
+      pending.pop_back();
+      for (auto& [byte, child] : n->next) pending.push_back(std::move(child));
+      n->next.clear();
+    }
+  }
 };
 
 void append_escaped(unsigned char c, std::string& text) {

@@ -114,12 +114,14 @@ class Matcher {
   /// Sets bits.size() × 64 ≥ vocabulary size bits: bit id (word id / 64, bit id % 64)
   /// is 1 when token id may come next with `remaining` ≥ 1 tokens left including it:
   /// its bytes keep the output inside the grammar and leave a state whose
-  /// min_bytes_to_complete() ≤ remaining − 1 (so any max_tokens that allows a complete
-  /// output gets one); EOS ids exactly when complete(). Excluded ids are 0. Masks of a
-  /// state are cached in the grammar (the length rule is applied on top where it can
-  /// bind). A `remaining` below min_bytes_to_complete() (a budget that cannot complete)
-  /// counts as min_bytes_to_complete(): the tokens of a shortest completion, so the mask
-  /// is never empty. Throws ShapeError when bits is too short.
+  /// min_bytes_to_complete() ≤ remaining − 1 (so any max_tokens of at least the bytes
+  /// left gets a complete output); EOS ids exactly when complete(). Excluded ids are 0.
+  /// Masks of a state are cached in the grammar (the length rule is applied on top where
+  /// it can bind). A `remaining` below min_bytes_to_complete() (tokens carry several
+  /// bytes, so it may still suffice) allows only the tokens that make the most progress
+  /// (those leaving the fewest bytes; a complete output where one reaches it): the mask
+  /// is never empty, and the output completes whenever taking the longest token at each
+  /// step fits the budget. Throws ShapeError when bits is too short.
   void fill_mask(std::span<uint64_t> bits, int64_t remaining) const;
 
  private:

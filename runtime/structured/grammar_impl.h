@@ -97,7 +97,7 @@ struct Grammar::Impl {
   mutable std::list<std::pair<std::string, std::shared_ptr<const MaskCacheEntry>>> lru;
   mutable std::unordered_map<std::string, decltype(lru)::iterator> cache;
   mutable size_t cache_bytes = 0;
-  size_t cache_capacity = size_t{64} << 20;
+  size_t cache_capacity = size_t{16} << 20;  // × the server's 32 cached grammars: 512 MiB at most (docs/architecture.md §8)
 };
 
 /// Lowers parsed rules to the byte-level grammar and checks it: undefined rules, no

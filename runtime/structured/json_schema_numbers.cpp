@@ -76,7 +76,8 @@ std::vector<std::string> magnitude_range(u64 lo, std::optional<u64> hi) {
     const u64 a = std::max(lo, first), b = hi ? std::min(*hi, last) : last;
     if (a <= b) same_length(std::to_string(a), std::to_string(b), "", out);
   }
-  if (!hi) out.push_back("[1-9] [0-9]{" + std::to_string(dlo) + ",}");
+  // Unbounded above: at most 16 digits (as any_integer, docs/architecture.md §8).
+  if (!hi && dlo < 16) out.push_back("[1-9] [0-9]{" + std::to_string(dlo) + ",15}");
   return out;
 }
 
@@ -289,7 +290,7 @@ std::string number_schema(const json& s, const std::string& pointer, Context& ct
   if (!nhi || *nlo <= *nhi)
     fraction.push_back("\"-\" " +
                        alternatives(magnitude_range(u64(*nlo), nhi ? std::optional<u64>(u64(*nhi)) : std::nullopt)));
-  for (const auto& f : fraction) alts.push_back(f + " \".\" [0-9]+");
+  for (const auto& f : fraction) alts.push_back(f + " \".\" [0-9]{1,16}");
   boundary_fractions(b, alts);
   bound_fractions(b, alts);
   check_satisfiable(alts, pointer, b);

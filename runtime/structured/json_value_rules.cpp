@@ -49,10 +49,14 @@ std::string Context::json_char() {
 
 std::string Context::any_string() { return rules.add("string", "\"\\\"\" " + json_char() + "* \"\\\"\""); }
 
-std::string Context::any_integer() { return rules.add("integer", "\"-\"? (\"0\" | [1-9] [0-9]*)"); }
+// At most 16 integer digits, 16 fraction digits and a 2-digit exponent (llama.cpp's JSON
+// grammars bound them alike): every output parses to a finite number in Python, JavaScript
+// and pydantic, where a random model would otherwise write thousands of digits
+// (docs/architecture.md §8, the compilers).
+std::string Context::any_integer() { return rules.add("integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})"); }
 
 std::string Context::any_number() {
-  return rules.add("number", "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [+\\-]? [0-9]+)?");
+  return rules.add("number", "\"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [+\\-]? [0-9]{1,2})?");
 }
 
 std::string Context::any_value() {

@@ -240,9 +240,24 @@ class Parser {
       case 'f': return one('\f');
       case 'v': return one('\v');
       case 'x': return one(hex(2));
-      case 'u':
+      case 'u': {
         if (peek('{')) fail("\\u{...} needs the u flag, which is not supported");
-        return one(hex(4));
+        const char32_t v = hex(4);
+        // A UTF-16 surrogate pair (\uD83D\uDE00) is the one character it encodes: the
+        // output is UTF-8, where a lone surrogate is no character at all.
+        if (v >= 0xD800 && v <= 0xDBFF && pos_ + 1 < cps_.size() && cps_[pos_] == '\\' && cps_[pos_ + 1] == 'u') {
+          const size_t back = pos_;
+          pos_ += 2;
+          const char32_t low = hex(4);
+          if (low >= 0xDC00 && low <= 0xDFFF) return one(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00));
+          pos_ = back;
+        }
+        if (v >= 0xD800 && v <= 0xDFFF && !in_class) {
+          pos_ = at;
+          fail("a lone surrogate escape matches no character of UTF-8 text");
+        }
+        return one(v);
+      }
       case '0':
         if (pos_ < cps_.size() && cps_[pos_] >= '0' && cps_[pos_] <= '9') fail("octal escapes are not supported");
         return one(0);

@@ -3,6 +3,7 @@
 // that advances the state one byte per trie edge and skips every subtree whose first
 // byte no stack accepts. Cached per canonical state in the grammar (LRU, bounded by
 // bytes); the length rule and EOS are applied per call on top of the cached mask.
+#include <bit>
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -145,12 +146,21 @@ void Matcher::fill_mask(std::span<uint64_t> bits, int64_t remaining) const {
     OLMO2_THROW(ShapeError, "Matcher::fill_mask: ", bits.size(), " words hold fewer bits than the vocabulary's ", v.bytes.size(), " tokens");
   std::fill(bits.begin(), bits.end(), 0);
   const bool done = complete();
-  // A budget too small to complete in: the tightest one that can, so the mask keeps to
-  // a shortest completion instead of coming out empty.
-  if (!done) remaining = std::max(remaining, min_bytes_to_complete());
+  // A budget smaller than the bytes left (tokens carry several bytes, so it may still
+  // suffice): only the tokens that make the most progress, those leaving the fewest
+  // bytes — a complete output when some token reaches one — so the mask is never empty
+  // and the output takes the quickest way to completion.
+  const bool short_budget = !done && remaining < min_bytes_to_complete();
+  if (short_budget) remaining = std::max<int64_t>(remaining, 1);
   if (!state_->terminated && remaining >= 1) {
     const auto entry = mask_entry(grammar_->impl(), v, state_->stacks);
     std::copy(entry->bits.begin(), entry->bits.end(), bits.begin());
+    if (short_budget) {
+      int64_t allowed = 0;
+      for (uint64_t w : entry->bits) allowed += std::popcount(w);
+      const bool completes = allowed > static_cast<int64_t>(entry->ids.size());  // a token whose state is complete
+      remaining = 1 + (completes || entry->groups.empty() ? 0 : entry->groups.back().first);
+    }
     if (remaining - 1 < entry->max_after) {  // the length rule binds: drop the tokens that leave too much
       uint32_t begin = 0;
       for (const auto& [m, end] : entry->groups) {

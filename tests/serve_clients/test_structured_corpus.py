@@ -29,7 +29,7 @@ import pydantic_models  # noqa: E402
 
 MAX_TOKENS = 160   # generous but bounded: prompt + this < the model's 256 positions
 SEED = 7
-SUBSET = 5         # entries per corpus part at tp 2 and pp 2 (30 in all)
+SUBSET = 3         # entries per corpus part at tp 2 and pp 2 (18 in all; CI time)
 PARALLEL = 8       # requests in flight: the server batches them
 
 
@@ -201,7 +201,7 @@ class LayoutsAgree(SdkCase):
             elif texts[0] != texts[1]:
                 differ.append(f"{body['prompt']} (greedy): {texts[0]!r} vs {texts[1]!r}")
         plain = [{"model": MODEL_NAME, "prompt": b["prompt"], "max_tokens": MAX_TOKENS, "temperature": 1.0,
-                  "seed": SEED} for b in bodies[1:21:2]]
+                  "seed": SEED} for b in bodies[1:13:2]]
         plain_equal = sum(a["choices"][0]["text"] == b["choices"][0]["text"]
                           for a, b in zip(answers(self.ctx.server, plain), answers(self.single, plain)))
         n = len(bodies) // 2

@@ -140,6 +140,17 @@ TEST(ChoiceGrammar, ManyChoicesWithSharedPrefixesFollowOneStack) {
   EXPECT_FALSE(m.closed());
 }
 
+TEST(ChoiceGrammar, AChoiceOfAMillionBytesCompilesAndIsFreedWithoutDeepRecursion) {
+  // One node per byte: a recursive teardown of this chain overflowed the stack.
+  const std::string long_choice(1'000'000, 'q');
+  const auto g = Grammar::parse(choice_grammar({long_choice, "qr"}));
+  EXPECT_TRUE(matches(g, "qr"));
+  EXPECT_FALSE(matches(g, "qq"));
+  Matcher m(g, nullptr);
+  ASSERT_TRUE(m.accept_bytes("qqq"));
+  EXPECT_EQ(m.min_bytes_to_complete(), 1'000'000 - 3);
+}
+
 TEST(GrammarParser, RefusesPathologicalNesting) {
   std::string deep = "root ::= ";
   deep.append(5000, '(').append("\"a\"").append(5000, ')').append("\n");

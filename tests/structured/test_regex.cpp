@@ -42,6 +42,9 @@ TEST(Regex, RefusalsNameTheOffset) {
       {"\\xZ1", 2, "hex escape"},
       {"\\u{41}", 2, "u flag"},
       {"[\\d-z]", 3, "shorthand"},
+      {"a\\ud800", 1, "lone surrogate"},
+      {"x|\\udc00", 2, "lone surrogate"},
+      {"\\ud83d\\u0041", 0, "lone surrogate"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.pattern);
@@ -61,6 +64,15 @@ TEST(Regex, GrammarText) {
   EXPECT_EQ(regex_to_grammar("a|b?"), "root ::= (\"a\" | (\"b\")?)\n");
   EXPECT_EQ(regex_to_grammar("[^\\n]{2,5}"), "root ::= ([^\\x0A]){2,5}\n");
   EXPECT_EQ(regex_to_grammar("(?:x|)y*?"), "root ::= (\"x\")? (\"y\")*\n");
+}
+
+TEST(Regex, ASurrogatePairEscapeIsTheCharacterItEncodes) {
+  // JavaScript's /^\ud83d\ude00$/.test("😀") is true: the pair is one character (U+1F600).
+  const auto g = Grammar::parse(regex_to_grammar("a\\ud83d\\ude00b"));
+  Matcher yes(g, nullptr), no(g, nullptr);
+  EXPECT_TRUE(yes.accept_bytes("a\xF0\x9F\x98\x80" "b"));
+  EXPECT_TRUE(yes.complete());
+  EXPECT_FALSE(no.accept_bytes("ab"));
 }
 
 TEST(Regex, DeepNestingIsRefused) {

@@ -3,7 +3,9 @@
 // token's bytes fed to a copy of the matcher), EOS exactly when complete, the length
 // rule lets a greedy walk finish within min_bytes_to_complete() tokens, and cache hits
 // return the same mask. Prints the per-step cost, cold and cached.
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <thread>
 #include <filesystem>
@@ -59,15 +61,28 @@ std::vector<uint64_t> mask_of(const Matcher& m, int64_t remaining) {
 void expect_mask_is_reference(const Matcher& m, int64_t remaining, const std::string& what) {
   const auto& d = dolma2();
   const auto bits = mask_of(m, remaining);
+  // Bytes left after each token (−1: the token leaves the grammar).
+  std::vector<int64_t> left(static_cast<size_t>(d.rows), -1);
+  int64_t fewest = INT64_MAX;
+  for (int64_t id = 0; id < d.rows; ++id) {
+    const auto i = static_cast<int32_t>(id);
+    if (id == d.eos || id >= d.tokenizer.vocab_size() || d.tokenizer.is_special(i)) continue;
+    Matcher copy = m;
+    if (copy.accept_bytes(d.tokenizer.token_bytes(i))) {
+      left[static_cast<size_t>(id)] = copy.min_bytes_to_complete();
+      fewest = std::min(fewest, left[static_cast<size_t>(id)]);
+    }
+  }
+  // A budget below the bytes left: only the tokens that leave the fewest.
+  const int64_t most_left = !m.complete() && remaining < m.min_bytes_to_complete() ? fewest : remaining - 1;
   int64_t allowed = 0, wrong = 0;
   for (int64_t id = 0; id < d.rows; ++id) {
     bool expected = false;
     const auto i = static_cast<int32_t>(id);
     if (id == d.eos) {
       expected = m.complete();
-    } else if (id < d.tokenizer.vocab_size() && !d.tokenizer.is_special(i)) {
-      Matcher copy = m;
-      expected = copy.accept_bytes(d.tokenizer.token_bytes(i)) && copy.min_bytes_to_complete() <= remaining - 1;
+    } else {
+      expected = left[static_cast<size_t>(id)] >= 0 && left[static_cast<size_t>(id)] <= most_left;
     }
     allowed += expected;
     if (bit(bits, id) != expected && ++wrong <= 5)
@@ -96,12 +111,35 @@ TEST(TokenMask, EqualsTheBruteForceReference) {
   Matcher last(g, vocab);
   ASSERT_TRUE(last.accept_bytes("{\"a\":1"));
   expect_mask_is_reference(last, 1, "after {\"a\":1 (length rule, last token)");
-  // A budget that cannot complete counts as the tightest one that can.
+  // A budget below the bytes left allows only the tokens that make the most progress.
   Matcher deep(g, vocab);
   ASSERT_TRUE(deep.accept_bytes("{\"a\":[[{\"b\":[\"x"));
   ASSERT_EQ(deep.min_bytes_to_complete(), 6);
-  EXPECT_EQ(mask_of(deep, 2), mask_of(deep, 6));
+  EXPECT_NE(mask_of(deep, 2), mask_of(deep, 6));
+  expect_mask_is_reference(deep, 2, "inside a nested string (short budget: most progress)");
   expect_mask_is_reference(deep, 6, "inside a nested string (shortest completion)");
+}
+
+TEST(TokenMask, AShortBudgetStillCompletesWhereTheTokenizersOwnCountFits) {
+  // 43 bytes that the tokenizer writes in far fewer tokens: a budget of that many tokens
+  // completes, since below the bytes left only the tokens that leave the fewest are allowed.
+  const auto& d = dolma2();
+  for (const std::string text : {std::string("the quick brown fox jumps over the lazy dog"),
+                                 std::string("{\"\xE5\x90\x8D\xE5\x89\x8D\":\"\xE2\x9C\x93\xC3\xB1\"}")}) {
+    const auto g = Grammar::parse(choice_grammar({text}));
+    Matcher m(g, d.vocab);
+    const auto budget = static_cast<int64_t>(d.tokenizer.encode(text).size());
+    ASSERT_LT(budget, m.min_bytes_to_complete());
+    for (int64_t step = 0; step < budget && !m.complete(); ++step) {
+      const auto bits = mask_of(m, budget - step);
+      int64_t pick = -1;
+      for (int64_t id = 0; id < d.rows && pick < 0; ++id)
+        if (bit(bits, id)) pick = id;
+      ASSERT_GE(pick, 0);
+      ASSERT_TRUE(m.accept(static_cast<int32_t>(pick)));
+    }
+    EXPECT_TRUE(m.complete()) << text << " within " << budget << " tokens";
+  }
 }
 
 TEST(TokenMask, EosExactlyWhenComplete) {

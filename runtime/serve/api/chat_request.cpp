@@ -172,7 +172,12 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
                             : "\"required\"") + " constrains the output already: drop response_format / guided_*");
     }
     if (p.ignore_eos) f.fail("ignore_eos", "ignore_eos cannot be combined with tool_choice required or a named function");
+    if (!p.stop.empty()) {
+      f.fail("stop", "stop strings cannot be combined with tool_choice required or a named function: a stop would cut "
+                     "the call short");
+    }
     p.grammar = compile_tool_schema(tools.schema, served.json_options);
+    p.grammar_param = "tool_choice";
   }
   p.stream = r.stream;
   p.want_logprobs = r.want_logprobs;

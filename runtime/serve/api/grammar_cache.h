@@ -21,7 +21,7 @@ namespace olmo2 {
 /// compile it; the first result is kept).
 class GrammarCache {
  public:
-  explicit GrammarCache(int64_t capacity = 256);
+  explicit GrammarCache(int64_t capacity = 32);
   /// The grammar of `key`, made by `compile` (grammar text, then Grammar::parse) when
   /// absent. Whatever `compile` or the parse throws (ConstraintError) propagates, and
   /// nothing is cached.

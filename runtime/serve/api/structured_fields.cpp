@@ -220,6 +220,7 @@ void read_structured_fields(Fields& f, const std::string& body_text, const Serve
   const Asked& a = asked[0];
   try {
     p.grammar = grammar_cache().get(key_of(a), [&] { return compile(a); });
+    p.grammar_param = a.param;
   } catch (const structured::ConstraintError& e) {
     const std::string where = e.path().empty() ? "" : " (at " + e.path() + ")";
     throw ApiError(400, a.param, a.param + ": " + e.what() + where);
