@@ -40,7 +40,11 @@ TEST(Bf16GemmPath, NamesAsTheVariableSpellsThem) {
   EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::Portable), "portable");
   EXPECT_STREQ(bf16_gemm_path_name(Bf16GemmPath::OneDnn), "onednn");
   EXPECT_TRUE(bf16_gemm_path_available(Bf16GemmPath::Portable));
-  EXPECT_TRUE(bf16_gemm_path_available(Bf16GemmPath::OneDnn));
+  // oneDNN 2.6 makes a bf16 matmul from avx512_core on; an AVX2-only CPU (AMD Zen 3) has
+  // none, and the OneDnn tests skip there.
+  const bool avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512_core) EXPECT_TRUE(bf16_gemm_path_available(Bf16GemmPath::OneDnn));
 }
 
 TEST(Bf16GemmPath, UnsetOrEmptyTakesTheFastestPathTheCpuHas) {
