@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const ModelConfig c = olmo3_7b(a.window);
   const KVLayout layout(c);
-  const int64_t per_block = KVCache::bytes_per_block(c, ShardSpec::whole(c), a.block_size);
+  const int64_t per_block = KVCache::bytes_per_block(c, ShardSpec::whole(c), a.block_size, DType::F32);
   ModelConfig one = c;  // OLMo 2's layout: one group of all 32 layers
   one.layer_types.clear();
-  const int64_t per_block_one = KVCache::bytes_per_block(one, ShardSpec::whole(one), a.block_size);
+  const int64_t per_block_one = KVCache::bytes_per_block(one, ShardSpec::whole(one), a.block_size, DType::F32);
   std::printf("Olmo 3 7B layout: %lld groups of %lld layers, windows", static_cast<long long>(layout.groups()),
               static_cast<long long>(layout.slots()));
   for (int64_t w : layout.windows()) std::printf(" %lld", static_cast<long long>(w));

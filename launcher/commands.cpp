@@ -114,7 +114,8 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device);
     // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
     const GenerateTrace traced{&spec, s.world(), s.coords().dp == 0};
-    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, s.parallel_context(), traced);
+    const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, s.parallel_context(), traced,
+                                       cfg.kv_cache_dtype);
     if (rank == 0) print_result(cfg, r, out, reads_file);
   });
 }

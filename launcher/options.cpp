@@ -97,6 +97,10 @@ po::options_description describe(const std::string& command, bool for_help = fal
     add_trace_options(d, command);
   }
   if (command == "generate") {
+    d.add_options()("kv-cache-dtype", po::value<std::string>(),
+                    "KV cache: auto (default: bf16 under --precision bf16, f32 under fp32), bf16 or f32");
+  }
+  if (command == "generate") {
     d.add_options()("prompt", po::value<std::string>(), "prompt text (tokenizer.json of the model directory)")(
         "prompt-ids", po::value<std::string>(), "prompt token ids, e.g. 1,2,3")(
         "temperature", po::value<double>(), "sampling temperature (default 0: greedy)")(
@@ -256,6 +260,7 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
   }
   if (cfg.command == "generate") {
+    if (vm.count("kv-cache-dtype")) cfg.kv_cache_dtype = read_kv_cache_dtype(vm["kv-cache-dtype"].as<std::string>());
     if (vm.count("prompt-ids") == vm.count("prompt")) {
       OLMO2_THROW(UsageError, "generate: give exactly one of --prompt TEXT and --prompt-ids 1,2,3");
     }

@@ -40,6 +40,7 @@ struct CliConfig {
   SamplingParams sampling;          ///< generate: --temperature --top-k --top-p --seed
   int64_t max_tokens = 16;          ///< --max-tokens N
   std::optional<Precision> precision;  ///< generate: --precision (unset: the checkpoint's, default_precision)
+  std::optional<DType> kv_cache_dtype;  ///< generate: --kv-cache-dtype (unset: auto, kv_cache_dtype)
   std::string format = "text";      ///< --format text|json
   int threads = 0;                  ///< --threads N (0: the placement rule, docs/architecture.md §7 "Placement")
   std::string tokenizer;            ///< --tokenizer FILE (tokenizer.json; generate, trace: default MODEL/tokenizer.json)

@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "launcher/options.h"
+#include "launcher/serve_options.h"
 #include "runtime/model/config.h"
 #include "runtime/serve/memory_size.h"
 #include "runtime/train/train_options.h"
@@ -32,6 +34,8 @@ void add_plan_options(po::options_description& d) {
       "memory-per-rank", po::value<std::string>(), "memory of one rank, e.g. 80GB: say whether the plan fits (exit 1 if not)")(
       "serve", po::bool_switch(), "plan olmo2 serve: weights in the checkpoint's dtype and the KV cache, no training state")(
       "kv-cache-memory", po::value<std::string>(), "with --serve: the KV cache of every rank, e.g. 20GiB")(
+      "kv-cache-dtype", po::value<std::string>(),
+      "with --serve: the KV cache's auto (default: bf16 under --precision bf16, f32 under fp32), bf16 or f32")(
       "format", po::value<std::string>(), "text (default) or json: one object");
 }
 
@@ -83,6 +87,12 @@ PlanRequest read_plan_options(const po::variables_map& vm) {
     if (!o.serve) OLMO2_THROW(UsageError, "--kv-cache-memory plans serving: give --serve too");
     o.kv_cache_bytes = size("kv-cache-memory");
   }
+  std::optional<DType> kv_dtype;
+  if (vm.count("kv-cache-dtype")) {
+    if (!o.serve) OLMO2_THROW(UsageError, "--kv-cache-dtype plans serving: give --serve too");
+    kv_dtype = read_kv_cache_dtype(vm["kv-cache-dtype"].as<std::string>());
+  }
+  o.kv_cache_dtype = kv_cache_dtype(kv_dtype, o.precision == "bf16" ? Precision::BF16 : Precision::FP32);
   if (vm.count("memory-per-rank")) r.memory_per_rank = size("memory-per-rank");
   if (vm.count("runtime-memory")) o.runtime_bytes = size("runtime-memory");
   return r;
@@ -106,7 +116,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::vector<std::vector<int>> equal_ranks(const MemoryPlan& plan) {
   auto key = [](const RankMemory& m) {
     return std::make_tuple(m.coords.pp, m.weights, m.master_weights, m.gradients, m.optimizer, m.activations,
-                           m.working, m.comm_buffers, m.kv_cache, m.sent_tp, m.sent_pp, m.sent_dp, m.sent_cp);
+                           m.working, m.comm_buffers, m.kv_cache, m.kv_block_bytes, m.sent_tp, m.sent_pp, m.sent_dp,
+                           m.sent_cp);
   };
   std::map<decltype(key(plan.ranks[0])), size_t> index;
   std::vector<std::vector<int>> groups;
@@ -125,6 +136,7 @@ nlohmann::json rank_json(const RankMemory& m) {
           {"optimizer", m.optimizer}, {"activations_per_micro_batch", m.activations_per_micro_batch},
           {"micro_batches_held", m.micro_batches_held}, {"activations", m.activations}, {"working", m.working},
           {"working_phase", m.working_phase}, {"comm_buffers", m.comm_buffers}, {"kv_cache", m.kv_cache},
+          {"kv_block_bytes", m.kv_block_bytes},
           {"runtime", m.runtime}, {"total", m.total},
           {"sent_per_step", {{"tp", m.sent_tp}, {"pp", m.sent_pp}, {"dp", m.sent_dp}, {"cp", m.sent_cp}}}};
 }
@@ -136,7 +148,8 @@ void print_text(const MemoryPlan& plan, const std::string& model, const PlanRequ
   const parallel::Layout& l = o.layout;
   out << "memory plan of " << model << ": " << parallel::to_string(l) << " = " << l.tp * l.pp * l.dp * l.cp << " ranks, "
       << (o.serve ? "serving (" + std::string(dtype_name(o.serve_dtype)) + " weights, KV cache " +
-                        format_gb(o.kv_cache_bytes) + ")"
+                        format_gb(o.kv_cache_bytes) + ": " + std::to_string(plan.kv_blocks) + " " +
+                        dtype_name(o.kv_cache_dtype) + " blocks of " + std::to_string(o.kv_block_size) + ")"
                   : "ZeRO-" + std::to_string(o.zero_stage) + ", recompute " + o.recompute + ", " + o.precision)
       << " on " << (o.device == Device::CUDA ? "cuda" : "cpu") << "\n";
   if (!o.serve) {
@@ -178,6 +191,7 @@ void print_text(const MemoryPlan& plan, const std::string& model, const PlanRequ
     bytes("communication buffers", &RankMemory::comm_buffers);
   } else {
     bytes("KV cache", &RankMemory::kv_cache);
+    row("KV block", [](const RankMemory& m) { return std::to_string(m.kv_block_bytes) + " bytes"; });
   }
   bytes("runtime", &RankMemory::runtime);
   bytes("total", &RankMemory::total);
@@ -221,6 +235,8 @@ int run_plan(const PlanRequest& r, std::ostream& out, std::ostream& err) {
                         {"micro_batch", o.micro_batch},
                         {"micro_batches_per_step", plan.micro_batches},
                         {"kv_cache_bytes", o.kv_cache_bytes},
+                        {"kv_cache_dtype", o.serve ? nlohmann::json(dtype_name(o.kv_cache_dtype)) : nlohmann::json()},
+                        {"kv_blocks", o.serve ? nlohmann::json(plan.kv_blocks) : nlohmann::json()},
                         {"largest", {{"rank", worst.rank}, {"total", worst.total}}},
                         {"memory_per_rank", r.memory_per_rank > 0 ? nlohmann::json(r.memory_per_rank) : nlohmann::json()},
                         {"fits", r.memory_per_rank > 0 ? nlohmann::json(fits) : nlohmann::json()},

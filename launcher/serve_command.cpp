@@ -133,17 +133,22 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   verify_model_directory(o.model, {rank, rs.world_size()}, rank == 0 ? &std::cerr : nullptr);
   const ModelConfig& config = *rs.config;
   const parallel::PartitionPlan& plan = *rs.plan;
+  // The pools' dtype: --kv-cache-dtype, auto the precision's (docs/architecture.md §3.2).
+  const DType kv_dtype = kv_cache_dtype(o.kv_cache_dtype, o.precision.value_or(default_precision(config.dtype)));
   // Every rank's pool has the same block count: the one the fullest rank can hold.
   int64_t per_block = 0;
   for (int r = 0; r < static_cast<int>(plan.ranks.size()); ++r) {
-    per_block = std::max(per_block, KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, r), o.block_size));
+    per_block = std::max(per_block,
+                         KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, r), o.block_size, kv_dtype));
   }
   EngineOptions eo;
+  eo.kv_dtype = kv_dtype;
   eo.scheduler.num_blocks = blocks_for_memory(o, per_block);
   // A draft model runs on rank 0 with a KV cache of as many blocks as the model's, out of
   // rank 0's --kv-cache-memory (docs/architecture.md §8): every rank plans with that count.
   std::optional<ModelConfig> draft_config;
   int64_t draft_per_block = 0;
+  DType draft_kv_dtype = kv_dtype;
   if (!o.speculative_model.empty()) {
     draft_config = ModelConfig::load(o.speculative_model);
     if (draft_config->vocab_size != config.vocab_size) {
@@ -151,8 +156,10 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
                   draft_config->vocab_size, " tokens, the model ", config.vocab_size,
                   ": a draft must share the model's vocabulary");
     }
-    draft_per_block = KVCache::bytes_per_block(*draft_config, ShardSpec::whole(*draft_config), o.block_size);
-    const int64_t rank0 = KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, 0), o.block_size);
+    draft_kv_dtype = kv_cache_dtype(o.kv_cache_dtype, o.precision.value_or(default_precision(draft_config->dtype)));
+    draft_per_block =
+        KVCache::bytes_per_block(*draft_config, ShardSpec::whole(*draft_config), o.block_size, draft_kv_dtype);
+    const int64_t rank0 = KVCache::bytes_per_block(config, ShardSpec::from_plan(plan, 0), o.block_size, kv_dtype);
     const int64_t both = o.kv_cache_bytes / (rank0 + draft_per_block);
     if (both < 1) {
       OLMO2_THROW(InputError, "--kv-cache-memory ", o.kv_cache_bytes, " bytes holds no KV block of the model (",
@@ -198,7 +205,8 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   if (rank == 0 && draft_config) {
     auto draft = std::make_unique<Olmo2Model>(
         Olmo2Model::load(o.speculative_model, ShardSpec::whole(*draft_config), o.precision, dev.device));
-    eo.proposer = std::make_shared<DraftModelProposer>(std::move(draft), eo.scheduler.num_blocks, o.block_size);
+    eo.proposer =
+        std::make_shared<DraftModelProposer>(std::move(draft), eo.scheduler.num_blocks, o.block_size, draft_kv_dtype);
     warn_if_other_tokenizer(o);
     if (draft_config->max_position_embeddings < config.max_position_embeddings) {
       std::cerr << "warning: --speculative-model holds " << draft_config->max_position_embeddings
@@ -242,7 +250,8 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
                                           s.chat_template ? &*s.chat_template : nullptr, s.chat_extra);
     std::cerr << "serving " << o.model << " as \"" << o.served_model_name << "\" on http://" << s.http->address()
-              << " (" << eo.scheduler.num_blocks << " KV blocks of " << o.block_size << " = "
+              << " (" << eo.scheduler.num_blocks << " " << dtype_name(kv_dtype) << " KV blocks of " << o.block_size
+              << " = "
               << capacity_text(s.engine->cache_capacity_tokens()) << ", " << precision_name(s.model->precision())
               << " with " << product_path << " batch-invariant products, prefix caching "
               << (s.engine->prefix_caching() ? "on"

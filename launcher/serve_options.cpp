@@ -32,6 +32,9 @@ void add_serve_options(po::options_description& d) {
       "the model's tool-call syntax, parsed into tool_calls with tool_choice auto: olmo3, hermes or none "
       "(default: the one the chat template writes)")(
       "kv-cache-memory", po::value<std::string>(), "KV-cache bytes on each rank, e.g. 512MiB, 2GiB (default 1GiB)")(
+      "kv-cache-dtype", po::value<std::string>(),
+      "KV-cache pools: auto (default: bf16 under --precision bf16, f32 under fp32), bf16 (half the bytes per "
+      "block: twice the blocks in --kv-cache-memory) or f32")(
       "block-size", po::value<int64_t>(), "positions per KV-cache block (default 16)")(
       "max-running-requests", po::value<int64_t>(), "sequences in the running batch (default 64)")(
       "max-batch-tokens", po::value<int64_t>(), "tokens per engine step: decodes + prefill chunks (default 512)")(
@@ -180,6 +183,7 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
     }
   }
   if (vm.count("precision")) o.precision = read_precision(vm["precision"].as<std::string>());
+  if (vm.count("kv-cache-dtype")) o.kv_cache_dtype = read_kv_cache_dtype(vm["kv-cache-dtype"].as<std::string>());
   if (vm.count("speculative-model")) {
     o.speculative_model = vm["speculative-model"].as<std::string>();
     if (!std::filesystem::is_regular_file(std::filesystem::path(o.speculative_model) / "config.json")) {
@@ -215,6 +219,14 @@ ServeOptions read_serve_options(const po::variables_map& vm, const char* env_api
 Precision read_precision(const std::string& text) {
   try {
     return parse_precision(text, "--precision");
+  } catch (const InputError& e) {
+    OLMO2_THROW(UsageError, e.what());
+  }
+}
+
+std::optional<DType> read_kv_cache_dtype(const std::string& text) {
+  try {
+    return parse_kv_cache_dtype(text, "--kv-cache-dtype");
   } catch (const InputError& e) {
     OLMO2_THROW(UsageError, e.what());
   }

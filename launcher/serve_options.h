@@ -42,6 +42,8 @@ struct ServeOptions {
   double shutdown_grace = 25;     ///< --shutdown-grace seconds (under Slurm's default KillWait, 30 s)
   int http_threads = 0;           ///< --http-threads (0: running + waiting + 8, at most 1024)
   std::optional<Precision> precision;  ///< --precision (unset: the checkpoint's, default_precision)
+  /// --kv-cache-dtype bf16|f32 (unset, or auto: the precision's, kv_cache_dtype)
+  std::optional<DType> kv_cache_dtype;
   /// Speculative decoding (docs/architecture.md §8): --speculative-model DIR (a draft model
   /// of the same vocabulary, on rank 0) or --speculative-ngram N (prompt lookup), each
   /// proposing up to --num-speculative-tokens K (1 … 16, default 4) per sequence and step.
@@ -70,5 +72,9 @@ ServeOptions read_serve_options(const boost::program_options::variables_map& vm,
 
 /// Parses a --precision value ("fp32" or "bf16"); UsageError naming it otherwise.
 Precision read_precision(const std::string& text);
+
+/// Parses a --kv-cache-dtype value (auto: nullopt, bf16, f32; parse_kv_cache_dtype);
+/// UsageError naming it and the choices otherwise.
+std::optional<DType> read_kv_cache_dtype(const std::string& text);
 
 }  // namespace olmo2

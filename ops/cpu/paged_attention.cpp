@@ -29,6 +29,23 @@ inline void axpy(float p, const float* __restrict v, float* __restrict o, int64_
   for (int64_t i = 0; i < n; ++i) o[i] += p * v[i];
 }
 
+// Rows of a KV pool, f32 or bf16. row() gives the f32 values of kv heads
+// [kv0, kv1) of the row at element offset `at` (indexed by the whole row's columns): an f32
+// pool's own memory, a bf16 pool's widened exactly into `scratch` (the pool's width), so a
+// bf16 pool gives the bits of an f32 pool holding the same (bf16-rounded) values.
+struct PoolRows {
+  const void* data;
+  bool bf16;
+  explicit PoolRows(const TensorView& pool)
+      : data(pool.dtype() == DType::BF16 ? pool.data() : pool.f32()), bf16(pool.dtype() == DType::BF16) {}
+  const float* row(int64_t at, int64_t kv0, int64_t kv1, int64_t hd, float* scratch) const {
+    if (!bf16) return static_cast<const float*>(data) + at;
+    const uint16_t* src = static_cast<const uint16_t*>(data) + at;
+    for (int64_t c = kv0 * hd; c < kv1 * hd; ++c) scratch[c] = bf16_to_f32(src[c]);
+    return scratch;
+  }
+};
+
 // One query row of one sequence.
 struct RowItem {
   int32_t seq;
@@ -56,6 +73,9 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   OLMO2_CHECK(block_size > 0 && k_pool.size(0) % block_size == 0, "paged attention: pool rows ",
               k_pool.size(0), " not a multiple of block size ", block_size);
   OLMO2_CHECK(window >= 0, "paged attention: window ", window, " is negative (0 means no window)");
+  OLMO2_CHECK((k_pool.dtype() == DType::F32 || k_pool.dtype() == DType::BF16) && v_pool.dtype() == k_pool.dtype(),
+              "paged attention: pools ", dtype_name(k_pool.dtype()), "/", dtype_name(v_pool.dtype()),
+              " (f32 or bf16, both the same)");
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
 
@@ -105,8 +125,8 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const int64_t n_ranges = std::clamp<int64_t>((want + n_rows - 1) / n_rows, 1, n_heads);
   const int64_t n_items = n_rows * n_ranges;
   const float* qd = q.f32();
-  const float* kd = k_pool.f32();
-  const float* vd = v_pool.f32();
+  // bf16 pools (docs/architecture.md §3.2) are read through PoolRows, widened exactly.
+  const PoolRows kd(k_pool), vd(v_pool);
   float* od = out.f32();
   const int64_t q_ld = q.stride(0), k_ld = k_pool.stride(0), v_ld = v_pool.stride(0),
                 o_ld = out.stride(0);
@@ -116,6 +136,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     // scores[(h − h0)·max_ctx + j]: scaled scores, then probabilities, of head h.
     std::vector<float> scores(static_cast<size_t>(max_ctx * ((n_heads + n_ranges - 1) / n_ranges)));
     std::vector<float> mx(static_cast<size_t>(n_heads));
+    std::vector<float> widened(static_cast<size_t>(k_pool.size(1)));  // a bf16 pool's row, as f32
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_items; ++i) {
       const RowItem& item = items[static_cast<size_t>(i / n_ranges)];
@@ -139,7 +160,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       // s_j = (q_h · k_j) / sqrt(hd), j increasing; running max per head.
       for (int h = h0; h < h1; ++h) mx[h] = -std::numeric_limits<float>::infinity();
       for (int64_t j = first; j < visible; ++j) {
-        const float* kr = kd + pool_row(j) * k_ld;
+        const float* kr = kd.row(pool_row(j) * k_ld, h0 / group, (h1 - 1) / group + 1, hd, widened.data());
         for (int h = h0; h < h1; ++h) {
           const float d = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd);
           // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
@@ -165,7 +186,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       // out_h = Σ_j p_j v_j, j increasing.
       std::fill(orow + h0 * hd, orow + h1 * hd, 0.0f);
       for (int64_t j = first; j < visible; ++j) {
-        const float* vr = vd + pool_row(j) * v_ld;
+        const float* vr = vd.row(pool_row(j) * v_ld, h0 / group, (h1 - 1) / group + 1, hd, widened.data());
         for (int h = h0; h < h1; ++h) axpy(sc(h)[j], vr + (h / group) * hd, orow + h * hd, hd);
       }
       if (act == DType::BF16)

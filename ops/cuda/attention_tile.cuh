@@ -50,6 +50,10 @@ struct TileArgs {
   int64_t k_ld;
   const float* v;
   int64_t v_ld;
+  // bf16 keys and values (a bf16 KV cache, docs/architecture.md §3.2), read instead of k
+  // and v when k16 is set (same strides), widened exactly: the bits of f32 pools holding them.
+  const unsigned short* k16;
+  const unsigned short* v16;
   float* out;
   int64_t o_ld;
   int hd;
@@ -142,8 +146,10 @@ __global__ void __launch_bounds__(32 * WARPS) attention_tile_kernel(TileArgs a) 
         float kx = 0.0f, vx = 0.0f;
         if (p >= kfirst && p < kend) {
           const int64_t row = table ? static_cast<int64_t>(table[p / a.block_size]) * a.block_size + p % a.block_size : p;
-          kx = a.k[row * a.k_ld + static_cast<int64_t>(kvh) * hd + d];
-          if (use_v) vx = a.v[row * a.v_ld + static_cast<int64_t>(kvh) * hd + d];
+          const int64_t kat = row * a.k_ld + static_cast<int64_t>(kvh) * hd + d;
+          const int64_t vat = row * a.v_ld + static_cast<int64_t>(kvh) * hd + d;
+          kx = a.k16 ? __bfloat162float(__ushort_as_bfloat16(a.k16[kat])) : a.k[kat];
+          if (use_v) vx = a.k16 ? __bfloat162float(__ushort_as_bfloat16(a.v16[vat])) : a.v[vat];
         }
         ks[c * (hd + 1) + d] = kx;
         if (use_v) vs[c * kVStride + d] = vx;

@@ -89,7 +89,8 @@ UploadCache& descriptors() {
 void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                            int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
                            int n_kv_heads, const TensorView& out, DType act, int64_t window) {
-  // The checks of ops::cpu::paged_attention, in its order, plus f32 CUDA views.
+  // The checks of ops::cpu::paged_attention, in its order, plus CUDA views (f32; the pools
+  // f32 or bf16).
   OLMO2_CHECK(q.dim() == 2 && k_pool.dim() == 2 && v_pool.dim() == 2 && out.dim() == 2,
               "paged attention wants 2-d views, got q ", q.shape_str(), " k_pool ", k_pool.shape_str(), " v_pool ",
               v_pool.shape_str(), " out ", out.shape_str());
@@ -101,10 +102,14 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
               "paged attention: q ", q.shape_str(), " k_pool ", k_pool.shape_str(), " v_pool ", v_pool.shape_str(),
               " out ", out.shape_str(), " heads ", n_heads, "/", n_kv_heads);
   for (const TensorView* t : {&q, &k_pool, &v_pool, &out}) {
-    OLMO2_CHECK(t->dtype() == DType::F32 && t->device() == Device::CUDA && t->stride(1) == 1,
-                "paged attention wants f32 CUDA views with contiguous rows, got ", dtype_name(t->dtype()), " ",
-                t->shape_str());
+    const bool pool = t == &k_pool || t == &v_pool;
+    OLMO2_CHECK((t->dtype() == DType::F32 || (pool && t->dtype() == DType::BF16)) && t->device() == Device::CUDA &&
+                    t->stride(1) == 1,
+                "paged attention wants f32 CUDA views (bf16 pools too) with contiguous rows, got ",
+                dtype_name(t->dtype()), " ", t->shape_str());
   }
+  OLMO2_CHECK(v_pool.dtype() == k_pool.dtype(), "paged attention: pools ", dtype_name(k_pool.dtype()), "/",
+              dtype_name(v_pool.dtype()), " (f32 or bf16, both the same)");
   OLMO2_CHECK(block_size > 0 && k_pool.size(0) % block_size == 0, "paged attention: pool rows ", k_pool.size(0),
               " not a multiple of block size ", block_size);
   OLMO2_CHECK(act == DType::F32 || act == DType::BF16, "paged attention: act ", dtype_name(act));
@@ -166,8 +171,14 @@ void cuda::paged_attention(const TensorView& q, const TensorView& k_pool, const 
   {
     attention_detail::TileArgs a{};
     a.q = static_cast<const float*>(q.data()), a.q_ld = q.stride(0);
-    a.k = static_cast<const float*>(k_pool.data()), a.k_ld = k_pool.stride(0);
-    a.v = static_cast<const float*>(v_pool.data()), a.v_ld = v_pool.stride(0);
+    a.k_ld = k_pool.stride(0), a.v_ld = v_pool.stride(0);
+    if (k_pool.dtype() == DType::BF16) {
+      a.k16 = static_cast<const unsigned short*>(k_pool.data());
+      a.v16 = static_cast<const unsigned short*>(v_pool.data());
+    } else {
+      a.k = static_cast<const float*>(k_pool.data());
+      a.v = static_cast<const float*>(v_pool.data());
+    }
     a.out = static_cast<float*>(out.data()), a.o_ld = out.stride(0);
     a.hd = static_cast<int>(hd), a.group = n_heads / n_kv_heads;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));

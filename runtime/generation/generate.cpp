@@ -77,12 +77,14 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 }
 
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
-                        const SamplingParams& sampling, const ParallelContext& ctx, const GenerateTrace& trace) {
+                        const SamplingParams& sampling, const ParallelContext& ctx, const GenerateTrace& trace,
+                        std::optional<DType> kv_dtype) {
   const ModelConfig& c = model.config();
   check_generate_request(c, prompt, max_tokens);
   validate(sampling);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_tokens;
-  const KVCache cache = KVCache::contiguous(c, model.shard(), capacity, 16, model.device());
+  const KVCache cache = KVCache::contiguous(c, model.shard(), capacity, 16, model.device(),
+                                            kv_cache_dtype(kv_dtype, model.precision()));
   // Every KV group its own consecutive blocks, nothing released (docs/architecture.md §8).
   const std::vector<int32_t> table = cache.contiguous_table(capacity);
   parallel::Communicator* pp = ctx.pipeline();

@@ -69,9 +69,12 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 /// every rank of trace.world sends its pieces to world rank 0, whose ActivationStore
 /// fills the result's `activations`. Throws Error when trace.world is null in a sharded
 /// layout, CollectiveTimeout when a peer never joins a gather.
+///
+/// `kv_dtype`: the KV cache's pools, f32 or bf16 (--kv-cache-dtype; nullopt: auto, the
+/// model's precision's: kv_cache_dtype, docs/architecture.md §3.2).
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
                         const SamplingParams& sampling, const ParallelContext& ctx = {},
-                        const GenerateTrace& trace = {});
+                        const GenerateTrace& trace = {}, std::optional<DType> kv_dtype = std::nullopt);
 
 /// The checks generate_greedy makes before any work (request_rules.h: empty prompt, ids outside the
 /// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a

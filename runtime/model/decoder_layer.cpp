@@ -42,6 +42,20 @@ namespace {
 using layer_parts::copy_of;
 using layer_parts::sized;
 
+/// Rows of a KV-cache pool as f32 (`view`): the pool's own memory when f32, else (bf16
+/// pools) widened exactly into `owned` on its device.
+struct F32Rows {
+  Tensor owned;
+  TensorView view;
+};
+F32Rows f32_rows(const TensorView& rows) {
+  if (rows.dtype() == DType::F32) return {Tensor{}, rows};
+  F32Rows r{Tensor::zeros({rows.size(0), rows.size(1)}, DType::F32, rows.device()), {}};
+  ops::copy(rows, r.owned.view());
+  r.view = r.owned.view();
+  return r;
+}
+
 /// Hands the attention of each sequence whose probabilities the tap reads to it: its
 /// queries and the keys its window sees, from its own rows (no cache) or gathered from the cache
 /// (after this layer wrote its new keys there).
@@ -60,9 +74,10 @@ void tap_attention(const LayerContext& ctx, int64_t layer, const PackedTokens& p
     const size_t group = static_cast<size_t>(cache.group(layer));
     const int64_t first = window > 0 ? std::max<int64_t>(0, start - window + 1) : 0, m = start + n - first;
     const Tensor index = cache.rows_of(kv->block_tables[group][i], first, m);
-    Tensor keys = Tensor::zeros({m, cache.keys(layer).size(1)}, DType::F32, q.device());
-    ops::gather_rows(cache.keys(layer), index.view(), keys.view());
-    tap.attention(global, where, i, packed.rows_of(q, i), keys.view(), first, window);
+    Tensor gathered = Tensor::zeros({m, cache.keys(layer).size(1)}, cache.dtype(), q.device());
+    ops::gather_rows(cache.keys(layer), index.view(), gathered.view());
+    const F32Rows keys = f32_rows(gathered.view());
+    tap.attention(global, where, i, packed.rows_of(q, i), keys.view, first, window);
   }
 }
 
@@ -111,8 +126,11 @@ void attend(const LayerContext& ctx, int64_t layer, const PackedTokens& packed, 
     const int64_t n = packed.offset[i + 1] - packed.offset[i], first = kv->contiguous[group][i];
     if (!options.batch_invariant && first >= 0) {  // consecutive blocks: one BLAS attention over the rows
       const int64_t end = first + packed.start[i] + n;
-      ops::causal_attention(packed.rows_of(q, i), cache.keys(layer).rows(first, end),
-                            cache.values(layer).rows(first, end), nh, nkv, packed.rows_of(out, i), act, window);
+      // bf16 pools (docs/architecture.md §3.2): the rows widened exactly to f32 first.
+      const F32Rows keys = f32_rows(cache.keys(layer).rows(first, end));
+      const F32Rows values = f32_rows(cache.values(layer).rows(first, end));
+      ops::causal_attention(packed.rows_of(q, i), keys.view, values.view, nh, nkv, packed.rows_of(out, i), act,
+                            window);
     } else {
       paged.push_back({packed.offset[i], n, packed.start[i], tables[i]});
     }

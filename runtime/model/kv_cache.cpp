@@ -17,17 +17,26 @@ std::vector<int64_t> local_slots(const KVLayout& layout, const ShardSpec& shard)
   slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
   return slots;
 }
+
+/// f32 or bf16; InputError naming `dtype` otherwise.
+void check_pool_dtype(DType dtype) {
+  if (dtype != DType::F32 && dtype != DType::BF16) {
+    OLMO2_THROW(InputError, "the KV cache holds f32 or bf16, not ", dtype_name(dtype));
+  }
+}
 }  // namespace
 
-KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size, Device device)
-    : num_blocks_(num_blocks), block_size_(block_size), device_(device), layout_(c), shard_(shard) {
+KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_blocks, int64_t block_size, Device device,
+                 DType dtype)
+    : num_blocks_(num_blocks), block_size_(block_size), device_(device), dtype_(dtype), layout_(c), shard_(shard) {
   if (num_blocks < 1) OLMO2_THROW(InputError, "the KV cache needs at least one block, got ", num_blocks);
   if (block_size < 1) OLMO2_THROW(InputError, "KV block size must be ≥ 1, got ", block_size);
+  check_pool_dtype(dtype);
   const int64_t width = shard.kv_heads.size() * c.head_dim;
   const std::vector<int64_t> slots = local_slots(layout_, shard);
   for (size_t i = 0; i < slots.size(); ++i) {
-    k_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
-    v_.push_back(Tensor::zeros({num_blocks * block_size, width}, DType::F32, device));
+    k_.push_back(Tensor::zeros({num_blocks * block_size, width}, dtype, device));
+    v_.push_back(Tensor::zeros({num_blocks * block_size, width}, dtype, device));
   }
   for (int64_t i = 0; i < shard.layer_count(); ++i) {
     const auto at = std::lower_bound(slots.begin(), slots.end(), layout_.slot_of(shard.global_layer(i)));
@@ -36,9 +45,10 @@ KVCache::KVCache(const ModelConfig& c, const ShardSpec& shard, int64_t num_block
 }
 
 KVCache KVCache::contiguous(const ModelConfig& c, const ShardSpec& shard, int64_t capacity, int64_t block_size,
-                            Device device) {
+                            Device device, DType dtype) {
   const int64_t groups = KVLayout(c).groups();
-  return KVCache(c, shard, groups * std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size, device);
+  return KVCache(c, shard, groups * std::max<int64_t>(1, blocks_for(capacity, block_size)), block_size, device,
+                 dtype);
 }
 
 std::vector<int32_t> KVCache::contiguous_table(int64_t positions) const {
@@ -61,10 +71,10 @@ std::vector<int32_t> KVCache::consecutive_blocks(int64_t positions, int64_t bloc
   return table;
 }
 
-int64_t KVCache::bytes_per_block(const ModelConfig& c, const ShardSpec& shard, int64_t block_size) {
+int64_t KVCache::bytes_per_block(const ModelConfig& c, const ShardSpec& shard, int64_t block_size, DType dtype) {
+  check_pool_dtype(dtype);
   const int64_t slots = static_cast<int64_t>(local_slots(KVLayout(c), shard).size());
-  return 2 * slots * shard.kv_heads.size() * c.head_dim * block_size *
-         static_cast<int64_t>(sizeof(float));
+  return 2 * slots * shard.kv_heads.size() * c.head_dim * block_size * static_cast<int64_t>(dtype_size(dtype));
 }
 
 Tensor KVCache::rows_of(std::span<const int32_t> table, int64_t start, int64_t n) const {
@@ -97,8 +107,20 @@ int64_t KVCache::contiguous_rows(std::span<const int32_t> table, int64_t n) cons
 }
 
 void KVCache::write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const {
-  ops::scatter_rows(k, rows, keys(layer));
-  ops::scatter_rows(v, rows, values(layer));
+  if (dtype_ == DType::F32) {
+    ops::scatter_rows(k, rows, keys(layer));
+    ops::scatter_rows(v, rows, values(layer));
+    return;
+  }
+  // bf16 pools: the rows rounded (nearest even) on the cache's device, then scattered.
+  const auto rounded_into = [&](const TensorView& src, const TensorView& pool) {
+    OLMO2_CHECK(src.dim() == 2, "KV cache write: keys/values ", src.shape_str(), " are not 2-d");
+    Tensor rounded = Tensor::zeros({src.size(0), src.size(1)}, DType::BF16, device_);
+    ops::copy(src, rounded.view());
+    ops::scatter_rows(rounded.view(), rows, pool);
+  };
+  rounded_into(k, keys(layer));
+  rounded_into(v, values(layer));
 }
 
 void KVCache::copy_blocks(std::span<const BlockCopy> copies) const {

@@ -26,7 +26,8 @@ struct BlockCopy {
 
 /// What one rank stores for its layers and kv heads: per KV slot its local layers use
 /// (KVLayout; with one group a slot is a layer), keys and values
-/// [num_blocks·block_size, KV_local·hd] f32 on one device (the model's). A sequence's
+/// [num_blocks·block_size, KV_local·hd] of one dtype, f32 or bf16 (--kv-cache-dtype,
+/// docs/architecture.md §3.2), on one device (the model's). A sequence's
 /// block table is its G group tables (G = KVLayout::groups()) of equal length n, group
 /// after group: group k's table is entries k·n … (k+1)·n − 1 (group_table); with one
 /// group it is the plain table. Position p of a sequence lives, for a layer of group k,
@@ -36,16 +37,17 @@ struct BlockCopy {
 /// the same block count; the block tables stay on the host.
 class KVCache {
  public:
-  /// The pools on `device` (zero-filled). Throws InputError for num_blocks < 1 or
-  /// block_size < 1; Error when the device is out of memory.
+  /// The pools, of `dtype` (f32 or bf16), on `device` (zero-filled). Throws InputError
+  /// for num_blocks < 1, block_size < 1 or another dtype; Error when the device is out of
+  /// memory.
   KVCache(const ModelConfig& config, const ShardSpec& shard, int64_t num_blocks, int64_t block_size,
-          Device device = Device::CPU);
+          Device device = Device::CPU, DType dtype = DType::F32);
 
   /// A cache for one sequence of up to `capacity` positions in blocks of `block_size`:
   /// G·max(1, blocks_for(capacity)) blocks, to be used with contiguous_table(capacity)
   /// as its table (with one group: consecutive_blocks(capacity, block_size)).
   static KVCache contiguous(const ModelConfig& config, const ShardSpec& shard, int64_t capacity,
-                            int64_t block_size = 16, Device device = Device::CPU);
+                            int64_t block_size = 16, Device device = Device::CPU, DType dtype = DType::F32);
   /// The block table 0, 1, …, blocks_for(positions) − 1.
   static std::vector<int32_t> consecutive_blocks(int64_t positions, int64_t block_size);
   /// The table of one sequence of `positions` positions in a contiguous() cache: with
@@ -57,14 +59,18 @@ class KVCache {
   /// outside 0 … groups − 1.
   static std::span<const int32_t> group_table(std::span<const int32_t> table, int64_t groups, int64_t group);
 
-  /// Bytes one block id takes on a rank holding `shard`: 2 (k, v) · (KV slots its layers
-  /// use) · KV_local · hd · block_size · 4 (with one group the slots are its layers).
-  static int64_t bytes_per_block(const ModelConfig& config, const ShardSpec& shard, int64_t block_size);
+  /// Bytes one block id takes on a rank holding `shard` with pools of `dtype`: 2 (k, v) ·
+  /// (KV slots its layers use) · KV_local · hd · block_size · (4 for f32, 2 for bf16) (with
+  /// one group the slots are its layers). InputError for a dtype other than f32 or bf16.
+  static int64_t bytes_per_block(const ModelConfig& config, const ShardSpec& shard, int64_t block_size,
+                                 DType dtype);
 
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
   /// Where the pools live.
   Device device() const { return device_; }
+  /// The pools' dtype: f32 or bf16.
+  DType dtype() const { return dtype_; }
   /// The model's KV groups.
   const KVLayout& layout() const { return layout_; }
   /// KV group of local layer `layer` (0 = the shard's first layer).
@@ -85,8 +91,9 @@ class KVCache {
   /// group's.
   int64_t contiguous_rows(std::span<const int32_t> table, int64_t n) const;
 
-  /// Writes k, v [n, KV_local·hd] into local layer `layer` at the pool rows `rows`
-  /// ([n] i32, from rows_of). ShapeError on mismatched shapes.
+  /// Writes k, v [n, KV_local·hd] f32 into local layer `layer` at the pool rows `rows`
+  /// ([n] i32, from rows_of); bf16 pools get them rounded to nearest even (ops::copy, as
+  /// torch's .to(torch.bfloat16)). ShapeError on mismatched shapes.
   void write(int64_t layer, const TensorView& rows, const TensorView& k, const TensorView& v) const;
 
   /// Applies `copies` in order: for each, the block_size rows of block dst in every local
@@ -99,6 +106,7 @@ class KVCache {
   size_t pool(int64_t layer) const { return pool_of_[static_cast<size_t>(layer)]; }
   int64_t num_blocks_, block_size_;
   Device device_ = Device::CPU;
+  DType dtype_ = DType::F32;
   KVLayout layout_;
   ShardSpec shard_;  // which model layers the local layer indices are
   std::vector<size_t> pool_of_;  // per local layer: its slot's index in k_, v_

@@ -2,6 +2,7 @@
 // products, statistics and activations, in training and serving alike.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "ops/dtype.h"
@@ -35,6 +36,18 @@ inline DType activation_dtype_of(Precision p) { return p == Precision::BF16 ? DT
 /// for f32 and f16 ones.
 inline Precision default_precision(DType checkpoint_dtype) {
   return checkpoint_dtype == DType::BF16 ? Precision::BF16 : Precision::FP32;
+}
+
+/// Parses a --kv-cache-dtype value: "auto" (nullopt: the compute precision's, see
+/// kv_cache_dtype), "bf16" or "f32". InputError naming `what`, the text and the choices
+/// for anything else ("f16" included: the KV cache holds f32 or bf16).
+std::optional<DType> parse_kv_cache_dtype(const std::string& text, const std::string& what);
+
+/// The dtype of the KV-cache pools (docs/architecture.md §3.2): `choice`, or for auto
+/// (nullopt) the compute precision's — bf16 pools under bf16, whose keys and values are
+/// bf16-rounded already, so the pools change no bit; f32 pools under fp32.
+inline DType kv_cache_dtype(std::optional<DType> choice, Precision p) {
+  return choice.value_or(activation_dtype_of(p));
 }
 
 }  // namespace olmo2

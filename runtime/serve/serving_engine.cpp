@@ -81,7 +81,8 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
       metrics_(metrics),
       opt_(options),
       ranks_(ranks),
-      cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size, model.device()) {
+      cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size, model.device(),
+             kv_cache_dtype(options.kv_dtype, model.precision())) {
   if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
   // The model's KV groups decide which blocks the scheduler may release (docs/architecture.md §8).
   opt_.scheduler.group_windows = cache_.layout().windows();

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "monitoring/serve_metrics.h"
@@ -41,6 +42,9 @@ struct EngineOptions {
   /// scheduler.num_speculative_tokens (1 … 16) at most per sequence and step. Null: none
   /// (num_speculative_tokens is then ignored).
   std::shared_ptr<Proposer> proposer;
+  /// The KV cache's pools, f32 or bf16 (--kv-cache-dtype); nullopt: the model's
+  /// precision's (kv_cache_dtype, docs/architecture.md §3.2).
+  std::optional<DType> kv_dtype;
 };
 
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "runtime/model/decoder_layer.h"
+#include "runtime/model/kv_cache.h"
 #include "runtime/model/precision.h"
 
 #include "runtime/train/zero_units.h"
@@ -299,6 +300,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanOptions& o) {
     if (o.serve) {
       m.weights = (rp.parameters + rp.padding_elements) * static_cast<int64_t>(dtype_size(o.serve_dtype));
       m.kv_cache = o.kv_cache_bytes;
+      m.kv_block_bytes = KVCache::bytes_per_block(c, ShardSpec::from_plan(plan, rp.rank), o.kv_block_size,
+                                                  o.kv_cache_dtype);
       m.working_phase = "not modelled for serving";
     } else {
       plan_training_rank(c, o, plan, rp, out.micro_batches, m);
@@ -306,6 +309,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanOptions& o) {
     m.total = m.runtime + m.weights + m.master_weights + m.gradients + m.optimizer + m.comm_buffers + m.kv_cache +
               m.activations + m.working;
     out.ranks.push_back(std::move(m));
+  }
+  if (o.serve) {  // every rank's pool has the fullest rank's block count (as serve)
+    int64_t per_block = 1;
+    for (const RankMemory& m : out.ranks) per_block = std::max(per_block, m.kv_block_bytes);
+    out.kv_blocks = o.kv_cache_bytes / per_block;
   }
   return out;
 }

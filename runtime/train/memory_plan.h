@@ -39,6 +39,10 @@ struct MemoryPlanOptions {
   bool serve = false;
   DType serve_dtype = DType::BF16;
   int64_t kv_cache_bytes = 0;
+  /// The KV pools' dtype (--kv-cache-dtype, docs/architecture.md §3.2) and block size
+  /// (serve's default), for the block count `kv_cache_bytes` holds.
+  DType kv_cache_dtype = DType::F32;
+  int64_t kv_block_size = 16;
   /// Bytes every process holds besides the model's state (binary, libraries, OpenBLAS and
   /// MPI buffers, the data loader); −1: runtime_baseline_bytes(device).
   int64_t runtime_bytes = -1;
@@ -66,6 +70,7 @@ struct RankMemory {
   std::string working_phase;           ///< which transient is the largest (a short phrase)
   int64_t comm_buffers = 0;            ///< pipeline receive buffers and (--overlap) the DP gradient buckets
   int64_t kv_cache = 0;                ///< serving only
+  int64_t kv_block_bytes = 0;          ///< serving: one KV block id's bytes (KVCache::bytes_per_block)
   int64_t runtime = 0;                 ///< the process baseline
   int64_t total = 0;
   int64_t sent_tp = 0, sent_pp = 0, sent_dp = 0;  ///< bytes this rank sends per step in each group
@@ -84,6 +89,9 @@ void check_plan_options(const MemoryPlanOptions& options);
 struct MemoryPlan {
   MemoryPlanOptions options;
   int64_t micro_batches = 1;  ///< per DP rank per step
+  /// Serving: the KV blocks of every rank's pool, what the fullest rank holds in
+  /// kv_cache_bytes (as `olmo2 serve` counts them); 0 when that is not even one.
+  int64_t kv_blocks = 0;
   std::vector<RankMemory> ranks;
   /// The rank with the largest total (the first of equals).
   const RankMemory& largest() const;

@@ -74,7 +74,14 @@ TEST(CliGenerate, PrecisionDefaultsToTheCheckpointsAndCanBeChosen) {
   auto r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["output_ids"], ref["greedy_ids"]);
+  // The KV cache in f32 under bf16 (--kv-cache-dtype; auto is bf16 there): the same tokens.
+  r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args + " --kv-cache-dtype f32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"], ref["greedy_ids"]);
   r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args + " --precision fp32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 8u);
+  r = run_olmo2("generate --model " + kFixtures + "/gqa-bf16" + args + " --precision fp32 --kv-cache-dtype bf16");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 8u);
   r = run_olmo2("generate --model " + kFixtures + "/mha-f32 --prompt-ids 1,2,3 --max-tokens 4 --format json"
@@ -159,6 +166,10 @@ TEST(CliErrors, BadCommandLinesExitTwoWithOneLine) {
   expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --precision fp16"), 2,
                         "--precision must be fp32 or bf16, got \"fp16\"");
   expect_one_line_error(run_olmo2("serve" + m + " --precision BF16"), 2, "--precision must be fp32 or bf16, got \"BF16\"");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --kv-cache-dtype f16"), 2,
+                        "--kv-cache-dtype must be auto, bf16 or f32, got \"f16\"");
+  expect_one_line_error(run_olmo2("serve" + m + " --kv-cache-dtype F32"), 2,
+                        "--kv-cache-dtype must be auto, bf16 or f32, got \"F32\"");
   expect_one_line_error(run_olmo2("info"), 2, "--model DIR is required");
   expect_one_line_error(run_olmo2("serv" + m), 2, "unknown subcommand \"serv\" (expected info, plan, generate, trace, train, serve or tokenize)");
   expect_one_line_error(run_olmo2("serve"), 2, "serve: --model DIR is required");

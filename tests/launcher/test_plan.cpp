@@ -57,6 +57,32 @@ TEST(PlanCli, JsonIsOneObjectWhosePartsAddUp) {
   EXPECT_TRUE(j.at("fits").is_null());
 }
 
+// Serving: the KV cache's dtype and block count, as serve counts them (docs/architecture.md
+// §3.2, §8). OLMo 2 7B: 32 layers of 32 kv heads of 128; at tp 2 a rank holds 16 of them,
+// so a block of 16 positions takes 2·32·16·128·16·4 = 8 MiB in f32, 4 MiB in bf16.
+TEST(PlanCli, ServingNamesTheKvDtypeAndTheBlocksOfTheCache) {
+  const std::string serve = "plan --model " + k7B + " --seq-len 16 --serve --tp 2 --kv-cache-memory 1GiB";
+  auto r = test::run_olmo2(serve + " --precision bf16");  // auto: bf16
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("KV cache 1.07 GB: 256 bf16 blocks of 16"));
+  EXPECT_THAT(r.out, HasSubstr("4194304 bytes"));
+  r = test::run_olmo2(serve + " --precision bf16 --kv-cache-dtype f32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("KV cache 1.07 GB: 128 f32 blocks of 16"));
+  r = test::run_olmo2(serve + " --format json");  // fp32: auto is f32
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j.at("kv_cache_dtype"), "f32");
+  EXPECT_EQ(j.at("kv_blocks"), 128);
+  EXPECT_EQ(j.at("ranks").at(1).at("kv_block_bytes"), 8 << 20);
+  r = test::run_olmo2(serve + " --format json --kv-cache-dtype bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j.at("kv_cache_dtype"), "bf16");
+  EXPECT_EQ(j.at("kv_blocks"), 256);
+  EXPECT_EQ(j.at("ranks").at(0).at("kv_block_bytes"), 4 << 20);
+}
+
 TEST(PlanCli, APlanThatDoesNotFitExitsOneNamingTheRank) {
   const auto r = test::run_olmo2("plan --model " + k7B + " --seq-len 4096 --memory-per-rank 80GB");
   EXPECT_EQ(r.status, 1);
@@ -78,6 +104,8 @@ TEST(PlanCli, BadInputIsOneLineNamingTheOption) {
       {"--seq-len 16 --memory-per-rank lots", "--memory-per-rank", 2},
       {"--seq-len 16 --memory-per-rank 0x10GB", "--memory-per-rank", 2},
       {"--seq-len 16 --format xml", "--format must be text or json", 2},
+      {"--seq-len 16 --kv-cache-dtype bf16", "--kv-cache-dtype plans serving: give --serve too", 2},
+      {"--seq-len 16 --serve --kv-cache-dtype f16", "--kv-cache-dtype must be auto, bf16 or f32, got \"f16\"", 2},
       {"", "--seq-len is required", 2}};
   for (const auto& [args, what, status] : cases) {
     const auto r = test::run_olmo2("plan --model " + k7B + " " + args);

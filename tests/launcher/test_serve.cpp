@@ -177,6 +177,25 @@ TEST(Serve, SixtyFourConcurrentRequestsGetWhatTheyGetAlone) {
   EXPECT_EQ(m.at("olmo2_serve_running_requests"), 0);
 }
 
+// A bf16 KV cache (--kv-cache-dtype, docs/architecture.md §3.2): half the bytes per
+// block, so 256 KiB holds 64 blocks of 16 (2 layers · 2 kv heads of 16 · 2 bytes · 2 · 16
+// = 4 KiB) instead of 32; under bf16 (auto: bf16 pools) every answer, log-probabilities
+// included, is the one f32 pools give.
+TEST(Serve, Bf16KvCacheHoldsTwiceTheBlocksAndAnswersAsF32PoolsUnderBf16) {
+  Server f32(model().path, "--precision bf16 --kv-cache-dtype f32 --kv-cache-memory 256KiB");
+  Server bf16(model().path, "--precision bf16 --kv-cache-memory 256KiB");
+  EXPECT_THAT(f32.log(), HasSubstr("(32 f32 KV blocks of 16"));
+  EXPECT_THAT(bf16.log(), HasSubstr("(64 bf16 KV blocks of 16"));
+  for (const char* prompt : {"\"Once upon a time\"", "\"The capital of France is\""}) {
+    const std::string body = greedy(prompt, 24, R"(,"logprobs":3)");
+    const auto [s0, want] = f32.complete(body);
+    const auto [s1, got] = bf16.complete(body);
+    ASSERT_EQ(s0, 200) << want;
+    ASSERT_EQ(s1, 200) << got;
+    EXPECT_EQ(got["choices"], want["choices"]) << prompt;
+  }
+}
+
 TEST(Serve, PrefixCachingGivesTheSameBits) {
   const std::vector<std::string> bodies = test::shared_prefix_bodies();
   Server on(model().path, ""), off(model().path, "--no-prefix-caching");

@@ -3,8 +3,11 @@
 // copies apply in order, bad ids change nothing; a sequence continued from a copied
 // partial block gets bit-identical logits; and the same copies on the device (label gpu,
 // and on the emulated device, label unit, where they run through ops::copy like a GPU's).
+// With bf16 pools (docs/architecture.md §3.2) too, whose write rounds to nearest even.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -38,19 +41,38 @@ std::vector<std::vector<float>> host_pools(const KVCache& cache, int64_t layers)
   return out;
 }
 
-/// A cache of 8 blocks of 4 on `device` whose every element is distinct (its index, by
-/// pool), written through KVCache::write.
-KVCache filled_cache(Device device) {
+/// x rounded to the nearest bf16 number, ties to the even one: the nearer of the two bf16
+/// numbers around x (its bits truncated, and the next one), by the values' distance.
+float nearest_bf16(float x) {
+  const uint32_t lo = std::bit_cast<uint32_t>(x) & 0xffff0000u;
+  const float a = std::bit_cast<float>(lo), b = std::bit_cast<float>(lo + 0x10000u);
+  const double da = std::abs(double{x} - a), db = std::abs(double{x} - b);
+  if (da != db) return da < db ? a : b;
+  return (lo & 0x10000u) ? b : a;
+}
+
+/// Element i of layer l's keys (values: negated). f32 pools: its index, distinct. bf16
+/// pools: distinct bf16 numbers (1 + i/128 … scaled by layer) plus, by i % 4, nothing, half
+/// a bf16 step (a tie), just under and just over it, so that writing rounds them.
+float element(int64_t l, int64_t i, DType dtype) {
+  if (dtype == DType::F32) return static_cast<float>(l * 100000 + i);
+  const uint32_t low[4] = {0x0000u, 0x8000u, 0x7fffu, 0x8001u};
+  return std::bit_cast<float>(static_cast<uint32_t>((0x3c00 + l * 2048 + i) << 16) | low[i % 4]);
+}
+
+/// A cache of 8 blocks of 4 on `device` with `dtype` pools whose every element is distinct
+/// (element()), written through KVCache::write.
+KVCache filled_cache(Device device, DType dtype = DType::F32) {
   const ModelConfig c = config();
   const ShardSpec shard = ShardSpec::whole(c);
-  KVCache cache(c, shard, 8, 4, device);
+  KVCache cache(c, shard, 8, 4, device, dtype);
   const int64_t width = c.num_key_value_heads * c.head_dim, rows = 32;
   const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Tensor k = Tensor::zeros({rows, width}), v = Tensor::zeros({rows, width});
     for (int64_t i = 0; i < rows * width; ++i) {
-      k.f32()[i] = static_cast<float>(l * 100000 + i);
-      v.f32()[i] = static_cast<float>(-(l * 100000 + i));
+      k.f32()[i] = element(l, i, dtype);
+      v.f32()[i] = -element(l, i, dtype);
     }
     Tensor kd = Tensor::zeros({rows, width}, DType::F32, device), vd = Tensor::zeros({rows, width}, DType::F32, device);
     ops::copy(k.view(), kd.view());
@@ -60,9 +82,17 @@ KVCache filled_cache(Device device) {
   return cache;
 }
 
-void expect_copies_applied_in_order(Device device) {
-  const KVCache cache = filled_cache(device);
+void expect_copies_applied_in_order(Device device, DType dtype = DType::F32) {
+  const KVCache cache = filled_cache(device, dtype);
+  ASSERT_EQ(cache.keys(0).dtype(), dtype);
   const std::vector<std::vector<float>> before = host_pools(cache, 2);
+  for (size_t pool = 0; pool < before.size(); ++pool) {  // what write stored: the values, rounded
+    const int64_t l = static_cast<int64_t>(pool / 2);
+    for (size_t i = 0; i < before[pool].size(); ++i) {
+      const float x = (pool % 2 ? -1.0f : 1.0f) * element(l, static_cast<int64_t>(i), dtype);
+      ASSERT_EQ(before[pool][i], dtype == DType::F32 ? x : nearest_bf16(x)) << "pool " << pool << " element " << i;
+    }
+  }
   // 2 → 5, then 5 → 1: block 1 ends as block 2 was (in order), 6 as block 0.
   const std::vector<BlockCopy> copies = {{2, 5}, {5, 1}, {0, 6}};
   cache.copy_blocks(copies);
@@ -86,9 +116,14 @@ void expect_copies_applied_in_order(Device device) {
 
 TEST(KVCacheCopy, CopiesEveryLayersKeysAndValuesInOrder) { expect_copies_applied_in_order(Device::CPU); }
 
+TEST(KVCacheCopy, Bf16PoolsRoundWhatIsWrittenAndCopyInOrder) {
+  expect_copies_applied_in_order(Device::CPU, DType::BF16);
+}
+
 TEST(KVCacheCopy, OnTheDevice) {
   OLMO2_REQUIRE_DEVICE();
   expect_copies_applied_in_order(Device::CUDA);
+  expect_copies_applied_in_order(Device::CUDA, DType::BF16);
 }
 
 TEST(KVCacheCopy, AForkContinuesFromACopiedPartialBlockBitIdentically) {

@@ -103,9 +103,13 @@ TEST(KVCacheGroups, LayersOfOneSlotShareAPoolAndABlockCostsTheSlotsUsed) {
   EXPECT_NE(cache.keys(0).data(), cache.keys(2).data());
   EXPECT_EQ(cache.keys(0).shape(), (std::vector<int64_t>{24, 16}));
   // 2 (k, v) · 2 slots · 2 kv heads · 8 · 4 positions · 4 bytes; OLMo 2's 4 layers: twice that.
-  EXPECT_EQ(KVCache::bytes_per_block(c, ShardSpec::whole(c), 4), 2 * 2 * 2 * 8 * 4 * 4);
-  EXPECT_EQ(KVCache::bytes_per_block(config({F, F, F, F}), ShardSpec::whole(c), 4), 2 * 4 * 2 * 8 * 4 * 4);
-  EXPECT_EQ(KVCache::bytes_per_block(config({}), ShardSpec::whole(config({})), 4), 2 * 2 * 2 * 8 * 4 * 4);
+  EXPECT_EQ(KVCache::bytes_per_block(c, ShardSpec::whole(c), 4, DType::F32), 2 * 2 * 2 * 8 * 4 * 4);
+  EXPECT_EQ(KVCache::bytes_per_block(config({F, F, F, F}), ShardSpec::whole(c), 4, DType::F32),
+            2 * 4 * 2 * 8 * 4 * 4);
+  EXPECT_EQ(KVCache::bytes_per_block(config({}), ShardSpec::whole(config({})), 4, DType::F32), 2 * 2 * 2 * 8 * 4 * 4);
+  // bf16 pools (--kv-cache-dtype, docs/architecture.md §3.2): 2 bytes an element, half.
+  EXPECT_EQ(KVCache::bytes_per_block(c, ShardSpec::whole(c), 4, DType::BF16), 2 * 2 * 2 * 8 * 4 * 2);
+  EXPECT_THROW(KVCache::bytes_per_block(c, ShardSpec::whole(c), 4, DType::F16), InputError);
 }
 
 TEST(KVCacheGroups, APipelineStageKeepsThePoolsOfTheSlotsItsLayersUse) {
@@ -117,8 +121,8 @@ TEST(KVCacheGroups, APipelineStageKeepsThePoolsOfTheSlotsItsLayersUse) {
   EXPECT_EQ((std::vector<int64_t>{cache.group(0), cache.group(1), cache.group(2)}), (std::vector<int64_t>{2, 2, 0}));
   EXPECT_EQ(cache.keys(1).data(), cache.keys(2).data());  // layers 4 and 5: slot 1
   EXPECT_NE(cache.keys(0).data(), cache.keys(1).data());
-  EXPECT_EQ(KVCache::bytes_per_block(c, late, 4), 2 * 2 * 2 * 8 * 4 * 4);
-  EXPECT_EQ(KVCache::bytes_per_block(c, first, 4), 2 * 1 * 2 * 8 * 4 * 4);  // layer 0 alone: one slot
+  EXPECT_EQ(KVCache::bytes_per_block(c, late, 4, DType::F32), 2 * 2 * 2 * 8 * 4 * 4);
+  EXPECT_EQ(KVCache::bytes_per_block(c, first, 4, DType::F32), 2 * 1 * 2 * 8 * 4 * 4);  // layer 0 alone: one slot
 }
 
 TEST(KVCacheGroups, AContiguousCacheGivesEachGroupItsConsecutiveBlocks) {

@@ -38,11 +38,13 @@ struct Outcome {
 /// Runs `requests` through one engine, all submitted before its first step (so they
 /// share steps the same way on every run), and returns each one's outcome on rank 0;
 /// other ranks run the engine's loop and return nothing. A request without an answer for
-/// 120 s fails the test.
+/// 120 s fails the test. `kv_dtype`: the KV cache's pools (nullopt: the precision's).
 inline std::vector<Outcome> serve_all(const Olmo2Model& model, const Tokenizer* tokenizer, const EngineRanks& ranks,
-                                      const SchedulerOptions& scheduler, const std::vector<CompletionParams>& requests) {
+                                      const SchedulerOptions& scheduler, const std::vector<CompletionParams>& requests,
+                                      std::optional<DType> kv_dtype = std::nullopt) {
   EngineOptions options;
   options.scheduler = scheduler;
+  options.kv_dtype = kv_dtype;
   ServingEngine engine(model, tokenizer, nullptr, options, ranks);
   if (ranks.world && ranks.world->rank() != 0) {
     engine.run();

@@ -113,6 +113,46 @@ TEST_P(EngineOlmo3, PromptLogprobsAndGreedyContinuationMatchTransformers) {
   std::printf("[olmo3 engine] %s: largest |log-probability - transformers'| %.3g\n", fx.name.c_str(), worst);
 }
 
+// A bf16 KV cache (docs/architecture.md §3.2). Under bf16 the keys and values written are
+// bf16 numbers already: bf16 pools give the very bits of f32 pools — every token id and
+// log-probability, prompt and continuation, chunked over blocks released by the windows.
+// Under fp32, bf16 pools round the keys and values: the prompt's log-probabilities stay
+// within the bf16 fixture's bound of transformers' fp32 ones.
+TEST(EngineOlmo3, Bf16KvCachePoolsAreExactUnderBf16AndCloseUnderFp32) {
+  for (const char* name : {"olmo3-gqa-bf16", "olmo3-gqa-f32"}) {
+    const std::string dir = test::source_path(std::string("tests/golden/fixtures/") + name);
+    const Olmo2Model model = Olmo2Model::load(dir);
+    std::ifstream in(dir + "/reference.json");
+    const auto ref = nlohmann::json::parse(in);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> other(prompt.rbegin(), prompt.rend());
+    std::vector<CompletionParams> requests = {test::scoring_request(prompt, 12, 1), test::greedy_request(other, 12)};
+    for (CompletionParams& p : requests) p.ignore_eos = true;
+    const SchedulerOptions tight{.num_blocks = 128, .block_size = 4, .max_running = 4, .max_batch_tokens = 8};
+    const auto f32 = test::serve_all(model, &tokenizer(), EngineRanks{}, tight, requests, DType::F32);
+    const auto bf16 = test::serve_all(model, &tokenizer(), EngineRanks{}, tight, requests, DType::BF16);
+    ASSERT_EQ(f32.size(), 2u);
+    ASSERT_EQ(bf16.size(), 2u);
+    ASSERT_EQ(bf16[0].prompt_tokens.size(), prompt.size()) << name;
+    if (model.precision() == Precision::BF16) {
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(test::bits(bf16[i].tokens), test::bits(f32[i].tokens)) << name << " request " << i;
+        EXPECT_EQ(test::bits(bf16[i].prompt_tokens), test::bits(f32[i].prompt_tokens)) << name << " request " << i;
+      }
+      continue;
+    }
+    const SafetensorsFile logits(dir + "/reference.safetensors");
+    double worst = 0;
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      const std::vector<double> lp = log_softmax_row(logits, "logits.0", static_cast<int64_t>(i) - 1);
+      worst = std::max(worst, test::abs_diff(bf16[0].prompt_tokens[i].logprob, lp[static_cast<size_t>(prompt[i])]));
+    }
+    EXPECT_GT(worst, 0.0) << name << ": bf16 pools under fp32 round the keys and values";
+    EXPECT_LE(worst, 0.1) << name << ": largest |log-probability − transformers'| with bf16 pools";
+    std::printf("[olmo3 engine] %s, bf16 KV pools: largest |log-probability - transformers'| %.3g\n", name, worst);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineOlmo3, ::testing::ValuesIn(kFixtures), [](const auto& info) {
   std::string n = info.param.name;
   for (char& ch : n) if (ch == '-') ch = '_';

@@ -5,6 +5,7 @@
 // system prompt get the same bits with caching on (hits counted) as off; a prompt to
 // score is computed whole even when cached; a cancelled request ends every choice; and the same choices on the device (a GPU, label gpu, or
 // the emulated device, label unit, there against the CPU bit for bit).
+// Under bf16, bf16 KV pools give the bits of f32 pools, on the CPU and on the device.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -41,10 +42,13 @@ EngineOptions options(bool caching) {
   return o;
 }
 
-/// Serves `batch` (all submitted at once) on a fresh engine over `model`.
+/// Serves `batch` (all submitted at once) on a fresh engine over `model`, with KV pools of
+/// `kv_dtype` (nullopt: the precision's).
 std::vector<Answer> serve(const Olmo2Model& model, const std::vector<CompletionParams>& batch, bool caching,
-                          monitoring::ServeMetrics* metrics = nullptr) {
-  ServingEngine engine(model, &tokenizer(), metrics, options(caching), EngineRanks{});
+                          monitoring::ServeMetrics* metrics = nullptr, std::optional<DType> kv_dtype = std::nullopt) {
+  EngineOptions o = options(caching);
+  o.kv_dtype = kv_dtype;
+  ServingEngine engine(model, &tokenizer(), metrics, o, EngineRanks{});
   EngineThread running(engine);
   return test::run_batch(engine, batch);
 }
@@ -77,6 +81,31 @@ TEST(EngineChoices, OnTheDevice) {
       test::expect_same_bits(got[i].choices.at(c), want[i].choices[c], "emulated vs CPU, request " + std::to_string(i));
     }
   }
+}
+
+// A bf16 KV cache (docs/architecture.md §3.2) under bf16, where the keys and values are
+// bf16 numbers already: every choice of every request the bits f32 pools give, on the CPU
+// and on the device (whose paged attention reads the bf16 pools itself).
+void expect_bf16_pools_exact(Device device) {
+  const Olmo2Model model =
+      Olmo2Model::load(checkpoint().path, ShardSpec::whole(checkpoint().config), Precision::BF16, device);
+  const std::vector<CompletionParams> batch = choice_requests();
+  const std::vector<Answer> f32 = serve(model, batch, true, nullptr, DType::F32);
+  const std::vector<Answer> bf16 = serve(model, batch, true, nullptr, DType::BF16);
+  ASSERT_EQ(bf16.size(), f32.size());
+  for (size_t i = 0; i < f32.size(); ++i) {
+    ASSERT_EQ(bf16[i].choices.size(), f32[i].choices.size());
+    for (size_t c = 0; c < f32[i].choices.size(); ++c) {
+      test::expect_same_bits(bf16[i].choices[c], f32[i].choices[c], "bf16 vs f32 pools, request " + std::to_string(i));
+    }
+  }
+}
+
+TEST(EngineKvCacheDtype, Bf16PoolsGiveTheBitsOfF32PoolsUnderBf16) { expect_bf16_pools_exact(Device::CPU); }
+
+TEST(EngineKvCacheDtype, Bf16PoolsOnTheDevice) {
+  OLMO2_REQUIRE_DEVICE();
+  expect_bf16_pools_exact(Device::CUDA);
 }
 
 /// 37 tokens of a system prompt, then 3 … 9 of a request's own.

@@ -6,9 +6,11 @@
 
 namespace olmo2 {
 
-DraftModelProposer::DraftModelProposer(std::unique_ptr<Olmo2Model> model, int64_t num_blocks, int64_t block_size)
+DraftModelProposer::DraftModelProposer(std::unique_ptr<Olmo2Model> model, int64_t num_blocks, int64_t block_size,
+                                       std::optional<DType> kv_dtype)
     : model_(std::move(model)),
-      cache_(model_->config(), model_->shard(), num_blocks, block_size, model_->device()),
+      cache_(model_->config(), model_->shard(), num_blocks, block_size, model_->device(),
+             kv_cache_dtype(kv_dtype, model_->precision())),
       groups_(std::max<int64_t>(1, cache_.layout().groups())) {
   free_.reserve(static_cast<size_t>(num_blocks));
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
@@ -24,9 +25,11 @@ namespace olmo2 {
 class DraftModelProposer : public Proposer {
  public:
   /// `model` whole (ShardSpec::whole) on `model->device()`; a cache of `num_blocks` blocks of
-  /// `block_size` positions. Throws InputError for num_blocks < 1, Error when the device is
-  /// out of memory.
-  DraftModelProposer(std::unique_ptr<Olmo2Model> model, int64_t num_blocks, int64_t block_size);
+  /// `block_size` positions, of `kv_dtype` (nullopt: the draft's precision's,
+  /// kv_cache_dtype). Throws InputError for num_blocks < 1, Error when the device is out
+  /// of memory.
+  DraftModelProposer(std::unique_ptr<Olmo2Model> model, int64_t num_blocks, int64_t block_size,
+                     std::optional<DType> kv_dtype = std::nullopt);
   std::vector<std::vector<int32_t>> propose(std::span<const DraftSlot> slots) override;
   void release(int64_t seq_id) override;
   std::string describe() const override;

@@ -15,6 +15,7 @@
 #include "ops/attention.h"
 #include "ops/cpu/kernels.h"
 #include "ops/paged_attention.h"
+#include "ops/tensor_ops.h"
 #include "tests/ops/attention_bounds.h"
 #include "tests/ops/cuda/cuda_test_util.h"
 
@@ -197,6 +198,31 @@ TEST(CudaPagedAttention, WindowMatchesCpuAndIsInvariant) {
       EXPECT_TRUE(same_rows(all, test::to_host(gout.view()), 0, len)) << "a as causal_attention";
     }
   }
+}
+
+// bf16 pools (a bf16 KV cache, docs/architecture.md §3.2): the values on the 1/16 grid
+// are bf16 numbers, so the pools converted to bf16 on the device must give the very bits
+// of the f32 pools, for a prefill and a decode, f32 and bf16 activations.
+TEST(CudaPagedAttention, Bf16PoolsGiveTheBitsOfF32Pools) {
+  OLMO2_REQUIRE_GPU();
+  const int h = 8, kv = 2;
+  Pool pool(h, kv, 64, 64, 32);
+  const std::vector<int32_t> t_a = pool.take(3), t_b = pool.take(4);
+  const std::vector<PagedSequence> seqs = {{0, 40, 0, t_a}, {40, 1, 55, t_b}};
+  Tensor k16 = Tensor::zeros(pool.k.shape(), DType::BF16, Device::CUDA);
+  Tensor v16 = Tensor::zeros(pool.v.shape(), DType::BF16, Device::CUDA);
+  copy(pool.gk.view(), k16.view());
+  copy(pool.gv.view(), v16.view());
+  for (DType act : {DType::F32, DType::BF16}) {
+    const Tensor want = pool.run_gpu(seqs, act);
+    Tensor out = Tensor::zeros(pool.q.shape(), DType::F32, Device::CUDA);
+    test::poison(out.view());
+    paged_attention(pool.gq.view(), k16.view(), v16.view(), kBlock, seqs, h, kv, out.view(), act);
+    EXPECT_TRUE(same_rows(want, test::to_host(out.view()), 0, 41)) << dtype_name(act);
+  }
+  Tensor out = Tensor::zeros(pool.q.shape(), DType::F32, Device::CUDA);
+  EXPECT_THROW(paged_attention(pool.gq.view(), k16.view(), pool.gv.view(), kBlock, seqs, h, kv, out.view()),
+               ShapeError);  // keys bf16, values f32
 }
 
 TEST(CudaPagedAttention, ValidatesTablesLikeCpu) {
