@@ -70,6 +70,8 @@ void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const T
   if (m == 0) return;
   QuantizedActivations a;
   quantize_activations(x.f32(), m, w.k, x.stride(0), a);
+  a.block_group.resize(static_cast<size_t>(a.blocks));
+  for (int64_t b = 0; b < a.blocks; ++b) a.block_group[b] = static_cast<int32_t>(b * kQuantBlock / w.group);
   float* out = y.f32();
   const int64_t ldy = y.stride(0);
   const int64_t nb = n_block(w, omp_get_max_threads());
