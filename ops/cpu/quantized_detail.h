@@ -38,6 +38,10 @@ struct QuantizedActivations {
   /// The weight's scale group of each block, 32b / group (filled by the driver for the
   /// weight of the product: no division in the kernels' loops).
   std::vector<int32_t> block_group;
+  /// For int4 weights, −8 times each lane's sum of q_x, [m, blocks, 8]: lane j of block b
+  /// is −8·Σ_{i<4} q_x[32b + 4j + i], so that Σ (u − 8)·q_x over a lane, u the stored
+  /// nibble, is the lane's Σ u·q_x plus this (filled by the driver; empty for int8).
+  std::vector<int32_t> lane_offsets;
   const int8_t* row(int64_t i) const { return q.data() + i * k; }
   const float* scales(int64_t i) const { return d.data() + i * blocks; }
 };

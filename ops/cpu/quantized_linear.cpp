@@ -72,6 +72,13 @@ void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const T
   quantize_activations(x.f32(), m, w.k, x.stride(0), a);
   a.block_group.resize(static_cast<size_t>(a.blocks));
   for (int64_t b = 0; b < a.blocks; ++b) a.block_group[b] = static_cast<int32_t>(b * kQuantBlock / w.group);
+  if (w.format == QuantFormat::Int4) {
+    a.lane_offsets.resize(static_cast<size_t>(m * a.blocks * 8));
+    for (int64_t i = 0; i < m * a.blocks * 8; ++i) {
+      const int8_t* q = a.q.data() + 4 * i;  // rows are K = 32·blocks apart: lanes are consecutive
+      a.lane_offsets[i] = -8 * (q[0] + q[1] + q[2] + q[3]);
+    }
+  }
   float* out = y.f32();
   const int64_t ldy = y.stride(0);
   const int64_t nb = n_block(w, omp_get_max_threads());
