@@ -71,37 +71,43 @@ OLMO2_AVX512VNNI void tile(const QuantizedActivations& a, const QuantizedWeight&
   const int64_t blocks = a.blocks, groups = w.k / w.group;
   const uint16_t* scales = static_cast<const uint16_t*>(w.scales.view().data()) + n0 * groups;
   __m512 acc[MR][NR];
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
     __m512i aw[NR];
     __mmask64 neg[NR];
-    float s0[NR], s1[NR];
+    __m512 sv[NR];  // the scales of blocks b (lanes 0-7) and b+1 (lanes 8-15)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       const __m512i wv = load_pair<Int4>(values + (n0 + j) * row_bytes, b);
       aw[j] = _mm512_abs_epi8(wv);
       neg[j] = _mm512_movepi8_mask(wv);
-      s0[j] = scale_of(scales + j * groups, a.block_group[b]);
-      s1[j] = scale_of(scales + j * groups, a.block_group[b + 1]);
+      sv[j] = _mm512_insertf32x8(_mm512_set1_ps(scale_of(scales + j * groups, a.block_group[b])),
+                                 _mm256_set1_ps(scale_of(scales + j * groups, a.block_group[b + 1])), 1);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const __m512i xv = _mm512_loadu_si512(a.row(i0 + i) + b * 32);
-      const float d0 = a.scales(i0 + i)[b], d1 = a.scales(i0 + i)[b + 1];
+      const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(a.scales(i0 + i)[b]),
+                                           _mm256_set1_ps(a.scales(i0 + i)[b + 1]), 1);
+#pragma GCC unroll 4
       for (int j = 0; j < NR; ++j) {
         const __m512i sx = _mm512_mask_sub_epi8(xv, neg[j], _mm512_setzero_si512(), xv);
         const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw[j], sx));
-        const float c0 = d0 * s0[j], c1 = d1 * s1[j];
-        const __m512 c = _mm512_insertf32x8(_mm512_set1_ps(c0), _mm256_set1_ps(c1), 1);
-        acc[i][j] = _mm512_fmadd_ps(p, c, acc[i][j]);
+        acc[i][j] = _mm512_fmadd_ps(p, _mm512_mul_ps(dv, sv[j]), acc[i][j]);  // c = F(d·s) per lane
       }
     }
   }
   if (b < blocks) {
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       const __m256i wv = load_block<Int4>(values + (n0 + j) * row_bytes, b);
       const __m256i aw = _mm256_abs_epi8(wv);
       const float s = scale_of(scales + j * groups, a.block_group[b]);
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.row(i0 + i) + b * 32));
         const __m256i p8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(xv, wv));
@@ -111,7 +117,9 @@ OLMO2_AVX512VNNI void tile(const QuantizedActivations& a, const QuantizedWeight&
       }
     }
   }
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) y[(i0 + i) * ldy + n0 + j] = reduce_lanes16(acc[i][j]);
 }
 
