@@ -65,6 +65,15 @@ void quantized_kernel_avx512vnni(const QuantizedActivations& a, const QuantizedW
 /// says; ops/dispatch.cpp refuses other devices).
 void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const TensorView& y);
 
+/// v rounded to the nearest integer, ties to even, for |v| < 2²²: adding 1.5·2²³ leaves
+/// no fraction bits, so the f32 addition rounds (round-to-nearest-even, the default mode
+/// the project never changes) and the subtraction is exact. std::nearbyint gives the
+/// same value but is a library call that saves the floating-point environment.
+inline float round_half_even_small(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5·2²³
+  return (v + kMagic) - kMagic;
+}
+
 /// The kernel of `path` (ShapeError when this CPU lacks it).
 QuantizedKernel quantized_kernel(QuantizedPath path);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "ops/cpu/quantized_detail.h"
@@ -41,14 +42,17 @@ void quantize_activations(const float* x, int64_t m, int64_t k, int64_t ldx, Qua
       float amax = 0.0f;
       bool finite = true;
       for (int j = 0; j < kQuantBlock; ++j) {
-        finite = finite && std::isfinite(v[j]);
-        amax = std::fmax(amax, std::fabs(v[j]));
+        const float a = std::fabs(v[j]);
+        finite = finite && a <= std::numeric_limits<float>::max();  // false for NaN and infinity
+        amax = a > amax ? a : amax;
       }
       const float d = finite ? amax / 127.0f : NAN;
       out.d[i * out.blocks + b] = d;
+      const bool zero = !finite || d == 0.0f;
       for (int j = 0; j < kQuantBlock; ++j) {
-        const float r = (finite && d != 0.0f) ? std::nearbyint(v[j] / d) : 0.0f;
-        q[j] = static_cast<int8_t>(std::fmin(std::fmax(r, -127.0f), 127.0f));
+        // |x / d| ≤ 127·(1 + 2⁻²³) rounds to at most 127; the clamp only guards it.
+        const float r = zero ? 0.0f : round_half_even_small(v[j] / d);
+        q[j] = static_cast<int8_t>(std::min(std::max(r, -127.0f), 127.0f));
       }
     }
 }

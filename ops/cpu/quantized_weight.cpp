@@ -79,7 +79,8 @@ QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t
       const float s = bf16_to_f32(s_bits);
       scales[r * (k / group) + g] = s_bits;
       for (int64_t c = g * group; c < (g + 1) * group; ++c) {
-        float v = s == 0.0f ? 0.0f : std::nearbyint(row[c] / s);
+        // |w / s| ≤ qmax·(1 + 2⁻⁸) after the bf16 rounding of s: far below 2²².
+        float v = s == 0.0f ? 0.0f : detail::round_half_even_small(row[c] / s);
         v = std::fmin(std::fmax(v, static_cast<float>(-qmax)), static_cast<float>(qmax));
         q[c] = static_cast<int8_t>(v);
       }
