@@ -35,6 +35,8 @@ void quantize_activations(const float* x, int64_t m, int64_t k, int64_t ldx, Qua
   out.m = m, out.k = k, out.blocks = k / kQuantBlock;
   out.q.resize(static_cast<size_t>(m * k));
   out.d.resize(static_cast<size_t>(m * out.blocks));
+  // Rows are independent: threads over them change no value.
+#pragma omp parallel for schedule(static) if (m > 1 && m * k >= (int64_t{1} << 16))
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < out.blocks; ++b) {
       const float* v = x + i * ldx + b * kQuantBlock;
