@@ -9,8 +9,11 @@
 //    32-byte load and a mask give block 2p in order, a shift and the mask block 2p+1:
 //    no shuffle. When K/32 is odd, the last block (k = K−32 … K−1) is 16 bytes: byte j
 //    holds q[K−32 + j] low and q[K−16 + j] high. Block b starts at byte 16b either way.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 #include <string>
 
 #include "core/error.h"
@@ -52,6 +55,7 @@ QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t
   OLMO2_CHECK(n > 0 && k > 0, "quantize_weight: empty weight ", w.shape_str());
   check_group(format, k, group);
   const int qmax = qmax_of(format);
+  const float qf = static_cast<float>(qmax);
   QuantizedWeight out;
   out.format = format, out.n = n, out.k = k, out.group = group;
   const bool int4 = format == QuantFormat::Int4;
@@ -59,44 +63,60 @@ QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t
   out.scales = Tensor::zeros({n, k / group}, DType::BF16);
   uint8_t* values = out.values.view().data_as<uint8_t>();
   uint16_t* scales = static_cast<uint16_t*>(out.scales.view().data());
-  std::vector<float> row(static_cast<size_t>(k));
-  std::vector<int8_t> q(static_cast<size_t>(k));
-  for (int64_t r = 0; r < n; ++r) {
-    if (w.dtype() == DType::F32) {
-      std::memcpy(row.data(), w.f32() + r * k, sizeof(float) * static_cast<size_t>(k));
-    } else {
-      const uint16_t* src = static_cast<const uint16_t*>(w.data()) + r * k;
-      for (int64_t c = 0; c < k; ++c) row[c] = bf16_to_f32(src[c]);
-    }
-    for (int64_t g = 0; g < k / group; ++g) {
-      float amax = 0.0f;
-      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
-        if (!std::isfinite(row[c]))
-          OLMO2_THROW(InputError, "quantize_weight: weight [", r, ", ", c, "] is ", row[c]);
-        amax = std::fmax(amax, std::fabs(row[c]));
+  // Rows over threads (each row's bytes depend on that row alone); the first non-finite
+  // weight in row-major order is reported after the loop, whatever the thread count.
+  int64_t first_bad = n * k;
+#pragma omp parallel reduction(min : first_bad)
+  {
+    std::vector<float> row(static_cast<size_t>(k));
+    std::vector<int8_t> q(static_cast<size_t>(k));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < n; ++r) {
+      if (w.dtype() == DType::F32) {
+        std::memcpy(row.data(), w.f32() + r * k, sizeof(float) * static_cast<size_t>(k));
+      } else {
+        const uint16_t* src = static_cast<const uint16_t*>(w.data()) + r * k;
+        for (int64_t c = 0; c < k; ++c) row[c] = bf16_to_f32(src[c]);
       }
-      const uint16_t s_bits = f32_to_bf16(amax / static_cast<float>(qmax));
-      const float s = bf16_to_f32(s_bits);
-      scales[r * (k / group) + g] = s_bits;
-      for (int64_t c = g * group; c < (g + 1) * group; ++c) {
-        // |w / s| ≤ qmax·(1 + 2⁻⁸) after the bf16 rounding of s: far below 2²².
-        float v = s == 0.0f ? 0.0f : detail::round_half_even_small(row[c] / s);
-        v = std::fmin(std::fmax(v, static_cast<float>(-qmax)), static_cast<float>(qmax));
-        q[c] = static_cast<int8_t>(v);
+      bool finite = true;
+      for (int64_t c = 0; c < k; ++c) finite &= std::fabs(row[c]) <= std::numeric_limits<float>::max();
+      if (!finite) {
+        for (int64_t c = 0; c < k; ++c)
+          if (!std::isfinite(row[c])) first_bad = std::min(first_bad, r * k + c);
+        continue;
       }
+      for (int64_t g = 0; g < k / group; ++g) {
+        const float* v = row.data() + g * group;
+        float amax = 0.0f;
+        for (int64_t c = 0; c < group; ++c) amax = std::fabs(v[c]) > amax ? std::fabs(v[c]) : amax;
+        const uint16_t s_bits = f32_to_bf16(amax / static_cast<float>(qmax));
+        const float s = bf16_to_f32(s_bits);
+        scales[r * (k / group) + g] = s_bits;
+        for (int64_t c = 0; c < group; ++c) {
+          // |w / s| ≤ qmax·(1 + 2⁻⁸) after the bf16 rounding of s: far below 2²².
+          const float t = s == 0.0f ? 0.0f : detail::round_half_even_small(v[c] / s);
+          q[g * group + c] = static_cast<int8_t>(std::min(std::max(t, -qf), qf));
+        }
+      }
+      if (!int4) {
+        std::memcpy(values + r * k, q.data(), static_cast<size_t>(k));
+        continue;
+      }
+      uint8_t* dst = values + r * (k / 2);
+      int64_t b = 0;
+      for (; b + 2 <= k / 32; b += 2)
+        for (int j = 0; j < 32; ++j)
+          dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 32 + j] + 8) << 4));
+      if (b < k / 32)
+        for (int j = 0; j < 16; ++j)
+          dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 16 + j] + 8) << 4));
     }
-    if (!int4) {
-      std::memcpy(values + r * k, q.data(), static_cast<size_t>(k));
-      continue;
-    }
-    uint8_t* dst = values + r * (k / 2);
-    int64_t b = 0;
-    for (; b + 2 <= k / 32; b += 2)
-      for (int j = 0; j < 32; ++j)
-        dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 32 + j] + 8) << 4));
-    if (b < k / 32)
-      for (int j = 0; j < 16; ++j)
-        dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 16 + j] + 8) << 4));
+  }
+  if (first_bad < n * k) {
+    const int64_t r = first_bad / k, c = first_bad % k;
+    const float v = w.dtype() == DType::F32 ? w.f32()[first_bad]
+                                            : bf16_to_f32(static_cast<const uint16_t*>(w.data())[first_bad]);
+    OLMO2_THROW(InputError, "quantize_weight: weight [", r, ", ", c, "] is ", v);
   }
   return out;
 }
