@@ -242,6 +242,19 @@ TEST(LinearQuantized, BitIdenticalAloneInBatchesAndAcrossThreadCounts) {
   set_num_threads(saved);
 }
 
+TEST(LinearQuantized, StridedRowsOfXAndYGiveTheContiguousBits) {
+  const int64_t m = 5, n = 11, k = 128, pad = 7;
+  Tensor wide = random_tensor({m, k + pad}, 31), w = random_tensor({n, k}, 32, 0.05f);
+  Tensor x = Tensor::zeros({m, k}), y_wide = Tensor::zeros({m, n + pad});
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) x.f32()[i * k + p] = wide.f32()[i * (k + pad) + pad + p];
+  const QuantizedWeight q = quantize_weight(w.view(), QuantFormat::Int4, 64);
+  const Tensor want = product(x, q);
+  linear_quantized(wide.view().cols(pad, pad + k), q, y_wide.view().cols(0, n));
+  for (int64_t i = 0; i < m; ++i)
+    EXPECT_TRUE(same_bits(y_wide.f32() + i * (n + pad), want.f32() + i * n, n)) << "row " << i;
+}
+
 TEST(LinearQuantized, EveryAvailablePathGivesThePortableBits) {
   const int64_t k = 352;  // 11 blocks: an odd last block
   for (const Format& fm : kFormats) {
