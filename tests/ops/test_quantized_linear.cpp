@@ -137,6 +137,22 @@ TEST(QuantizeWeight, MatchesThePlainReferenceWithZeroGroupsAndBf16Input) {
     }
 }
 
+TEST(QuantizeWeight, SameBytesWithOneOrTwoThreads) {
+  const int saved = num_threads();
+  Tensor w = random_tensor({37, 320}, 4, 0.1f);
+  for (QuantFormat f : {QuantFormat::Int8, QuantFormat::Int4}) {
+    set_num_threads(1);
+    const QuantizedWeight one = quantize_weight(w.view(), f, 64);
+    set_num_threads(2);
+    const QuantizedWeight two = quantize_weight(w.view(), f, 64);
+    EXPECT_EQ(std::memcmp(one.values.view().data(), two.values.view().data(), one.values.view().bytes()), 0)
+        << quant_format_name(f);
+    EXPECT_EQ(std::memcmp(one.scales.view().data(), two.scales.view().data(), one.scales.view().bytes()), 0)
+        << quant_format_name(f);
+  }
+  set_num_threads(saved);
+}
+
 TEST(QuantizeWeight, RoundsHalfToEvenAndReachesQmax) {
   // amax 127 (int8) or 7 (int4): s = 1 exactly, so w/s = w and the ties are visible.
   for (QuantFormat f : {QuantFormat::Int8, QuantFormat::Int4}) {
