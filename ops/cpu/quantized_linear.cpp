@@ -59,7 +59,13 @@ void quantize_activations(const float* x, int64_t m, int64_t k, int64_t ldx, Qua
     }
 }
 
-/// The CPU product behind ops::linear_quantized (ops/dispatch.cpp checks the device).
+/// The CPU product behind ops::linear_quantized (ops/dispatch.cpp checks the device):
+/// the sequence of ops/cpu/quantized_detail.h. Error bound, B = K/32 blocks, x̂ = d·q_x
+/// the quantized activations: |y − x̂·ŵᵀ| ≤ (B/2 + 6)·2⁻²⁴·Σ_k |x̂_k·ŵ_k| (B/2 fmas per
+/// lane, four tree additions, the rounding of c), and the activations' quantization adds
+/// |x̂·ŵᵀ − x·ŵᵀ| ≤ Σ_b d_b·(1/2 + 128·2⁻²⁴)·Σ_{k∈b} |ŵ_k| (the rounding of x/d to an
+/// integer, and of the quotient: |x/d| ≤ 128). tests/ops/test_quantized_linear.cpp
+/// holds both against f64 products.
 void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const TensorView& y) {
   OLMO2_CHECK(!w.empty() && w.values.device() == Device::CPU && w.scales.device() == Device::CPU,
               "linear_quantized: an empty or non-CPU quantized weight");
