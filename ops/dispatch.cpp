@@ -15,6 +15,8 @@
 #include "ops/embedding.h"
 #include "ops/gemm.h"
 #include "ops/paged_attention.h"
+#include "ops/cpu/quantized_detail.h"
+#include "ops/quantized_linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/tensor_ops.h"
@@ -105,5 +107,15 @@ OLMO2_OP_TABLE(OLMO2_DEFINE_OP)
 #undef OLMO2_DEFINE_OP
 #undef OLMO2_CUDA_CALL
 #undef OLMO2_EXPAND
+
+// The quantized-weight product is outside the op table (its weight is not a view, and
+// only the CPU backend has it): views on another device get its one-line refusal.
+void linear_quantized(const TensorView& x, const QuantizedWeight& w, const TensorView& y) {
+  for (const TensorView* v : {&x, &w.values.view(), &w.scales.view(), &y})
+    if (!v->empty() && v->device() != Device::CPU)
+      OLMO2_THROW(ShapeError, "ops::linear_quantized: quantized weights run on the CPU only (a view is on ",
+                  device_name(v->device()), ")");
+  detail::linear_quantized_cpu(x, w, y);
+}
 
 }  // namespace olmo2::ops

@@ -44,9 +44,11 @@ struct QuantizedWeight {
 };
 
 /// Quantizes w [N, K] (f32 or bf16, CPU, contiguous) as the contract above says.
-/// Throws ShapeError for another dtype/layout, InputError naming the value when
-/// `group` does not divide K or is not a multiple of 32 (int4: 32 or 64; int8: any
-/// multiple of 32, or K itself for one scale per output channel).
+/// Throws ShapeError for another dtype/layout or an empty w, InputError naming the value
+/// when `group` does not divide K or is not a multiple of 32 (int4: 32 or 64; int8: any
+/// multiple of 32, or K itself for one scale per output channel — so K is a multiple
+/// of 32 in every case), and InputError naming the element for a NaN or infinite weight.
+/// Threads over rows; the bytes do not depend on the thread count.
 QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t group);
 
 /// The weight the quantized one stands for, s · q, as an f32 [N, K] tensor (tests,
