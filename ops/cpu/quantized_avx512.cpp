@@ -16,7 +16,7 @@
 #include "ops/cpu/quantized_detail.h"
 
 // GCC 12 warns that its own _mm512_undefined_* arguments of _mm512_cvtepi32_ps,
-// _mm512_inserti64x4, _mm512_shuffle_i64x2 and _mm512_extractf32x8_ps are uninitialized;
+// _mm512_inserti64x4, and _mm512_extractf32x8_ps are uninitialized;
 // those lanes are never read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -28,7 +28,9 @@ namespace {
 #define OLMO2_AVX512VNNI \
   __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
-// The 64 signed values of blocks b and b+1 of a weight row, in order.
+// The 64 signed values of blocks b and b+1 (b even) of a weight row, in order: for
+// int4 the pair's 32 bytes, block b in the low nibbles and b+1 in the high ones
+// (ops/cpu/quantized_weight.cpp).
 template <bool Int4>
 OLMO2_AVX512VNNI inline __m512i load_pair(const uint8_t* row, int64_t b) {
   if constexpr (!Int4) {
@@ -37,13 +39,12 @@ OLMO2_AVX512VNNI inline __m512i load_pair(const uint8_t* row, int64_t b) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 16));
     const __m256i mask = _mm256_set1_epi8(0x0F);
     const __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-    // [lo(b), lo(b+1), hi(b), hi(b+1)] → [lo(b), hi(b), lo(b+1), hi(b+1)]
-    const __m512i z = _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
-    return _mm512_sub_epi8(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)), _mm512_set1_epi8(8));
+    return _mm512_sub_epi8(_mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1), _mm512_set1_epi8(8));
   }
 }
 
-// The 32 signed values of block b alone (the odd last block).
+// The 32 signed values of the lone last block b of an odd count (int4: 16 bytes, the
+// first 16 values low, the last 16 high).
 template <bool Int4>
 OLMO2_AVX512VNNI inline __m256i load_block(const uint8_t* row, int64_t b) {
   if constexpr (!Int4) {
@@ -67,40 +68,46 @@ OLMO2_AVX512VNNI inline float scale_of(const uint16_t* row_scales, int64_t g) {
 template <bool Int4, int MR, int NR>
 OLMO2_AVX512VNNI void tile(const QuantizedActivations& a, const QuantizedWeight& w, const uint8_t* values,
                            int64_t row_bytes, int64_t i0, int64_t n0, float* y, int64_t ldy) {
-  const int64_t blocks = a.blocks, per_group = w.group / kQuantBlock, groups = w.k / w.group;
+  const int64_t blocks = a.blocks, groups = w.k / w.group;
   const uint16_t* scales = static_cast<const uint16_t*>(w.scales.view().data()) + n0 * groups;
   __m512 acc[MR][NR];
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
     __m512i aw[NR];
     __mmask64 neg[NR];
-    float s0[NR], s1[NR];
+    __m512 sv[NR];  // the scales of blocks b (lanes 0-7) and b+1 (lanes 8-15)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       const __m512i wv = load_pair<Int4>(values + (n0 + j) * row_bytes, b);
       aw[j] = _mm512_abs_epi8(wv);
       neg[j] = _mm512_movepi8_mask(wv);
-      s0[j] = scale_of(scales + j * groups, b / per_group);
-      s1[j] = scale_of(scales + j * groups, (b + 1) / per_group);
+      sv[j] = _mm512_insertf32x8(_mm512_set1_ps(scale_of(scales + j * groups, a.block_group[b])),
+                                 _mm256_set1_ps(scale_of(scales + j * groups, a.block_group[b + 1])), 1);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       const __m512i xv = _mm512_loadu_si512(a.row(i0 + i) + b * 32);
-      const float d0 = a.scales(i0 + i)[b], d1 = a.scales(i0 + i)[b + 1];
+      const __m512 dv = _mm512_insertf32x8(_mm512_set1_ps(a.scales(i0 + i)[b]),
+                                           _mm256_set1_ps(a.scales(i0 + i)[b + 1]), 1);
+#pragma GCC unroll 4
       for (int j = 0; j < NR; ++j) {
         const __m512i sx = _mm512_mask_sub_epi8(xv, neg[j], _mm512_setzero_si512(), xv);
         const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), aw[j], sx));
-        const float c0 = d0 * s0[j], c1 = d1 * s1[j];
-        const __m512 c = _mm512_insertf32x8(_mm512_set1_ps(c0), _mm256_set1_ps(c1), 1);
-        acc[i][j] = _mm512_fmadd_ps(p, c, acc[i][j]);
+        acc[i][j] = _mm512_fmadd_ps(p, _mm512_mul_ps(dv, sv[j]), acc[i][j]);  // c = F(d·s) per lane
       }
     }
   }
   if (b < blocks) {
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) {
       const __m256i wv = load_block<Int4>(values + (n0 + j) * row_bytes, b);
       const __m256i aw = _mm256_abs_epi8(wv);
-      const float s = scale_of(scales + j * groups, b / per_group);
+      const float s = scale_of(scales + j * groups, a.block_group[b]);
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.row(i0 + i) + b * 32));
         const __m256i p8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, _mm256_sign_epi8(xv, wv));
@@ -110,7 +117,9 @@ OLMO2_AVX512VNNI void tile(const QuantizedActivations& a, const QuantizedWeight&
       }
     }
   }
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
     for (int j = 0; j < NR; ++j) y[(i0 + i) * ldy + n0 + j] = reduce_lanes16(acc[i][j]);
 }
 

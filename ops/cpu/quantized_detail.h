@@ -35,6 +35,13 @@ struct QuantizedActivations {
   int64_t m = 0, k = 0, blocks = 0;
   std::vector<int8_t> q;
   std::vector<float> d;
+  /// The weight's scale group of each block, 32b / group (filled by the driver for the
+  /// weight of the product: no division in the kernels' loops).
+  std::vector<int32_t> block_group;
+  /// For int4 weights, −8 times each lane's sum of q_x, [m, blocks, 8]: lane j of block b
+  /// is −8·Σ_{i<4} q_x[32b + 4j + i], so that Σ (u − 8)·q_x over a lane, u the stored
+  /// nibble, is the lane's Σ u·q_x plus this (filled by the driver; empty for int8).
+  std::vector<int32_t> lane_offsets;
   const int8_t* row(int64_t i) const { return q.data() + i * k; }
   const float* scales(int64_t i) const { return d.data() + i * blocks; }
 };
@@ -58,6 +65,15 @@ void quantized_kernel_avx512vnni(const QuantizedActivations& a, const QuantizedW
 /// says; ops/dispatch.cpp refuses other devices).
 void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const TensorView& y);
 
+/// v rounded to the nearest integer, ties to even, for |v| < 2²²: adding 1.5·2²³ leaves
+/// no fraction bits, so the f32 addition rounds (round-to-nearest-even, the default mode
+/// the project never changes) and the subtraction is exact. std::nearbyint gives the
+/// same value but is a library call that saves the floating-point environment.
+inline float round_half_even_small(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5·2²³
+  return (v + kMagic) - kMagic;
+}
+
 /// The kernel of `path` (ShapeError when this CPU lacks it).
 QuantizedKernel quantized_kernel(QuantizedPath path);
 
@@ -68,6 +84,18 @@ inline float quant_scale(const QuantizedWeight& w, int64_t n, int64_t g) {
   float f;
   __builtin_memcpy(&f, &u, sizeof f);
   return f;
+}
+
+/// q_w[32b + t] (t < 32) of a weight row starting at `row` (the packing of
+/// ops/cpu/quantized_weight.cpp).
+inline int quant_weight_value(const QuantizedWeight& w, const uint8_t* row, int64_t b, int t) {
+  if (w.format == QuantFormat::Int8) return static_cast<int8_t>(row[b * 32 + t]);
+  if ((b | 1) < w.k / 32) {  // a block of a pair: block 2p low nibbles, 2p+1 high
+    const uint8_t byte = row[(b >> 1) * 32 + t];
+    return ((b & 1) ? (byte >> 4) : (byte & 0x0F)) - 8;
+  }
+  const uint8_t byte = row[b * 16 + (t & 15)];  // the lone last block
+  return (t < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
 }
 
 /// The fixed lane tree over 16 f32 lanes (scalar form of ops/cpu/lane_tree.h).

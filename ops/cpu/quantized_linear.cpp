@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "ops/cpu/quantized_detail.h"
@@ -34,6 +35,8 @@ void quantize_activations(const float* x, int64_t m, int64_t k, int64_t ldx, Qua
   out.m = m, out.k = k, out.blocks = k / kQuantBlock;
   out.q.resize(static_cast<size_t>(m * k));
   out.d.resize(static_cast<size_t>(m * out.blocks));
+  // Rows are independent: threads over them change no value.
+#pragma omp parallel for schedule(static) if (m > 1 && m * k >= (int64_t{1} << 16))
   for (int64_t i = 0; i < m; ++i)
     for (int64_t b = 0; b < out.blocks; ++b) {
       const float* v = x + i * ldx + b * kQuantBlock;
@@ -41,14 +44,17 @@ void quantize_activations(const float* x, int64_t m, int64_t k, int64_t ldx, Qua
       float amax = 0.0f;
       bool finite = true;
       for (int j = 0; j < kQuantBlock; ++j) {
-        finite = finite && std::isfinite(v[j]);
-        amax = std::fmax(amax, std::fabs(v[j]));
+        const float a = std::fabs(v[j]);
+        finite = finite && a <= std::numeric_limits<float>::max();  // false for NaN and infinity
+        amax = a > amax ? a : amax;
       }
       const float d = finite ? amax / 127.0f : NAN;
       out.d[i * out.blocks + b] = d;
+      const bool zero = !finite || d == 0.0f;
       for (int j = 0; j < kQuantBlock; ++j) {
-        const float r = (finite && d != 0.0f) ? std::nearbyint(v[j] / d) : 0.0f;
-        q[j] = static_cast<int8_t>(std::fmin(std::fmax(r, -127.0f), 127.0f));
+        // |x / d| ≤ 127·(1 + 2⁻²³) rounds to at most 127; the clamp only guards it.
+        const float r = zero ? 0.0f : round_half_even_small(v[j] / d);
+        q[j] = static_cast<int8_t>(std::min(std::max(r, -127.0f), 127.0f));
       }
     }
 }
@@ -70,6 +76,15 @@ void linear_quantized_cpu(const TensorView& x, const QuantizedWeight& w, const T
   if (m == 0) return;
   QuantizedActivations a;
   quantize_activations(x.f32(), m, w.k, x.stride(0), a);
+  a.block_group.resize(static_cast<size_t>(a.blocks));
+  for (int64_t b = 0; b < a.blocks; ++b) a.block_group[b] = static_cast<int32_t>(b * kQuantBlock / w.group);
+  if (w.format == QuantFormat::Int4) {
+    a.lane_offsets.resize(static_cast<size_t>(m * a.blocks * 8));
+    for (int64_t i = 0; i < m * a.blocks * 8; ++i) {
+      const int8_t* q = a.q.data() + 4 * i;  // rows are K = 32·blocks apart: lanes are consecutive
+      a.lane_offsets[i] = -8 * (q[0] + q[1] + q[2] + q[3]);
+    }
+  }
   float* out = y.f32();
   const int64_t ldy = y.stride(0);
   const int64_t nb = n_block(w, omp_get_max_threads());

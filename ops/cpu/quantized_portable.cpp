@@ -7,17 +7,6 @@
 #include "ops/cpu/quantized_detail.h"
 
 namespace olmo2::ops::detail {
-namespace {
-
-// q_w[32b + t] of row `row` (t < 32), int8 or int4 (the packing of quantized_weight.cpp).
-inline int weight_value(const QuantizedWeight& w, const uint8_t* row, int64_t b, int t) {
-  if (w.format == QuantFormat::Int8) return static_cast<int8_t>(row[b * 32 + t]);
-  const uint8_t byte = row[b * 16 + (t & 15)];
-  return (t < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
-}
-
-}  // namespace
-
 void quantized_kernel_portable(const QuantizedActivations& a, const QuantizedWeight& w, int64_t n0,
                                int64_t n1, float* y, int64_t ldy) {
   const uint8_t* values = static_cast<const uint8_t*>(w.values.view().data());
@@ -34,7 +23,7 @@ void quantized_kernel_portable(const QuantizedActivations& a, const QuantizedWei
         float* lanes = acc + 8 * (b & 1);
         for (int j = 0; j < 8; ++j) {
           int32_t p = 0;
-          for (int t = 4 * j; t < 4 * j + 4; ++t) p += xq[b * 32 + t] * weight_value(w, wrow, b, t);
+          for (int t = 4 * j; t < 4 * j + 4; ++t) p += xq[b * 32 + t] * quant_weight_value(w, wrow, b, t);
           lanes[j] = std::fmaf(static_cast<float>(p), c, lanes[j]);
         }
       }

@@ -3,11 +3,12 @@
 //
 // Byte layout of `values` (the kernels' own; callers treat it as opaque):
 //  - int8: row-major [N, K], one two's-complement byte per weight, q in [−127, 127].
-//  - int4: row-major [N, K/2]. Each block of 32 weights along K (k = 32b … 32b+31) is
-//    16 bytes; byte j of the block holds q[32b + j] + 8 in its low nibble and
-//    q[32b + 16 + j] + 8 in its high nibble (q in [−7, 7], so nibbles 1 … 15). One load
-//    of 16 bytes, a mask and a shift then give the block's 32 values in order, first
-//    16 from the low nibbles and last 16 from the high ones, with no shuffle.
+//  - int4: row-major [N, K/2], each weight stored as q + 8 (q in [−7, 7], so nibbles
+//    1 … 15). Each pair of blocks of 32 along K (k = 64p … 64p+63) is 32 bytes: byte j
+//    holds q[64p + j] in its low nibble and q[64p + 32 + j] in its high nibble. So one
+//    32-byte load and a mask give block 2p in order, a shift and the mask block 2p+1:
+//    no shuffle. When K/32 is odd, the last block (k = K−32 … K−1) is 16 bytes: byte j
+//    holds q[K−32 + j] low and q[K−16 + j] high. Block b starts at byte 16b either way.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -78,7 +79,8 @@ QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t
       const float s = bf16_to_f32(s_bits);
       scales[r * (k / group) + g] = s_bits;
       for (int64_t c = g * group; c < (g + 1) * group; ++c) {
-        float v = s == 0.0f ? 0.0f : std::nearbyint(row[c] / s);
+        // |w / s| ≤ qmax·(1 + 2⁻⁸) after the bf16 rounding of s: far below 2²².
+        float v = s == 0.0f ? 0.0f : detail::round_half_even_small(row[c] / s);
         v = std::fmin(std::fmax(v, static_cast<float>(-qmax)), static_cast<float>(qmax));
         q[c] = static_cast<int8_t>(v);
       }
@@ -88,7 +90,11 @@ QuantizedWeight quantize_weight(const TensorView& w, QuantFormat format, int64_t
       continue;
     }
     uint8_t* dst = values + r * (k / 2);
-    for (int64_t b = 0; b < k / 32; ++b)
+    int64_t b = 0;
+    for (; b + 2 <= k / 32; b += 2)
+      for (int j = 0; j < 32; ++j)
+        dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 32 + j] + 8) << 4));
+    if (b < k / 32)
       for (int j = 0; j < 16; ++j)
         dst[b * 16 + j] = static_cast<uint8_t>((q[b * 32 + j] + 8) | ((q[b * 32 + 16 + j] + 8) << 4));
   }
@@ -104,14 +110,8 @@ Tensor dequantize_weight(const QuantizedWeight& w) {
   const uint8_t* values = w.values.view().data_as<uint8_t>();
   for (int64_t r = 0; r < w.n; ++r)
     for (int64_t c = 0; c < w.k; ++c) {
-      int q;
-      if (w.format == QuantFormat::Int8) {
-        q = static_cast<int8_t>(values[r * w.k + c]);
-      } else {
-        const int64_t b = c / 32, j = c % 32;
-        const uint8_t byte = values[r * (w.k / 2) + b * 16 + (j % 16)];
-        q = (j < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
-      }
+      const int q = detail::quant_weight_value(w, values + r * (w.format == QuantFormat::Int8 ? w.k : w.k / 2),
+                                               c / 32, static_cast<int>(c % 32));
       y[r * w.k + c] = detail::quant_scale(w, r, c / w.group) * static_cast<float>(q);
     }
   return out;
