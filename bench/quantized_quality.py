@@ -10,7 +10,8 @@ checkpoint, and through /v1/completions:
     get --new-tokens greedy tokens (temperature 0, ignore_eos); the agreement with bf16 is
     the fraction of prompts whose tokens equal bf16's, and the fraction of tokens equal up
     to the first difference (tokens after a difference are conditioned on other text).
-Only the standard library: urllib and subprocess."""
+The held-out text is tokenized by the server's /tokenize. Only the standard library:
+urllib and subprocess."""
 import argparse
 import json
 import math
@@ -27,10 +28,8 @@ def post(url, body):
         return json.loads(r.read())
 
 
-def tokenize(olmo2, tokenizer, text):
-    out = subprocess.run([olmo2, "tokenize", "--tokenizer", tokenizer, "--ids"], input=text.encode(),
-                         capture_output=True, check=True)
-    return json.loads(out.stdout)
+def tokenize(base, text):
+    return post(base + "/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"]
 
 
 def serve(args, extra, port_file):
@@ -78,15 +77,19 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--heldout", required=True)
     p.add_argument("--workdir", required=True)
-    p.add_argument("--tokenizer", default="data/dolma2-tokenizer.json")
-    p.add_argument("--docs", type=int, default=300)
+    p.add_argument("--docs", type=int, default=200)
     p.add_argument("--max-doc-tokens", type=int, default=256)
     p.add_argument("--prompts", type=int, default=200)
     p.add_argument("--prompt-tokens", type=int, default=12)
     p.add_argument("--new-tokens", type=int, default=16)
     args = p.parse_args()
     texts = [json.loads(line)["text"] for line in open(args.heldout)]
-    ids = [tokenize(args.olmo2, args.tokenizer, t) for t in texts[:max(args.docs, args.prompts)]]
+    proc, base = serve(args, [], os.path.join(args.workdir, "port"))
+    try:
+        ids = [tokenize(base, t) for t in texts[:max(args.docs, args.prompts)]]
+    finally:
+        proc.terminate()
+        proc.wait()
     docs = [d[:args.max_doc_tokens] for d in ids[:args.docs] if len(d) >= 2]
     prompts = [d[:args.prompt_tokens] for d in ids if len(d) >= args.prompt_tokens][:args.prompts]
     results = {}
