@@ -86,7 +86,7 @@ def main():
     texts = [json.loads(line)["text"] for line in open(args.heldout)]
     proc, base = serve(args, [], os.path.join(args.workdir, "port"))
     try:
-        ids = [tokenize(base, t) for t in texts[:max(args.docs, args.prompts)]]
+        ids = [tokenize(base, t) for t in texts[:max(args.docs, 2 * args.prompts)]]
     finally:
         proc.terminate()
         proc.wait()
