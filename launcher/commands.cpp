@@ -111,7 +111,8 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
       verify_model_directory(cfg.model, {rank, s.world_size()}, rank == 0 ? &std::cerr : nullptr);
       if (reads_file && rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
     });
-    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device);
+    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device, cfg.weights);
+    if (rank == 0 && model.quantization()) std::cerr << "weights: " << quantization_text(*model.quantization()) << std::endl;
     // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
     const GenerateTrace traced{&spec, s.world(), s.coords().dp == 0};
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, s.parallel_context(), traced,

@@ -1,4 +1,5 @@
 #include "launcher/options.h"
+#include "launcher/weight_options.h"
 
 #include <charconv>
 #include <cstdlib>
@@ -51,6 +52,7 @@ const char* kUsage =
     "            [--speculative-model DIR | --speculative-ngram N] [--num-speculative-tokens K]\n"
     "                                                OpenAI-style HTTP completions server\n"
     "            (train, generate, trace, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
+    "            (generate, trace, serve: [--weights auto|int8|int4 --weight-group N], CPU only)\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
@@ -88,7 +90,10 @@ po::options_description describe(const std::string& command, bool for_help = fal
                         : "model directory (config.json + safetensors)");
   add_layout_options(d, command, for_help);
   if (command == "serve") add_serve_options(d);
-  if (command == "serve" || command == "generate" || command == "trace") add_device_options(d);
+  if (command == "serve" || command == "generate" || command == "trace") {
+    add_device_options(d);
+    add_weight_options(d);
+  }
   if (command == "generate" || command == "trace") {
     d.add_options()("tokenizer", po::value<std::string>(),
                     command == "trace" ? "tokenizer.json for text prompts (default: the model's)"
@@ -213,6 +218,9 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   }
   if (cfg.command == "train" || cfg.command == "generate" || cfg.command == "trace" || cfg.command == "serve") {
     cfg.device_options = read_device_options(vm);
+  }
+  if (cfg.command == "generate" || cfg.command == "trace" || cfg.command == "serve") {
+    cfg.weights = read_weight_options(vm, cfg.device_options.device);
   }
   if (cfg.command == "train") {
     cfg.train = read_train_options(vm);  // train.device too

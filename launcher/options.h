@@ -15,6 +15,7 @@
 #include "launcher/trace_options.h"
 #include "runtime/generation/sampling.h"
 #include "runtime/model/precision.h"
+#include "runtime/model/quantized_weights.h"
 #include "runtime/train/trainer.h"
 
 namespace olmo2 {
@@ -52,6 +53,8 @@ struct CliConfig {
   LayoutOptions layout;
   /// train, generate, serve: --device, --share-gpu (train: device also in train.device)
   DeviceOptions device_options;
+  /// generate, trace, serve: --weights, --weight-group (nullopt: dense weights)
+  std::optional<WeightQuantization> weights;
   /// What every rank of an MPI job must share (launcher/job_options.h), for the agreement
   /// every rank makes before any work (launcher/job_agreement.h).
   std::vector<JobOption> job_options;

@@ -28,6 +28,7 @@ RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher)
   spec.threads = cfg.threads;
   spec.device = cfg.device_options;
   spec.under_mpi_launcher = under_mpi_launcher;
+  spec.weights = cfg.weights;
   return spec;
 }
 
@@ -47,6 +48,15 @@ void check_alike(const RankSessionSpec& spec, int world, RankSession& s) {
   s.plan = parallel::make_partition_plan(model_shape(*s.config), s.topology, spec.layout.pp_layers,
                                          spec.layout.pp_virtual);
   if (spec.checks) spec.checks(*s.config);
+  if (spec.weights) {
+    for (int r = 0; r < s.topology.world(); ++r) {
+      try {
+        check_quantization(*s.config, ShardSpec::from_plan(*s.plan, r), *spec.weights);
+      } catch (const InputError& e) {
+        OLMO2_THROW(InputError, "--weights ", ops::quant_format_name(spec.weights->format), ": ", e.what());
+      }
+    }
+  }
 }
 
 /// Step 3: the device (after the groups, whose node-local rank picks the GPU) and the shard.

@@ -16,6 +16,7 @@
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
 #include "runtime/model/config.h"
+#include "runtime/model/quantized_weights.h"
 #include "runtime/model/shard_spec.h"
 
 namespace olmo2 {
@@ -50,6 +51,10 @@ struct RankSessionSpec {
   /// generate, trace: rank 0 writes a GPU's description line to stderr once it is chosen
   /// (train and serve name the device in their start lines instead).
   bool print_device = false;
+  /// generate, trace, serve: --weights int8|int4 (nullopt: dense). Its group is checked
+  /// against every rank's shard with the layout (check_quantization), so that a group a
+  /// row-parallel shard's K does not divide stops every rank alike before any weight is read.
+  std::optional<WeightQuantization> weights;
 };
 
 struct CliConfig;

@@ -194,7 +194,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     s.metrics = std::make_unique<monitoring::ServeMetrics>();
   }
   const DeviceChoice& dev = rs.device;
-  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, rs.shard, o.precision, dev.device));
+  s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, rs.shard, o.precision, dev.device, cfg.weights));
   // The products' code path, named before the engine and the HTTP server start, so that a
   // bad OLMO2_BF16_GEMM or OLMO2_BATCH_INVARIANT_GEMM stops serve here with its InputError.
   // On a GPU the products are the CUDA backend's.
@@ -253,7 +253,8 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
               << " (" << eo.scheduler.num_blocks << " " << dtype_name(kv_dtype) << " KV blocks of " << o.block_size
               << " = "
               << capacity_text(s.engine->cache_capacity_tokens()) << ", " << precision_name(s.model->precision())
-              << " with " << product_path << " batch-invariant products, prefix caching "
+              << " with " << product_path << " batch-invariant products, weights "
+              << (s.model->quantization() ? quantization_text(*s.model->quantization()) : std::string("dense")) << ", prefix caching "
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
               << (rs.distributed() ? ", " + std::to_string(rs.world_size()) + " ranks" : ", " + rs.placement) << "; "

@@ -46,7 +46,8 @@ void run_trace(const CliConfig& cfg, std::ostream& stdout_stream, bool under_mpi
       if (rank == 0 && !cfg.trace.output.empty()) file = open_output_file(cfg.trace.output, "--output");
       verify_model_directory(cfg.model, {rank, s.world_size()}, rank == 0 ? &std::cerr : nullptr);
     });
-    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device);
+    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device, cfg.weights);
+    if (rank == 0 && model.quantization()) std::cerr << "weights: " << quantization_text(*model.quantization()) << std::endl;
     const TraceJob job{s.world(), s.coords().dp, s.topology.layout().dp};
     trace_prompts(model, prompts, spec, s.parallel_context(), job,
                   [&](size_t i, nlohmann::json a) { write_line(out(), i, prompts[i], std::move(a)); });

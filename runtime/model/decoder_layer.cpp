@@ -9,6 +9,7 @@
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/paged_attention.h"
+#include "ops/quantized_linear.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
 
@@ -177,7 +178,19 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   const int64_t qw = nh * hd, kvw = nkv * hd, inter = sh.mlp_rows.size();
   const float eps = static_cast<float>(c.rms_norm_eps);
   const DType act = options.activations;
-  const auto linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
+  const auto dense_linear = options.batch_invariant ? ops::linear_batch_invariant : ops::linear;
+  // A weight quantized at load goes through the quantized product (batch-invariant on
+  // every path, for serving and generation alike: docs/architecture.md §3.2 "Quantized
+  // weights"); activations stay f32, rounded where they are today.
+  auto linear = [&](const TensorView& in, const Tensor& dense, const ops::QuantizedWeight& quantized,
+                    const TensorView& out) {
+    if (!quantized.empty()) {
+      ops::linear_quantized(in, quantized, out);
+    } else {
+      dense_linear(in, dense.view(), out);
+    }
+  };
+  const QuantizedLinears& wq = w.quantized;
   auto round = [&](const TensorView& t) { layer_parts::round_to_activation(t, act); };
   auto reduce = [&](const TensorView& t) {  // the partial sums of a row-parallel product
     if (ctx.tp) parallel::all_reduce_sum(*ctx.tp, t);
@@ -207,9 +220,9 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   // ---- attention block ----
   const TensorView q0 = buffer(&LayerActivations::q0, ws.q, qw), k0 = buffer(&LayerActivations::k0, ws.k, kvw);
   const TensorView v = buffer(&LayerActivations::v, ws.v, kvw);
-  linear(x, w.q_proj.view(), q0);
-  linear(x, w.k_proj.view(), k0);
-  linear(x, w.v_proj.view(), v);
+  linear(x, w.q_proj, wq.q_proj, q0);
+  linear(x, w.k_proj, wq.k_proj, k0);
+  linear(x, w.v_proj, wq.v_proj, v);
   round(q0), round(k0), round(v);
   // QK-norm over the whole projections; kept apart from q0/k0 only for a backward.
   const TensorView q = saved ? buffer(&LayerActivations::qr, ws.qr, qw) : q0;
@@ -223,7 +236,7 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   if (tap && tap->wants(TapSite::AttentionProbabilities, global)) tap_attention(ctx, layer, packed, kv, where, q, k, *tap);
   site(TapSite::AttentionHeadOutputs, attn);
   const TensorView p = buffer(&LayerActivations::p, ws.proj, h);
-  linear(attn, w.o_proj.view(), p);  // row-parallel: partial sums
+  linear(attn, w.o_proj, wq.o_proj, p);  // row-parallel: partial sums
   reduce(p);
   round(p);
   const TensorView normed = saved ? sized(ws.normed, n, h, dev) : p;  // p itself is kept for the backward
@@ -237,14 +250,14 @@ void decoder_layer_forward(const LayerContext& ctx, const LayerWeights& w, int64
   // ---- MLP block ----
   const TensorView gate = buffer(&LayerActivations::gate, ws.gate, inter);
   const TensorView up = buffer(&LayerActivations::up, ws.up, inter);
-  linear(x, w.gate_proj.view(), gate);
-  linear(x, w.up_proj.view(), up);
+  linear(x, w.gate_proj, wq.gate_proj, gate);
+  linear(x, w.up_proj, wq.up_proj, up);
   round(gate), round(up);
   const TensorView mixed = sized(ws.act, n, inter, dev);
   ops::swiglu(gate, up, mixed, act);
   site(TapSite::MlpNeurons, mixed);
   const TensorView m = buffer(&LayerActivations::m, ws.proj, h);
-  linear(mixed, w.down_proj.view(), m);  // row-parallel
+  linear(mixed, w.down_proj, wq.down_proj, m);  // row-parallel
   reduce(m);
   round(m);
   const TensorView normed2 = saved ? sized(ws.normed, n, h, dev) : m;

@@ -25,13 +25,38 @@ Tensor on_device(Tensor host, Device device) {
 }
 }  // namespace
 
+namespace {
+/// The refusals of quantized weights before anything is read (docs/architecture.md §3.2
+/// "Quantized weights").
+void check_quantizable(const ModelConfig& c, const ShardSpec& shard, Device device, const WeightQuantization& q) {
+  if (device != Device::CPU) {
+    OLMO2_THROW(InputError, "quantized weights run on the CPU only; the GPU path does not have them yet");
+  }
+  check_quantization(c, shard, q);
+}
+}  // namespace
+
+void Olmo2Model::quantize(const WeightQuantization& given) {
+  if (quantization_) OLMO2_THROW(InputError, "the model's weights are already quantized");
+  check_quantizable(config_, shard_, device_, given);
+  const WeightQuantization q = resolved(given, config_);
+  for (LayerWeights& lw : weights_.layers) quantize_layer(lw, q);
+  if (shard_.final_norm) quantize_lm_head(weights_, config_);
+  quantization_ = q;
+}
+
 Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std::optional<Precision> precision,
-                            Device device) {
+                            Device device, std::optional<WeightQuantization> quantization) {
   Olmo2Model m;
   m.config_ = ModelConfig::load(dir);
   m.shard_ = shard;
   m.device_ = device;
   const ModelConfig& c = m.config_;
+  if (quantization) {
+    check_quantizable(c, shard, device, *quantization);
+    quantization = resolved(*quantization, c);
+  }
+  m.quantization_ = quantization;
   m.precision_ = precision.value_or(default_precision(c.dtype));
   const DType wt = weight_dtype(m.precision_);
   const Checkpoint ckpt = Checkpoint::open(dir);
@@ -85,11 +110,13 @@ Olmo2Model Olmo2Model::load(const std::string& dir, const ShardSpec& shard, std:
     lw.down_proj = slice(p + "mlp.down_proj.weight", {h, inter}, 1, ib, ie);
     lw.post_attention_layernorm = whole(p + "post_attention_layernorm.weight", {h});
     lw.post_feedforward_layernorm = whole(p + "post_feedforward_layernorm.weight", {h});
+    if (quantization) quantize_layer(lw, *quantization);  // its dense weights freed before the next layer
     w.layers.push_back(std::move(lw));
   }
   if (shard.final_norm) {
     w.norm = whole("model.norm.weight", {h});
     if (!c.tie_word_embeddings) w.lm_head = vocab_slice("lm_head.weight");
+    if (quantization) quantize_lm_head(w, c);
   }
   return m;
 }
@@ -134,7 +161,7 @@ Olmo2Model Olmo2Model::random(const ModelConfig& c, uint64_t seed, float std, Pr
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     LayerWeights lw{normal({q, h}), normal({kv, h}), normal({kv, h}), normal({h, q}),
                     ones(q), ones(kv), normal({inter, h}), normal({inter, h}),
-                    normal({h, inter}), ones(h), ones(h)};
+                    normal({h, inter}), ones(h), ones(h), {}};
     w.layers.push_back(std::move(lw));
   }
   w.norm = ones(h);

@@ -15,6 +15,7 @@
 #include "runtime/model/decoder_layer.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/precision.h"
+#include "runtime/model/quantized_weights.h"
 #include "runtime/model/shard_spec.h"
 #include "runtime/model/token_batch.h"
 #include "runtime/model/weights.h"
@@ -80,8 +81,15 @@ class Olmo2Model {
   /// tensor is read into host memory in the weight dtype, copied to the current GPU
   /// (ops::copy) and its host copy freed before the next is read: the weights are
   /// resident on the GPU only. Throws Error when the device is out of memory.
+  /// With `quantization` (CPU only: InputError on another device, and as
+  /// check_quantization for a group that does not fit the shard) each decoder layer's
+  /// linear weights are quantized as soon as the layer is read and their dense tensors
+  /// freed, and the lm_head is quantized to int8 per channel (quantize_layer,
+  /// quantize_lm_head): the weights are resident in the quantized format, with one
+  /// layer dense at a time on top while loading.
   static Olmo2Model load(const std::string& dir, const ShardSpec& shard,
-                         std::optional<Precision> precision = std::nullopt, Device device = Device::CPU);
+                         std::optional<Precision> precision = std::nullopt, Device device = Device::CPU,
+                         std::optional<WeightQuantization> quantization = std::nullopt);
 
   /// A model with N(0, std²) weights, a function of `seed` (fill_normal: vectorised and
   /// threaded, the 1B shape in seconds), and unit norm weights, built in memory
@@ -94,6 +102,13 @@ class Olmo2Model {
   /// Its device is the weights' (their first non-empty tensor's; CPU when none).
   static Olmo2Model from_weights(const ModelConfig& config, const ShardSpec& shard, ModelWeights weights,
                                  Precision precision = Precision::FP32);
+
+  /// Quantizes the weights as load's `quantization` does (tests, benchmarks, a random
+  /// model). InputError on a model that is already quantized, not on the CPU, or whose
+  /// shard the group does not fit.
+  void quantize(const WeightQuantization& quantization);
+  /// How the weights are quantized (the group resolved); nullopt when they are dense.
+  const std::optional<WeightQuantization>& quantization() const { return quantization_; }
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -159,6 +174,7 @@ class Olmo2Model {
   ModelWeights weights_;
   Precision precision_ = Precision::FP32;
   Device device_ = Device::CPU;
+  std::optional<WeightQuantization> quantization_;
 };
 
 }  // namespace olmo2

@@ -4,6 +4,7 @@
 
 #include "ops/batch_invariant_gemm.h"
 #include "ops/gemm.h"
+#include "ops/quantized_linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/tensor_ops.h"
 #include "parallel/tensor_collectives.h"
@@ -158,7 +159,11 @@ ForwardResult Olmo2Model::forward(const TokenBatch& batch, const KVCache* cache,
   }
   const int64_t vl = sh.vocab_rows.size();
   Tensor local = Tensor::zeros({rows_in.size(0), vl}, DType::F32, device_);
-  (options.batch_invariant ? ops::linear_batch_invariant : ops::linear)(rows_in, head, local.view());
+  if (!weights_.lm_head_quantized.empty()) {  // docs/architecture.md §3.2 "Quantized weights"
+    ops::linear_quantized(rows_in, weights_.lm_head_quantized, local.view());
+  } else {
+    (options.batch_invariant ? ops::linear_batch_invariant : ops::linear)(rows_in, head, local.view());
+  }
   if (act != DType::F32) ops::round_to(local.view(), act);
   if (tap && tap->wants(TapSite::LmHeadOutput, -1)) {  // the rows that got logits, this rank's vocab rows
     TapRows logit_rows{first, {}};

@@ -33,7 +33,7 @@ ModelWeights zero_weights(const ModelConfig& c, const ShardSpec& sh, Device devi
     w.layers.push_back(LayerWeights{z({qw, h}), z({kvw, h}), z({kvw, h}),
                                     z({h, qw}), z({qw}), z({kvw}),
                                     z({inter, h}), z({inter, h}),
-                                    z({h, inter}), z({h}), z({h})});
+                                    z({h, inter}), z({h}), z({h}), {}});
   }
   if (sh.final_norm) {
     w.norm = z({h});
@@ -51,7 +51,7 @@ ModelWeights zeros_like_weights(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers) {
     g.layers.push_back(LayerWeights{z(l.q_proj), z(l.k_proj), z(l.v_proj), z(l.o_proj), z(l.q_norm),
                                     z(l.k_norm), z(l.gate_proj), z(l.up_proj), z(l.down_proj),
-                                    z(l.post_attention_layernorm), z(l.post_feedforward_layernorm)});
+                                    z(l.post_attention_layernorm), z(l.post_feedforward_layernorm), {}});
   }
   g.norm = z(w.norm);
   g.lm_head = z(w.lm_head);

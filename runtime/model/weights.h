@@ -4,9 +4,17 @@
 
 #include <vector>
 
+#include "ops/quantized_linear.h"
 #include "ops/tensor.h"
 
 namespace olmo2 {
+
+/// A decoder layer's linear weights quantized at load (runtime/model/quantized_weights.h,
+/// docs/architecture.md §3.2 "Quantized weights"): each empty when that weight is held
+/// dense; when one is set, LayerWeights' dense tensor of the same name is empty.
+struct QuantizedLinears {
+  ops::QuantizedWeight q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
+};
 
 /// Weights of one decoder layer (this rank's slices of them under tensor parallelism).
 struct LayerWeights {
@@ -14,6 +22,8 @@ struct LayerWeights {
   Tensor q_norm, k_norm;                  ///< [H·hd], [KV·hd]
   Tensor gate_proj, up_proj, down_proj;   ///< [I, h] ×2, [h, I]
   Tensor post_attention_layernorm, post_feedforward_layernorm;  ///< [h]
+  /// Serving with quantized weights: the linear weights above, quantized (those then empty).
+  QuantizedLinears quantized;
 };
 
 /// All weights of the model (or of a rank's shard: its layers, and the embedding and
@@ -23,6 +33,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   Tensor norm;          ///< [h]
   Tensor lm_head;       ///< [V, h]; empty when tied to embed_tokens
+  /// Serving with quantized weights (runtime/model/quantized_weights.h): lm_head (or, tied,
+  /// a quantized copy of embed_tokens' rows) as int8 with one scale per output channel;
+  /// lm_head is then empty. Empty otherwise.
+  ops::QuantizedWeight lm_head_quantized;
 };
 
 /// The device of the first non-empty tensor of `w` (embedding, layers, norm, lm_head);

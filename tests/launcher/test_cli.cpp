@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/options.h"
+#include "ops/quantized_linear.h"
 #include "tests/test_util.h"
 
 namespace olmo2 {
@@ -232,6 +233,38 @@ TEST(CliErrors, SpeculativeDecodingRefusalsNameTheValue) {
   std::ofstream(dir.file("config.json")) << cfg.dump();
   expect_one_line_error(run_olmo2("serve" + m + " --speculative-model " + dir.path()), 1,
                         "--speculative-model " + dir.path() + " has a vocabulary of 161 tokens, the model 160");
+}
+
+// --weights and --weight-group (docs/architecture.md §3.2 "Quantized weights").
+TEST(CliErrors, QuantizedWeightRefusalsNameTheValue) {
+  const std::string m = " --model " + kFixtures + "/mha-f32";
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --weights int3"), 2,
+                        "--weights must be auto, int8 or int4, got \"int3\"");
+  expect_one_line_error(run_olmo2("serve" + m + " --weights q8_0"), 2, "--weights must be auto, int8 or int4, got \"q8_0\"");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --weights int8 --weight-group 48"), 2,
+                        "--weight-group 48 for --weights int8: int8 takes a positive multiple of 32");
+  expect_one_line_error(run_olmo2("trace" + m + " --prompts x --activations y --weights int4 --weight-group 128"), 2,
+                        "--weight-group 128 for --weights int4: int4 takes 32 or 64");
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --weight-group 32"), 2,
+                        "--weight-group needs --weights int8 or int4");
+  // The GPU path refuses them up front, whether or not this machine has a GPU.
+  expect_one_line_error(run_olmo2("serve" + m + " --device cuda --weights int4"), 2,
+                        "quantized weights run on the CPU only; the GPU path does not have them yet");
+  expect_one_line_error(run_olmo2("train --weights int8"), 2, "unrecognised option '--weights'");
+  // A group the model's hidden size (64) does not divide: found when the model is read.
+  expect_one_line_error(run_olmo2("generate" + m + " --prompt-ids 1 --weights int8 --weight-group 128"), 1,
+                        "--weights int8: weight group 128 does not divide the K of q_proj, k_proj, v_proj, "
+                        "gate_proj and up_proj: 64 (the model's)");
+}
+
+TEST(CliGenerate, QuantizedWeightsNameTheirFormatAndPath) {
+  for (const char* f : {"int8", "int4"}) {
+    const auto r = run_olmo2("generate --model " + kFixtures + "/gqa-f32 --prompt-ids 5,17,3 --max-tokens 4 --format json --weights " + f);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["output_ids"].size(), 4u);
+    EXPECT_THAT(r.err, HasSubstr(std::string("weights: ") + f + " (groups of "));
+    EXPECT_THAT(r.err, HasSubstr(std::string("; quantized products ") + ops::quantized_path_name(ops::quantized_path())));
+  }
 }
 
 TEST(CliErrors, ABadProductPathOverrideIsOneLineBeforeAnyWork) {

@@ -50,6 +50,30 @@ TEST(GenerateUnderMpirun, EveryLayoutPrintsTheSingleProcessOutput) {
   }
 }
 
+// Quantized weights (docs/architecture.md §3.2 "Quantized weights"): with a group that
+// divides every rank's K (32: o_proj's 32 columns per rank at tp 2), each rank's shard is
+// the whole quantization's slice, and every layout prints what one process prints.
+TEST(GenerateUnderMpirun, QuantizedWeightsGiveTheSingleProcessOutput) {
+  const std::string dir = test::source_path("tests/golden/fixtures/deep-gqa-f32");
+  for (const char* f : {"int8", "int4"}) {
+    const std::string args = "generate --model " + dir + " --prompt-ids 5,17,3,40,99 --max-tokens 6 --format json "
+                             "--weight-group 32 --weights " + f;
+    const auto single = test::run_olmo2(args);
+    ASSERT_EQ(single.status, 0) << single.err;
+    for (const char* layout : {"--tp 2", "--pp 2"}) {
+      if (std::string(f) == "int4" && std::string(layout) == "--pp 2") continue;  // stages hold whole layers: int8 shows it
+      const auto r = mpirun(2, args + " " + layout);
+      ASSERT_EQ(r.status, 0) << f << " " << layout << ": " << r.err;
+      EXPECT_EQ(r.out, single.out) << f << " " << layout;
+    }
+  }
+  // The default int8 group here is 64, which tp 2's 32 columns of o_proj do not hold:
+  // every rank refuses before reading a weight, one line.
+  const auto r = mpirun(2, "generate --model " + dir + " --prompt-ids 1,2 --weights int8 --tp 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("weight group 64 does not divide the K of o_proj: 32 on this tensor-parallel rank (64 in the model)"));
+}
+
 TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
   const std::string dir = test::source_path("tests/golden/fixtures/deep-gqa-f32");
   auto r = mpirun(4, "generate --model " + dir + " --prompt-ids 1,2 --tp 3");

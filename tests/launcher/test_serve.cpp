@@ -196,6 +196,32 @@ TEST(Serve, Bf16KvCacheHoldsTwiceTheBlocksAndAnswersAsF32PoolsUnderBf16) {
   }
 }
 
+// Weight-quantized serving (docs/architecture.md §3.2 "Quantized weights"): int4 answers,
+// its start line names the format, and a request's tokens are those it gets alone while
+// others share its steps (the quantized product is batch-invariant).
+TEST(Serve, Int4WeightsAnswerAndKeepTheAnswersIndependentOfTheBatch) {
+  Server server(model().path, "--weights int4 --kv-cache-memory 256KiB --max-batch-tokens 64");
+  EXPECT_THAT(server.log(), HasSubstr("weights int4 (groups of 32; lm_head int8 per channel; quantized products "));
+  std::vector<std::string> bodies;
+  for (int i = 0; i < 8; ++i) {
+    json ids = json::array();
+    for (int t = 0; t < 5 + 7 * i; ++t) ids.push_back(1000 + (t * 7919 + i * 104729) % 40000);
+    bodies.push_back(R"({"prompt":)" + ids.dump() + R"(,"max_tokens":8,"ignore_eos":true,"temperature":0})");
+  }
+  std::vector<json> alone(8), together(8);
+  for (size_t i = 0; i < 8; ++i) {
+    const auto [s, j] = server.complete(bodies[i]);
+    ASSERT_EQ(s, 200) << j;
+    EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+    alone[i] = j;
+  }
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < 8; ++i) threads.emplace_back([&, i] { together[i] = server.complete(bodies[i]).second; });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(together[i]["choices"][0]["text"], alone[i]["choices"][0]["text"]) << "request " << i;
+}
+
 TEST(Serve, PrefixCachingGivesTheSameBits) {
   const std::vector<std::string> bodies = test::shared_prefix_bodies();
   Server on(model().path, ""), off(model().path, "--no-prefix-caching");
