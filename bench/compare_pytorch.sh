@@ -37,6 +37,7 @@
 #   WEIGHTS=int8,int4 (the quantized decode rows; '' leaves them out; ours skip with a
 #     printed reason while olmo2_inference_bench has no --weights)
 #   LLAMA_CPP=1|0 [1]: llama.cpp's rows (0 leaves them out); LLAMA_CPP_CACHE [~/.cache/olmo2-llama.cpp]
+#   PYTORCH=1|0 [1]: PyTorch's rows and its info (0 leaves them out: ours against llama.cpp)
 #   TRAIN_SIZES=demo,wide (or config.json paths)  TRAIN_STEPS=3  TRAIN_BATCH=8  TRAIN_SEQ=128
 #   TORCH_ATTN=sdpa|eager [sdpa]  CKPT_DTYPE=bf16|fp32 [bf16]
 #   SERVE_PRODUCTS=1|0 [1]: our prefill/decode with the batch-invariant products that
@@ -61,6 +62,7 @@ DECODE_STEPS=${DECODE_STEPS:-64}
 BANDWIDTH_MIB=${BANDWIDTH_MIB:-1024}
 WEIGHTS=${WEIGHTS-int8,int4}
 LLAMA_CPP=${LLAMA_CPP:-1}
+PYTORCH=${PYTORCH:-1}
 TRAIN_SIZES=${TRAIN_SIZES:-demo,wide}
 TRAIN_STEPS=${TRAIN_STEPS:-3}
 TRAIN_BATCH=${TRAIN_BATCH:-8}
@@ -85,6 +87,7 @@ for w in ${WEIGHTS//,/ }; do
   case $w in int8 | int4) ;; *) echo "compare_pytorch: WEIGHTS: unknown format '$w' (int8, int4)" >&2; exit 2 ;; esac
 done
 case $LLAMA_CPP in 0 | 1) ;; *) echo "compare_pytorch: LLAMA_CPP: expected 0 or 1, got '$LLAMA_CPP'" >&2; exit 2 ;; esac
+case $PYTORCH in 0 | 1) ;; *) echo "compare_pytorch: PYTORCH: expected 0 or 1, got '$PYTORCH'" >&2; exit 2 ;; esac
 [ -f "$CONFIG" ] || { echo "compare_pytorch: CONFIG $CONFIG not found" >&2; exit 2; }
 mkdir -p "$WORK"
 
@@ -176,7 +179,9 @@ for line in open(sys.argv[3]):
     "flags: $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|avx_vnni|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); threads $THREADS; rounds $ROUNDS"
 } | tee "$logs/machine.txt" >&2
-run torch 0 torch-info "$PY" bench/pytorch_reference.py info --threads "$THREADS"
+if [ "$PYTORCH" = 1 ]; then
+  run torch 0 torch-info "$PY" bench/pytorch_reference.py info --threads "$THREADS"
+fi
 
 # 3. The shared checkpoint (prefill and decode rows), written once per config and dtype.
 ckpt=
@@ -239,9 +244,11 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
         --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --bandwidth-mib "$BANDWIDTH_MIB" \
         "${serve_flag[@]}"
-      run torch "$r" "infer-$p-torch-$r" "$PY" bench/pytorch_reference.py infer --model "$ckpt" --precision "$p" \
-        --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
-        --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --attn "$TORCH_ATTN"
+      if [ "$PYTORCH" = 1 ]; then
+        run torch "$r" "infer-$p-torch-$r" "$PY" bench/pytorch_reference.py infer --model "$ckpt" --precision "$p" \
+          --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
+          --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --attn "$TORCH_ATTN"
+      fi
       if [ -n "$gguf" ] && [ "$p" = bf16 ]; then
         llama "$r" "infer-bf16-llama-$r" bf16 bf16 "$prefill_arg" "$decode_steps"
       fi
@@ -250,9 +257,11 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       label=${tc%%=*} cfg=${tc#*=}
       run ours "$r" "train-$label-$p-ours-$r" "$BUILD/bench/olmo2_train_bench" --sizes "$cfg" --precision "$p" \
         --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ"
-      run torch "$r" "train-$label-$p-torch-$r" "$PY" bench/pytorch_reference.py train --config "$cfg" \
-        --precision "$p" --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
-        --attn "$TORCH_ATTN"
+      if [ "$PYTORCH" = 1 ]; then
+        run torch "$r" "train-$label-$p-torch-$r" "$PY" bench/pytorch_reference.py train --config "$cfg" \
+          --precision "$p" --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
+          --attn "$TORCH_ATTN"
+      fi
     done
     label=
   done
