@@ -1,36 +1,50 @@
 #!/usr/bin/env bash
-# Ours against PyTorch eager (transformers' Olmo2ForCausalLM) on the same machine, the same
-# weights and the same thread count, in one run (bench/README.md, "Against PyTorch"):
-#   prefill  one sequence of T tokens (PREFILL, 128 and 512), last-token logits, batch 1
+# Ours against PyTorch eager (transformers' Olmo2ForCausalLM) and llama.cpp on the same
+# machine, the same weights and the same thread count, in one run (bench/README.md,
+# "Against PyTorch"):
+#   prefill  one sequence of T tokens (PREFILL, 128, 512 and 2048), last-token logits, batch 1
 #   decode   DECODE_STEPS greedy batch-1 steps with a KV cache after a DECODE_PROMPT-token
-#            prompt; also as a % of the bound (copy bandwidth / weight bytes per token)
+#            prompt; ours also as a % of the bound (read bandwidth / bytes read per token:
+#            the weights as held + the KV cache at the step's position) and the step's
+#            time by kind of work (products, attention, norms/RoPE/elementwise, ...)
 #   train    training steps (AdamW) of the demo shape and the 130M "wide" shape
-# each in fp32 and bf16. One command, nothing to set up first:
+# each in fp32 and bf16 (PyTorch; llama.cpp's bf16 GGUF in the bf16 prefill/decode rows);
+# and decode with quantized weights (WEIGHTS): ours --weights int8 / int4 against
+# llama.cpp's Q8_0 / Q4_K_M of the same checkpoint. One command, nothing to set up first:
 #   1. the Python environment: BENCH_VENV if given, else /opt/olmo2-fixtures-venv when it
 #      has torch and transformers, else ~/.cache/olmo2-bench-venv, created with the pinned
 #      versions of tests/golden/requirements-fixtures.txt (PyPI; about 6 GB, once);
 #   2. builds olmo2_inference_bench, olmo2_train_bench and olmo2_random_model in BUILD_DIR;
+#      with LLAMA_CPP=1, llama.cpp (bench/llama_cpp_setup.sh: a pinned source from PyPI,
+#      built once in ~/.cache/olmo2-llama.cpp, about 10 minutes on 2 cores);
 #   3. writes one checkpoint of random weights (olmo2_random_model, CKPT_DTYPE bf16) for
 #      CONFIG; both sides load it, fp32 rows widening it (exactly) and bf16 rows as stored;
-#      the training rows build both models from the same config.json;
-#   4. ROUNDS rounds of ours then PyTorch for each precision and row group (ours, torch,
-#      ours, torch, ...), every figure printed as it comes;
-#   5. the table: each row's mean over the rounds, ours, PyTorch and ours/PyTorch
-#      (above 1: ours is faster), the rounds' spread, decode as % of the bandwidth bound,
-#      and which matrix-product path each side ran.
+#      the training rows build both models from the same config.json; llama.cpp's GGUF
+#      files (bf16, Q8_0, Q4_K_M) are converted from it (once per checkpoint);
+#   4. ROUNDS rounds of ours then PyTorch then llama.cpp for each precision and row group
+#      (ours, torch, llama, ours, ...), every figure printed as it comes;
+#   5. the table (bench/compare_table.py): each row's mean over the rounds for ours,
+#      PyTorch and llama.cpp, ours ÷ the best of the others (above 1: ours is faster), the
+#      rounds' spread, our decode as % of the read-bandwidth bound with its breakdown, and
+#      which paths each side ran.
 # Not a test.
 #
 # Options (environment; defaults in brackets):
 #   ROWS=prefill,decode,train  PRECISIONS=fp32,bf16  ROUNDS=2  THREADS=2
 #   CONFIG=tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json  (prefill/decode model shape)
-#   PREFILL=128,512  PREFILL_REPS=3  DECODE_PROMPT=128  DECODE_STEPS=64  BANDWIDTH_MIB=1024
+#   PREFILL=128,512,2048  PREFILL_REPS=3  DECODE_PROMPT=128  DECODE_STEPS=64
+#   BANDWIDTH_MIB=1024 (the buffer of the read-bandwidth measure; >= 1024 to leave the caches out)
+#   WEIGHTS=int8,int4 (the quantized decode rows; '' leaves them out; ours skip with a
+#     printed reason while olmo2_inference_bench has no --weights)
+#   LLAMA_CPP=1|0 [1]: llama.cpp's rows (0 leaves them out); LLAMA_CPP_CACHE [~/.cache/olmo2-llama.cpp]
+#   PYTORCH=1|0 [1]: PyTorch's rows and its info (0 leaves them out: ours against llama.cpp)
 #   TRAIN_SIZES=demo,wide (or config.json paths)  TRAIN_STEPS=3  TRAIN_BATCH=8  TRAIN_SEQ=128
 #   TORCH_ATTN=sdpa|eager [sdpa]  CKPT_DTYPE=bf16|fp32 [bf16]
 #   SERVE_PRODUCTS=1|0 [1]: our prefill/decode with the batch-invariant products that
 #     `olmo2 serve` uses (1), or the OpenBLAS products of `olmo2 generate` (0)
 #   BUILD_DIR=build  WORK_DIR=/tmp/olmo2-compare-pytorch (checkpoints, logs, results)
 #   BENCH_VENV (see 1.)
-# A quick check at small scale (minutes on 2 cores):
+# A quick check at small scale (minutes on 2 cores, once llama.cpp is built):
 #   CONFIG=configs/olmo2-demo-27m.json PREFILL=32 DECODE_STEPS=8 TRAIN_SIZES=demo \
 #     TRAIN_BATCH=2 TRAIN_SEQ=32 TRAIN_STEPS=1 ROUNDS=1 bench/compare_pytorch.sh
 set -euo pipefail
@@ -41,11 +55,14 @@ PRECISIONS=${PRECISIONS:-fp32,bf16}
 ROUNDS=${ROUNDS:-2}
 THREADS=${THREADS:-2}
 CONFIG=${CONFIG:-tests/golden/fixtures/configs/OLMo-2-0425-1B/config.json}
-PREFILL=${PREFILL:-128,512}
+PREFILL=${PREFILL:-128,512,2048}
 PREFILL_REPS=${PREFILL_REPS:-3}
 DECODE_PROMPT=${DECODE_PROMPT:-128}
 DECODE_STEPS=${DECODE_STEPS:-64}
 BANDWIDTH_MIB=${BANDWIDTH_MIB:-1024}
+WEIGHTS=${WEIGHTS-int8,int4}
+LLAMA_CPP=${LLAMA_CPP:-1}
+PYTORCH=${PYTORCH:-1}
 TRAIN_SIZES=${TRAIN_SIZES:-demo,wide}
 TRAIN_STEPS=${TRAIN_STEPS:-3}
 TRAIN_BATCH=${TRAIN_BATCH:-8}
@@ -66,6 +83,11 @@ done
 for p in ${PRECISIONS//,/ }; do
   case $p in fp32 | bf16) ;; *) echo "compare_pytorch: PRECISIONS: unknown precision '$p' (fp32, bf16)" >&2; exit 2 ;; esac
 done
+for w in ${WEIGHTS//,/ }; do
+  case $w in int8 | int4) ;; *) echo "compare_pytorch: WEIGHTS: unknown format '$w' (int8, int4)" >&2; exit 2 ;; esac
+done
+case $LLAMA_CPP in 0 | 1) ;; *) echo "compare_pytorch: LLAMA_CPP: expected 0 or 1, got '$LLAMA_CPP'" >&2; exit 2 ;; esac
+case $PYTORCH in 0 | 1) ;; *) echo "compare_pytorch: PYTORCH: expected 0 or 1, got '$PYTORCH'" >&2; exit 2 ;; esac
 [ -f "$CONFIG" ] || { echo "compare_pytorch: CONFIG $CONFIG not found" >&2; exit 2; }
 mkdir -p "$WORK"
 
@@ -97,6 +119,21 @@ if ! { { [ -f "$BUILD/CMakeCache.txt" ] || cmake -S . -B "$BUILD" -DCMAKE_BUILD_
   tail -30 "$WORK/build.log" >&2
   echo "compare_pytorch: the build failed (log: $WORK/build.log)" >&2
   exit 1
+fi
+
+# llama.cpp's programs (built once; bench/llama_cpp_setup.sh).
+llama_bin=
+if [ "$LLAMA_CPP" = 1 ] && { has "$ROWS" prefill || has "$ROWS" decode; }; then
+  llama_bin=$(bench/llama_cpp_setup.sh build) || { echo "compare_pytorch: llama.cpp: the build failed (LLAMA_CPP=0 skips it)" >&2; exit 1; }
+fi
+# Our quantized rows need olmo2_inference_bench --weights.
+ours_weights=
+if [ -n "$WEIGHTS" ] && has "$ROWS" decode; then
+  if "$BUILD/bench/olmo2_inference_bench" --help 2>&1 | grep -q -- '--weights'; then
+    ours_weights=$WEIGHTS
+  else
+    echo "compare_pytorch: ours int8/int4 rows skipped: olmo2_inference_bench has no --weights option in this build" >&2
+  fi
 fi
 
 # Every process sees the same thread count; torch's CPU kernels are left at their best
@@ -139,10 +176,12 @@ for line in open(sys.argv[3]):
 # Machine and versions.
 {
   echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs," \
-    "flags: $(grep -m1 -o -w -E 'avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+    "flags: $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|avx_vnni|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); threads $THREADS; rounds $ROUNDS"
 } | tee "$logs/machine.txt" >&2
-run torch 0 torch-info "$PY" bench/pytorch_reference.py info --threads "$THREADS"
+if [ "$PYTORCH" = 1 ]; then
+  run torch 0 torch-info "$PY" bench/pytorch_reference.py info --threads "$THREADS"
+fi
 
 # 3. The shared checkpoint (prefill and decode rows), written once per config and dtype.
 ckpt=
@@ -157,6 +196,19 @@ if has "$ROWS" prefill || has "$ROWS" decode; then
     "$BUILD/bench/olmo2_random_model" "$CONFIG" "$tok" "$WORK/model-$key" 0.02 "$CKPT_DTYPE" >&2
   fi
 fi
+# llama.cpp's GGUF files of the same checkpoint: bf16 (as stored), Q8_0, Q4_K_M.
+gguf=
+if [ -n "$llama_bin" ] && [ -n "$ckpt" ]; then
+  [ -f "$ckpt/tokenizer.json" ] || cp "$TOKENIZER" "$ckpt/tokenizer.json" 2>/dev/null ||
+    { echo "compare_pytorch: llama.cpp needs the tokenizer ($TOKENIZER) beside the checkpoint" >&2; exit 1; }
+  gguf=$(bench/llama_cpp_setup.sh gguf "$ckpt" "$PY" "$WORK/gguf-$key") || exit 1
+fi
+# llama SIDE-ROUND NAME FORMAT PRECISION PREFILL STEPS: llama-bench on $gguf/FORMAT.gguf.
+llama() {
+  run llama "$1" "$2" "$PY" bench/llama_cpp_rows.py --bench "$llama_bin/llama-bench" --model "$gguf/$3.gguf" \
+    --format "$3" --precision "$4" --threads "$THREADS" --prefill "$5" --reps "$PREFILL_REPS" \
+    --decode-prompt "$DECODE_PROMPT" --decode-steps "$6"
+}
 
 # The training shapes, as config.json files both sides read.
 train_configs=()
@@ -192,102 +244,45 @@ for ((r = 1; r <= ROUNDS; ++r)); do
         --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
         --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --bandwidth-mib "$BANDWIDTH_MIB" \
         "${serve_flag[@]}"
-      run torch "$r" "infer-$p-torch-$r" "$PY" bench/pytorch_reference.py infer --model "$ckpt" --precision "$p" \
-        --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
-        --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --attn "$TORCH_ATTN"
+      if [ "$PYTORCH" = 1 ]; then
+        run torch "$r" "infer-$p-torch-$r" "$PY" bench/pytorch_reference.py infer --model "$ckpt" --precision "$p" \
+          --threads "$THREADS" --prefill "$prefill_arg" --reps "$PREFILL_REPS" --warmup 1 \
+          --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" --attn "$TORCH_ATTN"
+      fi
+      if [ -n "$gguf" ] && [ "$p" = bf16 ]; then
+        llama "$r" "infer-bf16-llama-$r" bf16 bf16 "$prefill_arg" "$decode_steps"
+      fi
     fi
     for tc in "${train_configs[@]}"; do
       label=${tc%%=*} cfg=${tc#*=}
       run ours "$r" "train-$label-$p-ours-$r" "$BUILD/bench/olmo2_train_bench" --sizes "$cfg" --precision "$p" \
         --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ"
-      run torch "$r" "train-$label-$p-torch-$r" "$PY" bench/pytorch_reference.py train --config "$cfg" \
-        --precision "$p" --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
-        --attn "$TORCH_ATTN"
+      if [ "$PYTORCH" = 1 ]; then
+        run torch "$r" "train-$label-$p-torch-$r" "$PY" bench/pytorch_reference.py train --config "$cfg" \
+          --precision "$p" --threads "$THREADS" --steps "$TRAIN_STEPS" --batch "$TRAIN_BATCH" --seq-len "$TRAIN_SEQ" \
+          --attn "$TORCH_ATTN"
+      fi
     done
     label=
   done
+  # Quantized weights, decode only: ours --weights then llama.cpp's Q8_0 / Q4_K_M.
+  if [ -n "$ckpt" ] && [ "$decode_steps" -gt 0 ]; then
+    for w in ${WEIGHTS//,/ }; do
+      if has "$ours_weights" "$w"; then
+        run ours "$r" "infer-$w-ours-$r" "$BUILD/bench/olmo2_inference_bench" --model "$ckpt" --weights "$w" \
+          --threads "$THREADS" --prefill '' --decode-prompt "$DECODE_PROMPT" --decode-steps "$decode_steps" \
+          --bandwidth-mib "$BANDWIDTH_MIB" "${serve_flag[@]}"
+      fi
+      if [ -n "$gguf" ]; then
+        q=q8_0
+        if [ "$w" = int4 ]; then q=q4_k_m; fi
+        llama "$r" "infer-$w-llama-$r" "$q" "$w" '' "$decode_steps"
+      fi
+    done
+  fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$logs/machine.txt" >&2
 
 # 5. The table.
-"$PY" - "$results" "$logs/machine.txt" <<'EOF'
-import json, sys
-from collections import defaultdict
-
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print()
-print(open(sys.argv[2]).read().rstrip())
-info = next((d for d in rows if d.get("kind") == "info"), {})
-vals = defaultdict(lambda: {"ours": [], "torch": []})
-order = []
-
-def put(key, side, v):
-    if key not in vals:
-        order.append(key)
-    vals[key][side].append(v)
-
-# The MFU denominator, one for every row and both sides: the best fp32 2048^3 product
-# measured in this run, OpenBLAS sgemm in our train runs or torch.mm.
-ours_peak = max([d["sgemm_peak_gflops"] for d in rows if d.get("bench") == "olmo2_train_bench"] or [0])
-torch_peak = next((d["mm_2048_fp32_gflops"] for d in rows if d.get("kind") == "info"), 0)
-peak = max(ours_peak, torch_peak) if ours_peak else 0
-bound = {}
-paths = {}
-for d in rows:
-    k, side, p = d.get("kind"), d["side"], d.get("precision")
-    if d.get("bench") == "olmo2_train_bench":
-        k = "train"
-    if k == "prefill":
-        put(f"prefill T={d['tokens']} {p} (tokens/s)", side, d["tokens_per_s"])
-    elif k == "decode":
-        put(f"decode {d['steps']} steps {p} (tokens/s)", side, d["tokens_per_s"])
-        if side == "ours":
-            bound.setdefault(p, []).append((d["bound_tokens_per_s"], d["copy_bandwidth_bytes_per_s"],
-                                            d["weight_bytes_per_token"]))
-    elif k == "train":
-        label = d.get("label", d.get("size", d.get("config")))
-        put(f"train {label} {p} (tokens/s)", side, d["tokens_per_s"])
-        if peak:
-            put(f"train {label} {p} (MFU %)", side, 100.0 * d["model_flops_per_step"] / d["step_s"] * 1e-9 / peak)
-    if side == "ours" and "product_path" in d and p:
-        paths.setdefault(p, set()).add(d["product_path"])
-
-mean = lambda v: sum(v) / len(v) if v else float("nan")
-fmt = lambda x: f"{x:.4g}" if x == x else "-"
-spread = lambda v: f"{min(v):.4g}..{max(v):.4g}" if len(v) > 1 else ""
-print()
-print(f"{'row':<38} {'ours':>10} {'PyTorch':>10} {'ours/PyTorch':>13}   spread over rounds (ours; PyTorch)")
-for key in order:
-    o, t = vals[key]["ours"], vals[key]["torch"]
-    mo, mt = mean(o), mean(t)
-    ratio = mo / mt if o and t and mt else float("nan")
-    print(f"{key:<38} {fmt(mo):>10} {fmt(mt):>10} {fmt(ratio):>13}   {spread(o)}; {spread(t)}")
-    if key.startswith("decode") and "(tokens/s)" in key:
-        p = key.split()[3]
-        if p in bound:
-            b = mean([x[0] for x in bound[p]])
-            print(f"{'  % of bandwidth bound':<38} {100 * mo / b:>9.1f}% {100 * mt / b:>9.1f}%"
-                  f"{'':>14}   bound {b:.3g} tokens/s = {mean([x[1] for x in bound[p]]) * 1e-9:.1f} GB/s copy"
-                  f" / {bound[p][0][2] * 1e-9:.3f} GB weights per token")
-print()
-if peak:
-    print(f"MFU = model FLOPs/s / {peak:.1f} GFLOP/s for every row and both sides: the best fp32 2048^3 product of"
-          f" this run (OpenBLAS sgemm in our train runs {ours_peak:.1f}, torch.mm {torch_peak:.1f})")
-for p in sorted(paths):
-    print(f"ours, {p} products: {'; '.join(sorted(paths[p]))}")
-if any("(Prescott)" in x for v in paths.values() for x in v):
-    print("warning: OpenBLAS runs its Prescott (SSE3) kernels: it does not know this CPU. Its sgemm can then be several times"
-          " slower than with OPENBLAS_CORETYPE=SkylakeX on an AVX-512 machine; the fp32 rows and the MFU peak"
-          " measure that. Set OPENBLAS_CORETYPE to compare at the machine's level")
-if info:
-    bf = info.get("onednn_bf16_linear") or {}
-    print(f"PyTorch {info['torch']}, transformers {info['transformers']}, {info['threads']} threads, ATen CPU "
-          f"capability {info['cpu_capability']}; bf16 linear: oneDNN {bf.get('primitive') or 'not used'}"
-          f" (isa {bf.get('isa') or '?'}); fp32 linear: {'MKL' if info.get('mkl') else 'BLAS'}"
-          f"{' / oneDNN ' + info['onednn_fp32_linear']['primitive'] if info.get('onednn_fp32_linear') else ''};"
-          f" torch.mm 2048^3: fp32 {info['mm_2048_fp32_gflops']:.1f}, bf16 {info['mm_2048_bf16_gflops']:.1f} GFLOP/s")
-attn = sorted({d.get("attn") for d in rows if d["side"] == "torch" and d.get("attn")})
-if attn:
-    print(f"PyTorch attention: {', '.join(attn)}; ratios above 1: ours is faster")
-EOF
+"$PY" bench/compare_table.py "$results" "$logs/machine.txt"
 echo "results: $results" >&2

@@ -1,7 +1,11 @@
 // Inference speed of a checkpoint on one process (bench/README.md, "Against PyTorch"):
 // prefill of one sequence with last-token logits, as a server's prefill step computes
 // it, and batch-1 greedy decode with a KV cache, as `olmo2 generate` drives it; and, in
-// the same run, the machine's copy bandwidth, which bounds decode from above.
+// the same run, the machine's read bandwidth, which bounds decode from above: bytes read
+// per token (weights as held + the KV cache up to the step's position) ÷ read bandwidth
+// (bench/decode_accounting.h, bench/memory_bandwidth.h); and where the decode step's time
+// goes (products, attention, norms/RoPE/elementwise, other ops, sampling, the rest), from
+// the op profile (ops/op_profile.h) taken over the timed steps.
 //
 //   olmo2_inference_bench --model DIR [--precision fp32|bf16] [--threads N]
 //       [--prefill 128,512] [--reps 3] [--warmup 1] [--decode-prompt 128]
@@ -11,7 +15,8 @@
 // With --device cuda the weights, KV cache and activations are on GPU 0 and each step
 // ends with its logits row copied to the host (which waits for the GPU); the copy
 // bandwidth printed is still the host's — the GPU bound is scripts/gpu_bench.sh's, from
-// olmo2_gpu_peaks' device copy bandwidth and weight_bytes_per_token.
+// olmo2_gpu_peaks' device copy bandwidth and weight_bytes_per_token — and the breakdown
+// counts GPU ops' launches, not their work (it is printed for the CPU only).
 //
 // Every figure is wall-clock time through the model's public API: Olmo2Model::forward
 // with a contiguous KVCache (KVCache::contiguous + contiguous_table, as
@@ -38,6 +43,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/decode_accounting.h"
+#include "bench/memory_bandwidth.h"
 #include "ops/bf16_gemm.h"
 #include "ops/device_runtime.h"
 #include "ops/dtype.h"
@@ -134,53 +141,6 @@ std::string load_average() {
   return f >> a >> b >> c ? a + " " + b + " " + c : "unknown";
 }
 
-/// Best copy bandwidth over `reps` runs of copying `bytes` between two buffers, each run
-/// split into `threads` contiguous chunks on as many std::threads. Counted as STREAM's
-/// Copy counts it: bytes read + bytes written = 2·bytes per run. Bytes/s.
-double copy_bandwidth(int64_t bytes, int threads, int reps) {
-  if (bytes <= 0) return 0;
-  const size_t n = static_cast<size_t>(bytes);
-  std::unique_ptr<char[]> a(new char[n]), b(new char[n]);
-  std::memset(a.get(), 1, n);  // touch every page before timing
-  std::memset(b.get(), 2, n);
-  double best = 1e300;
-  for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    const size_t chunk = (n + static_cast<size_t>(threads) - 1) / static_cast<size_t>(threads);
-    for (int t = 0; t < threads; ++t) {
-      const size_t lo = std::min(n, chunk * static_cast<size_t>(t)), hi = std::min(n, lo + chunk);
-      pool.emplace_back([&, lo, hi] { std::memcpy(b.get() + lo, a.get() + lo, hi - lo); });
-    }
-    for (std::thread& th : pool) th.join();
-    const double s = seconds_since(t0);
-    if (r > 0) best = std::min(best, s);
-  }
-  volatile char sink = b[n / 2];  // keep the copies
-  (void)sink;
-  return 2.0 * static_cast<double>(bytes) / best;
-}
-
-/// Bytes of weights one decode step reads: every tensor but the input embedding, of
-/// which one row is read (the whole table when lm_head is tied to it).
-double bytes_of(const olmo2::Tensor& t) {
-  return t.empty() ? 0.0 : static_cast<double>(t.numel()) * static_cast<double>(olmo2::dtype_size(t.dtype()));
-}
-
-double weight_bytes_per_token(const Olmo2Model& m) {
-  const olmo2::ModelWeights& w = m.weights();
-  double b = 0;
-  for (const olmo2::LayerWeights& l : w.layers) {
-    for (const olmo2::Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.gate_proj,
-                                   &l.up_proj, &l.down_proj, &l.post_attention_layernorm, &l.post_feedforward_layernorm})
-      b += bytes_of(*t);
-  }
-  b += bytes_of(w.norm);
-  const double embed_row = bytes_of(w.embed_tokens) / static_cast<double>(m.config().vocab_size);
-  b += !w.lm_head.empty() ? bytes_of(w.lm_head) + embed_row : bytes_of(w.embed_tokens);
-  return b;
-}
-
 /// The id with the largest logit of a [1, V] f32 row (greedy; the first on ties).
 int32_t argmax(const olmo2::Tensor& logits) {
   const float* p = logits.f32();
@@ -219,8 +179,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
 
     const int64_t bw_bytes = o.bandwidth_mib << 20;
-    std::fprintf(stderr, "copy bandwidth (%lld MiB)...\n", static_cast<long long>(o.bandwidth_mib));
-    const double bw_before = copy_bandwidth(bw_bytes, threads, 5);
+    std::fprintf(stderr, "read and copy bandwidth (%lld MiB)...\n", static_cast<long long>(o.bandwidth_mib));
+    const olmo2::bench::Bandwidth read_before = olmo2::bench::read_bandwidth(bw_bytes, threads, 5);
+    const olmo2::bench::Bandwidth copy_before = olmo2::bench::copy_bandwidth(bw_bytes, threads, 5);
 
     std::fprintf(stderr, "loading %s in %s...\n", o.model.c_str(), olmo2::precision_name(precision));
     const auto tl = Clock::now();
@@ -232,7 +193,7 @@ int main(int argc, char** argv) {
     }
     const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision, o.device);
     const double load_s = seconds_since(tl);
-    const double wbytes = weight_bytes_per_token(model);
+    const double wbytes = olmo2::bench::weight_bytes_per_token(model);
 
     int64_t capacity = o.decode_steps > 0 ? o.decode_prompt + 1 + o.decode_steps : 1;  // + the untimed step
     for (int64_t t : o.prefill) capacity = std::max(capacity, t);
@@ -290,50 +251,77 @@ int main(int argc, char** argv) {
     if (o.decode_steps > 0) {
       Stat st;
       std::vector<double> steps_s;
+      double kv_bytes = 0, sampling_s = 0;  // summed over the timed steps
+      (void)olmo2::ops::take_op_profile();
       for (int64_t r = 0; r < o.decode_reps; ++r) {
         const std::vector<int32_t> prompt = random_ids(o.decode_prompt);
         int32_t next = argmax(step(prompt, 0));  // the prompt's prefill, untimed
         int64_t cached = o.decode_prompt;
         // One untimed decode step first (first-touch of the step's buffers).
         next = argmax(step({next}, cached++));
+        olmo2::ops::set_op_profiling(true);  // the timed steps only
         const auto t0 = Clock::now();
         for (int64_t i = 0; i < o.decode_steps; ++i) {
+          kv_bytes += olmo2::bench::kv_bytes_read(model, cache, cached);  // a few adds per layer
           const auto ts = Clock::now();
-          next = argmax(step({next}, cached++));
+          const olmo2::Tensor logits = step({next}, cached++);
+          const auto tsample = Clock::now();
+          next = argmax(logits);
+          sampling_s += seconds_since(tsample);
           steps_s.push_back(seconds_since(ts));
         }
         const double s = seconds_since(t0);
+        olmo2::ops::set_op_profiling(false);
         std::fprintf(stderr, "decode %lld steps after %lld: %.3f s, %.2f tokens/s\n",
                      static_cast<long long>(o.decode_steps), static_cast<long long>(o.decode_prompt), s,
                      static_cast<double>(o.decode_steps) / s);
         st.add(s);
       }
+      const double all_steps_s = std::accumulate(steps_s.begin(), steps_s.end(), 0.0);
+      const olmo2::bench::StepBreakdown parts = olmo2::bench::classify(olmo2::ops::take_op_profile(), all_steps_s, sampling_s);
       std::sort(steps_s.begin(), steps_s.end());
-      const double bw_after = copy_bandwidth(bw_bytes, threads, 5);
-      const double bw = std::max(bw_before, bw_after);
+      const olmo2::bench::Bandwidth read_after = olmo2::bench::read_bandwidth(bw_bytes, threads, 5);
+      const olmo2::bench::Bandwidth copy_after = olmo2::bench::copy_bandwidth(bw_bytes, threads, 5);
+      const double bw = std::max(read_before.best, read_after.best);
       const double tps = static_cast<double>(o.decode_steps) / st.mean;
-      const double bound = bw > 0 ? bw / wbytes : 0;
+      const double kv_per_token = kv_bytes / static_cast<double>(steps_s.size());
+      const double bytes_per_token = wbytes + kv_per_token;
+      const double bound = bw > 0 ? bw / bytes_per_token : 0;
+      const double n = static_cast<double>(steps_s.size());
       nlohmann::json j = base;
       j.update({{"kind", "decode"}, {"prompt", o.decode_prompt}, {"steps", o.decode_steps}, {"seconds", st.mean},
                 {"runs", st.all}, {"tokens_per_s", tps}, {"step_ms_median", 1e3 * steps_s[steps_s.size() / 2]},
-                {"weight_bytes_per_token", wbytes}, {"copy_bandwidth_bytes_per_s", bw},
-                {"copy_bandwidth_before", bw_before}, {"copy_bandwidth_after", bw_after},
-                {"bound_tokens_per_s", bound}, {"fraction_of_bound", bound > 0 ? tps / bound : 0.0}});
+                {"weight_bytes_per_token", wbytes}, {"kv_bytes_per_token", kv_per_token},
+                {"bytes_per_token", bytes_per_token}, {"read_bandwidth_bytes_per_s", bw},
+                {"read_bandwidth_before", {read_before.best, read_before.median}},
+                {"read_bandwidth_after", {read_after.best, read_after.median}}, {"read_loads", read_before.loads},
+                {"copy_bandwidth_bytes_per_s", std::max(copy_before.best, copy_after.best)},
+                {"bound_tokens_per_s", bound}, {"fraction_of_bound", bound > 0 ? tps / bound : 0.0},
+                {"step_ms", {{"products", 1e3 * parts.products / n}, {"attention", 1e3 * parts.attention / n},
+                             {"elementwise", 1e3 * parts.elementwise / n}, {"other_ops", 1e3 * parts.other_ops / n},
+                             {"sampling", 1e3 * parts.sampling / n}, {"outside", 1e3 * parts.outside / n},
+                             {"total", 1e3 * parts.total / n}}}});
+      if (o.device == olmo2::Device::CPU) j["breakdown"] = olmo2::bench::describe(parts, static_cast<int64_t>(n));
       out.push_back(j);
     }
 
-    std::printf("  load %.1f s; weights read per decode token %.3f GB; copy bandwidth %.1f GB/s (2 x %lld MiB per copy)\n",
-                load_s, wbytes * 1e-9, bw_before * 1e-9, static_cast<long long>(o.bandwidth_mib));
+    std::printf("  load %.1f s; weights read per decode token %.3f GB; read bandwidth %.1f GB/s best, %.1f median"
+                " (%s loads, %d threads, %lld MiB); copy %.1f GB/s\n",
+                load_s, wbytes * 1e-9, read_before.best * 1e-9, read_before.median * 1e-9, read_before.loads, threads,
+                static_cast<long long>(o.bandwidth_mib), copy_before.best * 1e-9);
     for (const nlohmann::json& j : out) {
       if (j["kind"] == "prefill") {
         std::printf("  prefill T=%-5lld %9.2f tokens/s  (mean %.3f s, best %.3f s over %lld)\n",
                     static_cast<long long>(j["tokens"].get<int64_t>()), j["tokens_per_s"].get<double>(),
                     j["seconds"].get<double>(), j["best_seconds"].get<double>(), static_cast<long long>(o.reps));
       } else {
-        std::printf("  decode %lld steps  %9.2f tokens/s  (median step %.1f ms); bound %.2f tokens/s at %.1f GB/s: %.1f%%\n",
+        std::printf("  decode %lld steps  %9.2f tokens/s  (median step %.1f ms); bound %.2f tokens/s"
+                    " (%.3f GB read per token at %.1f GB/s read): %.1f%%\n",
                     static_cast<long long>(o.decode_steps), j["tokens_per_s"].get<double>(),
                     j["step_ms_median"].get<double>(), j["bound_tokens_per_s"].get<double>(),
-                    j["copy_bandwidth_bytes_per_s"].get<double>() * 1e-9, 100.0 * j["fraction_of_bound"].get<double>());
+                    j["bytes_per_token"].get<double>() * 1e-9, j["read_bandwidth_bytes_per_s"].get<double>() * 1e-9,
+                    100.0 * j["fraction_of_bound"].get<double>());
+        if (j.contains("breakdown")) std::printf("  decode step: %s\n", j["breakdown"].get<std::string>().c_str());
       }
     }
     for (nlohmann::json& j : out) {

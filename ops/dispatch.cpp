@@ -11,6 +11,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/device_emulation.h"
 #include "ops/op_list.h"
+#include "ops/op_profile.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/gemm.h"
@@ -95,6 +96,7 @@ Result on_cuda(const char* op, Call&& call) {
 #endif
 #define OLMO2_DEFINE_OP(result, name, parameters, arguments, views, devices)                          \
   result name parameters {                                                                           \
+    const OpProfileScope profile_(#name); /* off: one atomic load (ops/op_profile.h) */               \
     const Device d_ = pick_device(#name, OLMO2_EXPAND views);                                         \
     if (d_ == Device::CPU) return cpu::name arguments;                                                \
     if (device_emulated()) /* the GPU's refusal too, for an op the row keeps off CUDA */              \
