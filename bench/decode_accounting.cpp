@@ -25,11 +25,18 @@ double weight_bytes_per_token(const Olmo2Model& model) {
     for (const Tensor* t : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.q_norm, &l.k_norm, &l.gate_proj,
                             &l.up_proj, &l.down_proj, &l.post_attention_layernorm, &l.post_feedforward_layernorm})
       b += bytes_of(*t);
+    const QuantizedLinears& q = l.quantized;  // quantized weights: values and scales as held
+    for (const ops::QuantizedWeight* t : {&q.q_proj, &q.k_proj, &q.v_proj, &q.o_proj, &q.gate_proj, &q.up_proj,
+                                          &q.down_proj})
+      b += static_cast<double>(t->bytes());
   }
   b += bytes_of(w.norm);
   const int64_t rows = w.embed_tokens.empty() ? 0 : w.embed_tokens.shape()[0];
   const double embed_row = rows > 0 ? bytes_of(w.embed_tokens) / static_cast<double>(rows) : 0.0;
-  b += !w.lm_head.empty() ? bytes_of(w.lm_head) + embed_row : bytes_of(w.embed_tokens);
+  if (!w.lm_head_quantized.empty())  // the quantized lm_head (or tied copy) + one embedding row
+    b += static_cast<double>(w.lm_head_quantized.bytes()) + embed_row;
+  else
+    b += !w.lm_head.empty() ? bytes_of(w.lm_head) + embed_row : bytes_of(w.embed_tokens);
   return b;
 }
 

@@ -37,6 +37,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,7 @@
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/model.h"
 #include "runtime/model/precision.h"
+#include "runtime/model/quantized_weights.h"
 #include "ops/blas_core.h"
 
 namespace {
@@ -67,6 +69,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 struct Options {
   std::string model;
   std::string precision;  // "": the checkpoint's default
+  std::string weights;    // "": as held; "int8" or "int4": quantized at load (runtime/model/quantized_weights.h)
+  std::string kv_cache_dtype = "auto";
   int threads = 0;        // 0: all hardware threads
   std::vector<int64_t> prefill{128, 512};
   int64_t reps = 3, warmup = 1;
@@ -82,6 +86,7 @@ struct Options {
                "usage: olmo2_inference_bench --model DIR [--precision fp32|bf16] [--threads N]\n"
                "         [--prefill 128,512] [--reps 3] [--warmup 1] [--decode-prompt 128] [--decode-steps 64]\n"
                "         [--decode-reps 1] [--bandwidth-mib 1024] [--batch-invariant]\n"
+               "         [--weights int8|int4] [--kv-cache-dtype auto|bf16|f32]\n"
                "  --prefill ''  or  --decode-steps 0  leaves that part out\n",
                msg.c_str());
   std::exit(status);
@@ -113,6 +118,8 @@ Options parse_args(int argc, char** argv) {
     }
     if (flag == "--model") o.model = value;
     else if (flag == "--precision") o.precision = value;
+    else if (flag == "--weights") o.weights = value;
+    else if (flag == "--kv-cache-dtype") o.kv_cache_dtype = value;
     else if (flag == "--device") {
       if (value != "cpu" && value != "cuda") usage("--device: expected cpu or cuda, got '" + value + "'", 2);
       o.device = value == "cuda" ? olmo2::Device::CUDA : olmo2::Device::CPU;
@@ -169,6 +176,11 @@ int main(int argc, char** argv) {
     const olmo2::ModelConfig config = olmo2::ModelConfig::load(o.model);
     const olmo2::Precision precision =
         o.precision.empty() ? olmo2::default_precision(config.dtype) : olmo2::parse_precision(o.precision, "--precision");
+    std::optional<olmo2::WeightQuantization> quantization;
+    if (!o.weights.empty() && o.weights != "auto")
+      quantization = olmo2::resolved({olmo2::parse_quant_format(o.weights, "--weights"), 0}, config);
+    const olmo2::DType kv_dtype =
+        olmo2::kv_cache_dtype(olmo2::parse_kv_cache_dtype(o.kv_cache_dtype, "--kv-cache-dtype"), precision);
     // Batch-invariant runs take linear_batch_invariant, the others ops::linear (ops/bf16_gemm.h).
     const std::string path = precision != olmo2::Precision::BF16 ? std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")"
                              : o.batch_invariant ? std::string(olmo2::ops::bf16_gemm_path_name())
@@ -176,6 +188,8 @@ int main(int argc, char** argv) {
     std::printf("olmo2_inference_bench: %s, precision %s, threads %d, load average %s\n", o.model.c_str(),
                 olmo2::precision_name(precision), threads, load_average().c_str());
     std::printf("  products: %s%s\n", path.c_str(), o.batch_invariant ? " [batch-invariant: ops::linear_batch_invariant]" : "");
+    if (quantization) std::printf("  weights: %s\n", olmo2::quantization_text(*quantization).c_str());
+    std::printf("  KV cache: %s\n", olmo2::dtype_name(kv_dtype));
     std::fflush(stdout);
 
     const int64_t bw_bytes = o.bandwidth_mib << 20;
@@ -191,7 +205,7 @@ int main(int argc, char** argv) {
       olmo2::ops::use_gpu(0, "olmo2_inference_bench");
       std::printf("  device: cuda, GPU 0 (%s)\n", olmo2::ops::gpu_description(0).c_str());
     }
-    const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision, o.device);
+    const Olmo2Model model = Olmo2Model::load(o.model, olmo2::ShardSpec::whole(config), precision, o.device, quantization);
     const double load_s = seconds_since(tl);
     const double wbytes = olmo2::bench::weight_bytes_per_token(model);
 
@@ -201,7 +215,7 @@ int main(int argc, char** argv) {
       throw std::runtime_error("prefill/decode length " + std::to_string(capacity) + " exceeds max_position_embeddings " +
                                std::to_string(config.max_position_embeddings));
     }
-    const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity, 16, o.device);
+    const olmo2::KVCache cache = olmo2::KVCache::contiguous(config, model.shard(), capacity, 16, o.device, kv_dtype);
     const std::vector<int32_t> table = cache.contiguous_table(capacity);  // every KV group's blocks
     olmo2::ForwardOptions fo;
     fo.last_logits_only = true;
@@ -228,7 +242,10 @@ int main(int argc, char** argv) {
 
     nlohmann::json base = {{"bench", "olmo2_inference_bench"}, {"model", o.model},
                            {"precision", olmo2::precision_name(precision)}, {"threads", threads},
-                           {"product_path", path}, {"batch_invariant", o.batch_invariant}};
+                           {"product_path", path}, {"batch_invariant", o.batch_invariant},
+                           {"weights", quantization ? olmo2::ops::quant_format_name(quantization->format)
+                                                    : olmo2::precision_name(precision)},
+                           {"kv_cache_dtype", olmo2::dtype_name(kv_dtype)}};
     std::vector<nlohmann::json> out;
 
     for (int64_t t : o.prefill) {

@@ -113,6 +113,7 @@ OLMO2_OP_TABLE(OLMO2_DEFINE_OP)
 // The quantized-weight product is outside the op table (its weight is not a view, and
 // only the CPU backend has it): views on another device get its one-line refusal.
 void linear_quantized(const TensorView& x, const QuantizedWeight& w, const TensorView& y) {
+  const OpProfileScope profile_("linear_quantized");  // counted with the products (ops/op_profile.h)
   for (const TensorView* v : {&x, &w.values.view(), &w.scales.view(), &y})
     if (!v->empty() && v->device() != Device::CPU)
       OLMO2_THROW(ShapeError, "ops::linear_quantized: quantized weights run on the CPU only (a view is on ",
