@@ -1,41 +1,55 @@
 #include "ops/paged_attention.h"
 
+#include "ops/cpu/code_path_choice.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/paged_attention_detail.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
 namespace olmo2::ops {
 namespace {
 
-// q · k over n elements in a fixed order: 8 independent partial sums (lane i % 8), the
-// tail folded into the same lanes, combined pairwise. No reassociation by the compiler
-// (no -ffast-math), so the result depends only on the two vectors and n.
-inline float dot_fixed(const float* __restrict a, const float* __restrict b, int64_t n) {
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+using detail::AttnTile;
+using detail::kTileRows;
+
+constexpr std::array<PagedAttentionPath, 2> kPaths{PagedAttentionPath::Avx2, PagedAttentionPath::Portable};
+
+detail::CodePathChoice<PagedAttentionPath, 2>& choice() {
+  static detail::CodePathChoice<PagedAttentionPath, 2> c("OLMO2_PAGED_ATTENTION", kPaths, &paged_attention_path_name,
+                                                         &paged_attention_path_available);
+  return c;
 }
 
-// o += p · v over n elements; element-wise, so vectorising does not change any result.
-inline void axpy(float p, const float* __restrict v, float* __restrict o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) o[i] += p * v[i];
-}
-
-// One query row of one sequence.
-struct RowItem {
+/// One tile of work: rows t0 … t1−1 of sequence `seq`, query heads h0 … h1−1 (all of
+/// kv head h0 / group), keys j0 … j1−1.
+struct TileItem {
   int32_t seq;
-  int64_t t;
+  int32_t h0, h1;
+  int64_t t0, t1;
+  int64_t j0, j1;
+  int64_t cost;
 };
 
 }  // namespace
+
+const char* paged_attention_path_name(PagedAttentionPath path) {
+  return path == PagedAttentionPath::Avx2 ? "avx2" : "portable";
+}
+
+bool paged_attention_path_available(PagedAttentionPath path) {
+  return path == PagedAttentionPath::Portable || detail::attn_has_avx2();
+}
+
+PagedAttentionPath paged_attention_path() { return choice().current(); }
+
+void set_paged_attention_path(PagedAttentionPath path) { choice().force(path, "set_paged_attention_path"); }
+
+void reset_paged_attention_path() { choice().reset(); }
 
 void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                      int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
@@ -59,9 +73,16 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
 
-  // Validate every sequence up front and flatten its rows into the work list.
-  std::vector<RowItem> items;
-  int64_t max_ctx = 0, work = 0;
+  const PagedAttentionPath path = paged_attention_path();  // InputError for a bad override
+  const int group = n_heads / n_kv_heads;
+  // A tile holds the rows that read one kv head: up to kTileRows query heads of its
+  // group, times as many positions as fit (docs/architecture.md §8, "Paged attention").
+  const int heads_per_tile = std::min(group, kTileRows);
+  const int64_t rows_per_tile = std::max(1, kTileRows / heads_per_tile);
+
+  // Validate every sequence up front and cut its rows into tiles.
+  std::vector<TileItem> items;
+  int64_t max_span = 0, work = 0;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const PagedSequence& seq = sequences[s];
     OLMO2_CHECK(seq.rows >= 1 && seq.start >= 0 && seq.row_begin >= 0 &&
@@ -85,25 +106,34 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
                     " is block ", id, ", outside the pool of ", num_blocks, " blocks");
       }
     }
-    max_ctx = std::max(max_ctx, ctx);
     for (int64_t t = 0; t < seq.rows; ++t) {
-      items.push_back({static_cast<int32_t>(s), t});
       work += std::min(seq.start + t + 1, window > 0 ? window : seq.start + t + 1) * hd * n_heads;
+    }
+    // Keys before a row's window are skipped, which gives the bits of the reference's
+    // masked scores (exp(−∞) = 0 adds nothing).
+    for (int64_t t0 = 0; t0 < seq.rows; t0 += rows_per_tile) {
+      const int64_t t1 = std::min(seq.rows, t0 + rows_per_tile);
+      const int64_t j0 = window > 0 ? std::max<int64_t>(0, seq.start + t0 + 1 - window) : 0;
+      const int64_t j1 = seq.start + t1;
+      max_span = std::max(max_span, j1 - j0);
+      for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+        for (int h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_tile) {
+          const int h1 = std::min(h0 + heads_per_tile, (kvh + 1) * group);
+          items.push_back({static_cast<int32_t>(s), h0, h1, t0, t1, j0, j1, (t1 - t0) * (h1 - h0) * (j1 - j0)});
+        }
+      }
     }
   }
   if (items.empty()) return;
+  // The longest tiles first, so that the dynamic schedule ends with short ones. Which
+  // thread runs a tile, and in which order, changes no result: every (row, head) is
+  // computed alone in a fixed order, whatever the tiling, the batch or the thread count.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const TileItem& x, const TileItem& y) { return x.cost > y.cost; });
 
-  const int group = n_heads / n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // A work item is one row and a contiguous range of heads; the rows' heads are split
-  // into just enough ranges to keep every thread busy. Grouping heads only lets one pass
-  // over the cache serve several heads (each key row read once, contiguously); every
-  // head's own sequence of fp32 operations is the same whatever the grouping, so the
-  // result does not depend on it, nor on the batch, the schedule or the thread count.
-  const int64_t n_rows = static_cast<int64_t>(items.size());
-  const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
-  const int64_t n_ranges = std::clamp<int64_t>((want + n_rows - 1) / n_rows, 1, n_heads);
-  const int64_t n_items = n_rows * n_ranges;
+  const bool bf16 = act == DType::BF16;
+  const int64_t n_items = static_cast<int64_t>(items.size());
   const float* qd = q.f32();
   const float* kd = k_pool.f32();
   const float* vd = v_pool.f32();
@@ -113,63 +143,44 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
 
 #pragma omp parallel if (work > 32768)
   {
-    // scores[(h − h0)·max_ctx + j]: scaled scores, then probabilities, of head h.
-    std::vector<float> scores(static_cast<size_t>(max_ctx * ((n_heads + n_ranges - 1) / n_ranges)));
-    std::vector<float> mx(static_cast<size_t>(n_heads));
+    std::vector<float> scores(static_cast<size_t>(kTileRows * max_span));
+    std::vector<const float*> krows(static_cast<size_t>(max_span)), vrows(static_cast<size_t>(max_span));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_items; ++i) {
-      const RowItem& item = items[static_cast<size_t>(i / n_ranges)];
-      const int64_t range = i % n_ranges;
-      const int h0 = static_cast<int>(range * n_heads / n_ranges);
-      const int h1 = static_cast<int>((range + 1) * n_heads / n_ranges);
+      const TileItem& item = items[static_cast<size_t>(i)];
       const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
-      const int64_t row = seq.row_begin + item.t;
-      const int64_t visible = seq.start + item.t + 1;
-      // The row's first key: keys before its window are skipped, which gives the bits of
-      // the reference's masked scores (exp(−∞) = 0 adds nothing).
-      const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
-      const float* qr = qd + row * q_ld;
-      float* orow = od + row * o_ld;
-      const int32_t* table = seq.block_table.data();
-      auto pool_row = [&](int64_t j) {
-        return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
-      };
-      auto sc = [&](int h) { return scores.data() + static_cast<size_t>((h - h0) * max_ctx); };
-
-      // s_j = (q_h · k_j) / sqrt(hd), j increasing; running max per head.
-      for (int h = h0; h < h1; ++h) mx[h] = -std::numeric_limits<float>::infinity();
-      for (int64_t j = first; j < visible; ++j) {
-        const float* kr = kd + pool_row(j) * k_ld;
-        for (int h = h0; h < h1; ++h) {
-          const float d = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd);
-          // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
-          const float x = act == DType::BF16 ? round_bf16(round_bf16(d) * scale) : d * scale;
-          sc(h)[j] = x;
-          mx[h] = std::max(mx[h], x);
+      const int64_t kv_off = (item.h0 / group) * hd;
+      for (int64_t j = item.j0; j < item.j1; ++j) {
+        const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size +
+                            j % block_size;
+        krows[static_cast<size_t>(j - item.j0)] = kd + row * k_ld + kv_off;
+        vrows[static_cast<size_t>(j - item.j0)] = vd + row * v_ld + kv_off;
+      }
+      AttnTile tile;
+      tile.hd = hd, tile.j0 = item.j0, tile.j1 = item.j1;
+      tile.k = krows.data(), tile.v = vrows.data();
+      tile.sc = scores.data(), tile.sc_ld = item.j1 - item.j0;
+      for (int64_t t = item.t0; t < item.t1; ++t) {
+        const int64_t row = seq.row_begin + t, visible = seq.start + t + 1;
+        for (int h = item.h0; h < item.h1; ++h, ++tile.rows) {
+          tile.q[tile.rows] = qd + row * q_ld + h * hd;
+          tile.o[tile.rows] = od + row * o_ld + h * hd;
+          tile.first[tile.rows] = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+          tile.visible[tile.rows] = visible;
         }
       }
-      // p_j = exp(s_j − max) · (1 / Σ exp), the sum taken in increasing j.
-      for (int h = h0; h < h1; ++h) {
-        float* s = sc(h);
-        float sum = 0.0f;
-        for (int64_t j = first; j < visible; ++j) {
-          s[j] = std::exp(s[j] - mx[h]);
-          sum += s[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = first; j < visible; ++j) {
-          s[j] *= inv;
-          if (act == DType::BF16) s[j] = round_bf16(s[j]);
-        }
+      if (path == PagedAttentionPath::Avx2) {
+        detail::attn_scores_avx2(tile, scale, bf16);
+        detail::attn_softmax_rows_avx2(tile, bf16);
+        detail::attn_pv_avx2(tile);
+      } else {
+        detail::attn_scores_portable(tile, scale, bf16);
+        detail::attn_softmax_rows_portable(tile, bf16);
+        detail::attn_pv_portable(tile);
       }
-      // out_h = Σ_j p_j v_j, j increasing.
-      std::fill(orow + h0 * hd, orow + h1 * hd, 0.0f);
-      for (int64_t j = first; j < visible; ++j) {
-        const float* vr = vd + pool_row(j) * v_ld;
-        for (int h = h0; h < h1; ++h) axpy(sc(h)[j], vr + (h / group) * hd, orow + h * hd, hd);
+      if (bf16) {
+        for (int r = 0; r < tile.rows; ++r) round_to_dtype(tile.o[r], static_cast<size_t>(hd), act);
       }
-      if (act == DType::BF16)
-        round_to_dtype(orow + h0 * hd, static_cast<size_t>((h1 - h0) * hd), act);
     }
   }
 }
