@@ -19,7 +19,9 @@ struct PagedSequence {
 
 /// Causal attention of each sequence's new tokens over its cached keys and values.
 /// q [T, H·hd]: rows row_begin … row_begin+rows−1 are the queries of positions
-/// start … start+rows−1. k_pool, v_pool [num_blocks·block_size, KV·hd]: position p of
+/// start … start+rows−1. k_pool, v_pool [num_blocks·block_size, KV·hd], both f32 or both
+/// bf16 (a bf16 KV cache, docs/architecture.md §3.2: widened exactly, so the result is the
+/// bits an f32 pool holding the same values gives); q, out f32. Position p of
 /// a sequence lives in row block_table[p / block_size]·block_size + p % block_size
 /// (the caller has already written the new tokens' keys and values there). Query t
 /// sees positions 0 … start+t; with `window` > 0 only max(0, start+t−window+1) … start+t

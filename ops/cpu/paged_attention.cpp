@@ -70,6 +70,9 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   OLMO2_CHECK(block_size > 0 && k_pool.size(0) % block_size == 0, "paged attention: pool rows ",
               k_pool.size(0), " not a multiple of block size ", block_size);
   OLMO2_CHECK(window >= 0, "paged attention: window ", window, " is negative (0 means no window)");
+  OLMO2_CHECK((k_pool.dtype() == DType::F32 || k_pool.dtype() == DType::BF16) && v_pool.dtype() == k_pool.dtype(),
+              "paged attention: pools ", dtype_name(k_pool.dtype()), "/", dtype_name(v_pool.dtype()),
+              " (f32 or bf16, both the same)");
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
 
@@ -135,8 +138,13 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const bool bf16 = act == DType::BF16;
   const int64_t n_items = static_cast<int64_t>(items.size());
   const float* qd = q.f32();
-  const float* kd = k_pool.f32();
-  const float* vd = v_pool.f32();
+  // bf16 pools (docs/architecture.md §3.2): a tile's key and value rows are widened
+  // exactly into f32 scratch rows, so they give the bits of f32 pools holding the same values.
+  const bool bf16_pools = k_pool.dtype() == DType::BF16;
+  const float* kd = bf16_pools ? nullptr : k_pool.f32();
+  const float* vd = bf16_pools ? nullptr : v_pool.f32();
+  const uint16_t* kb = bf16_pools ? static_cast<const uint16_t*>(k_pool.data()) : nullptr;
+  const uint16_t* vb = bf16_pools ? static_cast<const uint16_t*>(v_pool.data()) : nullptr;
   float* od = out.f32();
   const int64_t q_ld = q.stride(0), k_ld = k_pool.stride(0), v_ld = v_pool.stride(0),
                 o_ld = out.stride(0);
@@ -145,6 +153,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   {
     std::vector<float> scores(static_cast<size_t>(kTileRows * max_span));
     std::vector<const float*> krows(static_cast<size_t>(max_span)), vrows(static_cast<size_t>(max_span));
+    std::vector<float> widened(bf16_pools ? static_cast<size_t>(2 * max_span * hd) : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_items; ++i) {
       const TileItem& item = items[static_cast<size_t>(i)];
@@ -153,8 +162,18 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       for (int64_t j = item.j0; j < item.j1; ++j) {
         const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size +
                             j % block_size;
-        krows[static_cast<size_t>(j - item.j0)] = kd + row * k_ld + kv_off;
-        vrows[static_cast<size_t>(j - item.j0)] = vd + row * v_ld + kv_off;
+        const size_t at = static_cast<size_t>(j - item.j0);
+        if (!bf16_pools) {
+          krows[at] = kd + row * k_ld + kv_off;
+          vrows[at] = vd + row * v_ld + kv_off;
+        } else {
+          float* kw = widened.data() + 2 * static_cast<int64_t>(at) * hd;
+          float* vw = kw + hd;
+          const uint16_t* ks = kb + row * k_ld + kv_off;
+          const uint16_t* vs = vb + row * v_ld + kv_off;
+          for (int64_t c = 0; c < hd; ++c) kw[c] = bf16_to_f32(ks[c]), vw[c] = bf16_to_f32(vs[c]);
+          krows[at] = kw, vrows[at] = vw;
+        }
       }
       AttnTile tile;
       tile.hd = hd, tile.j0 = item.j0, tile.j1 = item.j1;

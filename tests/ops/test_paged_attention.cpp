@@ -13,6 +13,7 @@
 
 #include "ops/attention.h"
 #include "ops/paged_attention.h"
+#include "ops/tensor_ops.h"
 #include "ops/threads.h"
 #include "tests/ops/random_tensor.h"
 
@@ -278,6 +279,40 @@ TEST(PagedAttention, Bf16ActivationsMatchCausalAttention) {
   }
   // Both round at the same points, so nearly every element agrees exactly.
   EXPECT_GT(equal, rows * width * 9 / 10);
+}
+
+// A bf16 KV cache (docs/architecture.md §3.2): bf16 pools are widened exactly, so they
+// give the bits of f32 pools holding the same bf16-rounded keys and values, for f32 and
+// bf16 activations, several sequences in shuffled blocks, GQA.
+TEST(PagedAttention, Bf16PoolsGiveTheBitsOfF32PoolsHoldingTheSameValues) {
+  Batch b(4, 2, 32, 8, {37, 21}, 71);
+  b.fill_all();
+  for (Tensor* pool : {&b.k_pool, &b.v_pool}) {
+    for (int64_t i = 0; i < pool->numel(); ++i) pool->f32()[i] = round_bf16(pool->f32()[i]);
+  }
+  Tensor k16 = Tensor::zeros(b.k_pool.shape(), DType::BF16), v16 = Tensor::zeros(b.v_pool.shape(), DType::BF16);
+  copy(b.k_pool.view(), k16.view());
+  copy(b.v_pool.view(), v16.view());
+  for (DType act : {DType::F32, DType::BF16}) {
+    Call f32_pools = make_call(b, {{0, 30, 7}, {1, 0, 21}});
+    Call bf16_pools = make_call(b, {{0, 30, 7}, {1, 0, 21}});
+    run(b, f32_pools, act);
+    paged_attention(bf16_pools.q.view(), k16.view(), v16.view(), b.bs, bf16_pools.sequences, b.nh, b.nkv,
+                    bf16_pools.out.view(), act);
+    EXPECT_EQ(std::memcmp(f32_pools.out.f32(), bf16_pools.out.f32(), sizeof(float) * f32_pools.out.numel()), 0)
+        << dtype_name(act);
+    double max_abs = 0.0;  // and the result is not all zeros
+    for (int64_t i = 0; i < bf16_pools.out.numel(); ++i) max_abs = std::max(max_abs, double{std::abs(bf16_pools.out.f32()[i])});
+    EXPECT_GT(max_abs, 0.05);
+  }
+  // Pools of two dtypes are refused, naming both.
+  Call call = make_call(b, {{1, 0, 21}});
+  try {
+    paged_attention(call.q.view(), k16.view(), b.v_pool.view(), b.bs, call.sequences, b.nh, b.nkv, call.out.view());
+    ADD_FAILURE() << "bf16 keys with f32 values accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bf16/f32"));
+  }
 }
 
 TEST(PagedAttention, RejectsBadInputs) {

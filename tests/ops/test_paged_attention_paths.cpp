@@ -1,7 +1,8 @@
 // The tiled paged attention (every code path, 1 and 2 threads) against the one-row
-// kernel it replaced, kept here verbatim as the reference: bit-identical outputs over
-// random prefill chunks, decode rows, windows, GQA groups, head dims that are not a
-// multiple of 8, bf16 activations and several sequences per call.
+// kernel it replaced, kept here as the reference (its loops verbatim): bit-identical
+// outputs over random prefill chunks, decode rows, windows, GQA groups, head dims that
+// are not a multiple of 8, bf16 activations (with f32 and bf16 pools) and several
+// sequences per call.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,20 +130,31 @@ void check_case(const Case& c, uint64_t seed) {
   }
   Tensor want = Tensor::zeros({total, c.nh * c.hd});
   reference(q, kp, vp, c.bs, seqs, c.nh, c.nkv, want, c.act, c.window);
+  // bf16 activations: the pools' values are bf16, so bf16 pools holding them must give the same bits.
+  auto to_bf16 = [](const Tensor& t) {
+    Tensor b = Tensor::zeros(t.shape(), DType::BF16);
+    auto* d = static_cast<uint16_t*>(b.view().data());
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = f32_to_bf16(t.f32()[i]);
+    return b;
+  };
+  const Tensor kb = bf16 ? to_bf16(kp) : Tensor(), vb = bf16 ? to_bf16(vp) : Tensor();
   const int saved = num_threads();
   for (PagedAttentionPath path : {PagedAttentionPath::Avx2, PagedAttentionPath::Portable}) {
     if (!paged_attention_path_available(path)) continue;
     set_paged_attention_path(path);
-    for (int threads : {1, 2}) {
-      set_num_threads(threads);
+    for (int threads : {1, 2, 3}) {
+      const bool pools16 = threads == 3;  // the last run: bf16 pools, 2 threads
+      if (pools16 && !bf16) continue;
+      set_num_threads(pools16 ? 2 : threads);
       Tensor got = Tensor::zeros({total, c.nh * c.hd});
       std::fill(got.f32(), got.f32() + got.numel(), 7.0f);
-      paged_attention(q.view(), kp.view(), vp.view(), c.bs, seqs, c.nh, c.nkv, got.view(), c.act, c.window);
+      paged_attention(q.view(), (pools16 ? kb : kp).view(), (pools16 ? vb : vp).view(), c.bs, seqs, c.nh, c.nkv,
+                      got.view(), c.act, c.window);
       for (int64_t i = 0; i < got.numel(); ++i) {
         uint32_t a, b;
         std::memcpy(&a, got.f32() + i, 4), std::memcpy(&b, want.f32() + i, 4);
-        ASSERT_EQ(a, b) << describe(c) << ": path " << paged_attention_path_name(path) << ", " << threads
-                        << " threads, element " << i << " (row " << i / (c.nh * c.hd) << "): " << got.f32()[i]
+        ASSERT_EQ(a, b) << describe(c) << ": path " << paged_attention_path_name(path) << ", "
+                        << (pools16 ? "bf16 pools, 2" : std::to_string(threads)) << " threads, element " << i << " (row " << i / (c.nh * c.hd) << "): " << got.f32()[i]
                         << " vs the one-row kernel's " << want.f32()[i];
       }
     }
