@@ -34,7 +34,8 @@ struct PagedSequence {
 /// does not depend on the other sequences, on how a prompt is split into chunks, or on
 /// the thread count. On the CPU, tiles of up to 16 rows that read the same kv head share
 /// each key and value row loaded, on the code path paged_attention_path() names (every
-/// path, every tiling the same bits; docs/architecture.md §8, "Paged attention"). Source: PagedAttention (Kwon et al., SOSP 2023) for the layout,
+/// path, every tiling the same bits; docs/architecture.md §2, "Paged attention (CPU)").
+/// Source: PagedAttention (Kwon et al., SOSP 2023) for the layout,
 /// `eager_attention_forward` in transformers' modeling_olmo2.py for the math.
 /// Throws ShapeError on inconsistent shapes, H % KV ≠ 0, or a block table too short
 /// for start + rows positions; InputError for a block id outside the pool (among the

@@ -32,7 +32,6 @@ struct TileItem {
   int32_t h0, h1;
   int64_t t0, t1;
   int64_t j0, j1;
-  int64_t cost;
 };
 
 }  // namespace
@@ -79,7 +78,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const PagedAttentionPath path = paged_attention_path();  // InputError for a bad override
   const int group = n_heads / n_kv_heads;
   // A tile holds the rows that read one kv head: up to kTileRows query heads of its
-  // group, times as many positions as fit (docs/architecture.md §8, "Paged attention").
+  // group, times as many positions as fit (docs/architecture.md §2, "Paged attention (CPU)").
   const int heads_per_tile = std::min(group, kTileRows);
   const int64_t rows_per_tile = std::max(1, kTileRows / heads_per_tile);
 
@@ -114,32 +113,29 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     }
     // Keys before a row's window are skipped, which gives the bits of the reference's
     // masked scores (exp(−∞) = 0 adds nothing).
-    for (int64_t t0 = 0; t0 < seq.rows; t0 += rows_per_tile) {
-      const int64_t t1 = std::min(seq.rows, t0 + rows_per_tile);
-      const int64_t j0 = window > 0 ? std::max<int64_t>(0, seq.start + t0 + 1 - window) : 0;
-      const int64_t j1 = seq.start + t1;
-      max_span = std::max(max_span, j1 - j0);
-      for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
-        for (int h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_tile) {
-          const int h1 = std::min(h0 + heads_per_tile, (kvh + 1) * group);
-          items.push_back({static_cast<int32_t>(s), h0, h1, t0, t1, j0, j1, (t1 - t0) * (h1 - h0) * (j1 - j0)});
+    for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+      for (int h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_tile) {
+        const int h1 = std::min(h0 + heads_per_tile, (kvh + 1) * group);
+        for (int64_t t0 = (seq.rows - 1) / rows_per_tile * rows_per_tile; t0 >= 0; t0 -= rows_per_tile) {
+          const int64_t t1 = std::min(seq.rows, t0 + rows_per_tile);
+          const int64_t j0 = window > 0 ? std::max<int64_t>(0, seq.start + t0 + 1 - window) : 0;
+          const int64_t j1 = seq.start + t1;
+          max_span = std::max(max_span, j1 - j0);
+          items.push_back({static_cast<int32_t>(s), h0, h1, t0, t1, j0, j1});
         }
       }
     }
   }
   if (items.empty()) return;
-  // The longest tiles first, so that the dynamic schedule ends with short ones. Which
-  // thread runs a tile, and in which order, changes no result: every (row, head) is
+  // A head's tiles follow each other, its longest (last rows) first: the threads share
+  // that head's keys and values in the cache, and the dynamic schedule ends on short
+  // tiles. Which thread runs a tile, and when, changes no result: every (row, head) is
   // computed alone in a fixed order, whatever the tiling, the batch or the thread count.
-  std::stable_sort(items.begin(), items.end(),
-                   [](const TileItem& x, const TileItem& y) { return x.cost > y.cost; });
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool bf16 = act == DType::BF16;
   const int64_t n_items = static_cast<int64_t>(items.size());
   const float* qd = q.f32();
-  // bf16 pools (docs/architecture.md §3.2): a tile's key and value rows are widened
-  // exactly into f32 scratch rows, so they give the bits of f32 pools holding the same values.
   const bool bf16_pools = k_pool.dtype() == DType::BF16;
   const float* kd = bf16_pools ? nullptr : k_pool.f32();
   const float* vd = bf16_pools ? nullptr : v_pool.f32();
@@ -151,41 +147,56 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
 
 #pragma omp parallel if (work > 32768)
   {
-    std::vector<float> scores(static_cast<size_t>(kTileRows * max_span));
+    // Per thread: the tile's scores (rows padded so that they do not alias in the cache),
+    // its key and value row pointers, and the staged rows below.
+    std::vector<float> scores(static_cast<size_t>(kTileRows * (max_span + 16)));
     std::vector<const float*> krows(static_cast<size_t>(max_span)), vrows(static_cast<size_t>(max_span));
-    std::vector<float> widened(bf16_pools ? static_cast<size_t>(2 * max_span * hd) : 0);
+    std::vector<float> staged_kv(bf16_pools ? static_cast<size_t>(2 * max_span * hd) : 0);
+    std::vector<float> staged_qo(static_cast<size_t>(2 * kTileRows * hd));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_items; ++i) {
       const TileItem& item = items[static_cast<size_t>(i)];
       const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
-      const int64_t kv_off = (item.h0 / group) * hd;
+      const int64_t kv_off = (item.h0 / group) * hd, span = item.j1 - item.j0;
+      // A tile of several rows reads its queries and writes its outputs through
+      // contiguous copies: q's rows are a whole model width apart, which maps a tile's
+      // rows onto the same few cache sets. A bf16 pool's key and value rows are widened
+      // exactly (docs/architecture.md §3.2): the bits of an f32 pool holding the same values.
+      const bool stage = (item.t1 - item.t0) * (item.h1 - item.h0) >= 4;
       for (int64_t j = item.j0; j < item.j1; ++j) {
         const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size +
                             j % block_size;
-        const size_t at = static_cast<size_t>(j - item.j0);
-        if (!bf16_pools) {
-          krows[at] = kd + row * k_ld + kv_off;
-          vrows[at] = vd + row * v_ld + kv_off;
-        } else {
-          float* kw = widened.data() + 2 * static_cast<int64_t>(at) * hd;
-          float* vw = kw + hd;
+        const int64_t at = j - item.j0;
+        if (bf16_pools) {
+          float* kw = staged_kv.data() + at * hd;
+          float* vw = kw + span * hd;
           const uint16_t* ks = kb + row * k_ld + kv_off;
           const uint16_t* vs = vb + row * v_ld + kv_off;
           for (int64_t c = 0; c < hd; ++c) kw[c] = bf16_to_f32(ks[c]), vw[c] = bf16_to_f32(vs[c]);
-          krows[at] = kw, vrows[at] = vw;
+          krows[static_cast<size_t>(at)] = kw, vrows[static_cast<size_t>(at)] = vw;
+        } else {
+          krows[static_cast<size_t>(at)] = kd + row * k_ld + kv_off, vrows[static_cast<size_t>(at)] = vd + row * v_ld + kv_off;
         }
       }
       AttnTile tile;
       tile.hd = hd, tile.j0 = item.j0, tile.j1 = item.j1;
       tile.k = krows.data(), tile.v = vrows.data();
-      tile.sc = scores.data(), tile.sc_ld = item.j1 - item.j0;
+      tile.sc = scores.data(), tile.sc_ld = span + 16;
+      float* out_rows[kTileRows];
       for (int64_t t = item.t0; t < item.t1; ++t) {
         const int64_t row = seq.row_begin + t, visible = seq.start + t + 1;
         for (int h = item.h0; h < item.h1; ++h, ++tile.rows) {
-          tile.q[tile.rows] = qd + row * q_ld + h * hd;
-          tile.o[tile.rows] = od + row * o_ld + h * hd;
-          tile.first[tile.rows] = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
-          tile.visible[tile.rows] = visible;
+          const int r = tile.rows;
+          out_rows[r] = od + row * o_ld + h * hd;
+          if (stage) {
+            float* qs = staged_qo.data() + r * hd;
+            std::copy_n(qd + row * q_ld + h * hd, hd, qs);
+            tile.q[r] = qs, tile.o[r] = staged_qo.data() + (kTileRows + r) * hd;
+          } else {
+            tile.q[r] = qd + row * q_ld + h * hd, tile.o[r] = out_rows[r];
+          }
+          tile.first[r] = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+          tile.visible[r] = visible;
         }
       }
       if (path == PagedAttentionPath::Avx2) {
@@ -197,8 +208,9 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
         detail::attn_softmax_rows_portable(tile, bf16);
         detail::attn_pv_portable(tile);
       }
-      if (bf16) {
-        for (int r = 0; r < tile.rows; ++r) round_to_dtype(tile.o[r], static_cast<size_t>(hd), act);
+      for (int r = 0; r < tile.rows; ++r) {
+        if (stage) std::copy_n(tile.o[r], hd, out_rows[r]);
+        if (bf16) round_to_dtype(out_rows[r], static_cast<size_t>(hd), act);
       }
     }
   }

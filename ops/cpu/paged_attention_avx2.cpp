@@ -1,5 +1,5 @@
-// The AVX2 path of the paged attention's tile kernels (docs/architecture.md §8, "Paged
-// attention"). A dot's 8 lanes are one ymm: lane l accumulates elements l, l+8, … by one
+// The AVX2 path of the paged attention's tile kernels (docs/architecture.md §2, "Paged
+// attention (CPU)"). A dot's 8 lanes are one ymm: lane l accumulates elements l, l+8, … by one
 // multiply and one add (never fused: the functions target avx2 without fma), the tail
 // comes in by a masked load into lanes 0…, and the lanes are combined as the portable
 // path's dot: the 128-bit halves added (l + l+4), then two horizontal adds. Register

@@ -1,5 +1,5 @@
-// The tile kernels of the CPU paged attention (docs/architecture.md §8, "Paged
-// attention"), one set per code path. Internal to ops/cpu.
+// The tile kernels of the CPU paged attention (docs/architecture.md §2, "Paged
+// attention (CPU)"), one set per code path. Internal to ops/cpu.
 //
 // A tile is up to kTileRows query rows that read the same kv head (several positions of
 // one sequence, times the query heads of a GQA group) against the keys they see. Every

@@ -1,6 +1,6 @@
 // The portable path of the paged attention's tile kernels: plain loops, one (row, key)
 // dot or one row's axpy at a time, in the operation order every path keeps
-// (ops/cpu/paged_attention_detail.h; docs/architecture.md §8, "Paged attention").
+// (ops/cpu/paged_attention_detail.h; docs/architecture.md §2, "Paged attention (CPU)").
 #include <algorithm>
 #include <cmath>
 #include <limits>
