@@ -163,9 +163,10 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       // rows onto the same few cache sets. A bf16 pool's key and value rows are widened
       // exactly (docs/architecture.md §3.2): the bits of an f32 pool holding the same values.
       const bool stage = (item.t1 - item.t0) * (item.h1 - item.h0) >= 4;
-      for (int64_t j = item.j0; j < item.j1; ++j) {
-        const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(j / block_size)]) * block_size +
-                            j % block_size;
+      int64_t block = item.j0 / block_size, in_block = item.j0 % block_size;
+      for (int64_t j = item.j0; j < item.j1; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
         const int64_t at = j - item.j0;
         if (bf16_pools) {
           float* kw = staged_kv.data() + at * hd;

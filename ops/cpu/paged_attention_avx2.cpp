@@ -177,6 +177,12 @@ OLMO2_ATTN_AVX2 void pv_rows(const AttnTile& t, int r0, int64_t ja, int64_t jb) 
 bool attn_has_avx2() { return cpu_has_avx2_fma(); }
 
 OLMO2_ATTN_AVX2 void attn_scores_avx2(const AttnTile& t, float scale, bool bf16) {
+  if (t.rows == 1) {  // one row (a decode step): 4 keys at a time
+    int64_t jj = t.j0;
+    for (; jj + 4 <= t.j1; jj += 4) score_block<1, 4>(t, 0, jj, scale, bf16);
+    for (; jj < t.j1; ++jj) score_block<1, 1>(t, 0, jj, scale, bf16);
+    return;
+  }
   for (int64_t jj = t.j0; jj < t.j1; jj += kScoreKeys) {
     int r = 0;
     for (; r + kScoreRows <= t.rows; r += kScoreRows) score_rows<kScoreRows>(t, r, jj, scale, bf16);
