@@ -34,6 +34,12 @@ struct TileItem {
   int64_t j0, j1;
 };
 
+/// One row of a sequence that takes the one-row path.
+struct RowItem {
+  int32_t seq;
+  int64_t t;
+};
+
 }  // namespace
 
 const char* paged_attention_path_name(PagedAttentionPath path) {
@@ -84,7 +90,8 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
 
   // Validate every sequence up front and cut its rows into tiles.
   std::vector<TileItem> items;
-  int64_t max_span = 0, work = 0;
+  std::vector<RowItem> row_items;
+  int64_t max_span = 0, max_row_span = 0, work = 0;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const PagedSequence& seq = sequences[s];
     OLMO2_CHECK(seq.rows >= 1 && seq.start >= 0 && seq.row_begin >= 0 &&
@@ -111,6 +118,13 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     for (int64_t t = 0; t < seq.rows; ++t) {
       work += std::min(seq.start + t + 1, window > 0 ? window : seq.start + t + 1) * hd * n_heads;
     }
+    if (seq.rows <= detail::kRowPathMaxRows) {
+      // Few new rows (a decode step): each row walks whole key and value rows once for
+      // all its heads, contiguous reads across the heads (docs/architecture.md §2).
+      for (int64_t t = 0; t < seq.rows; ++t) row_items.push_back({static_cast<int32_t>(s), t});
+      max_row_span = std::max(max_row_span, window > 0 ? std::min(window, ctx) : ctx);
+      continue;
+    }
     // Keys before a row's window are skipped, which gives the bits of the reference's
     // masked scores (exp(−∞) = 0 adds nothing).
     for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
@@ -126,7 +140,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
       }
     }
   }
-  if (items.empty()) return;
+  if (items.empty() && row_items.empty()) return;
   // A head's tiles follow each other, its longest (last rows) first: the threads share
   // that head's keys and values in the cache, and the dynamic schedule ends on short
   // tiles. Which thread runs a tile, and when, changes no result: every (row, head) is
@@ -135,6 +149,14 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool bf16 = act == DType::BF16;
   const int64_t n_items = static_cast<int64_t>(items.size());
+  // The one-row path's work item is one row and a contiguous range of heads, split into
+  // just enough ranges to keep every thread busy; a head's operations do not depend on
+  // the range it falls in.
+  const int64_t n_rows = static_cast<int64_t>(row_items.size());
+  const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
+  const int64_t n_ranges = n_rows == 0 ? 1 : std::clamp<int64_t>((want + n_rows - 1) / n_rows, 1, n_heads);
+  const int64_t n_row_items = n_rows * n_ranges;
+  const int64_t range_heads = (n_heads + n_ranges - 1) / n_ranges;
   const float* qd = q.f32();
   const bool bf16_pools = k_pool.dtype() == DType::BF16;
   const float* kd = bf16_pools ? nullptr : k_pool.f32();
@@ -153,6 +175,67 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     std::vector<const float*> krows(static_cast<size_t>(max_span)), vrows(static_cast<size_t>(max_span));
     std::vector<float> staged_kv(bf16_pools ? static_cast<size_t>(2 * max_span * hd) : 0);
     std::vector<float> staged_qo(static_cast<size_t>(2 * kTileRows * hd));
+    // The one-row path: scores of a range's heads, s_ld apart, and one widened key and
+    // value row (bf16 pools).
+    const int64_t s_ld = max_row_span + 16;
+    std::vector<float> row_scores(n_rows > 0 ? static_cast<size_t>(range_heads * s_ld) : 0);
+    std::vector<float> wide_kv(n_rows > 0 && bf16_pools ? static_cast<size_t>(2 * k_pool.size(1)) : 0);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t i = 0; i < n_row_items; ++i) {
+      const RowItem& item = row_items[static_cast<size_t>(i / n_ranges)];
+      const int64_t range = i % n_ranges;
+      const int h0 = static_cast<int>(range * n_heads / n_ranges);
+      const int h1 = static_cast<int>((range + 1) * n_heads / n_ranges);
+      const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
+      const int64_t row = seq.row_begin + item.t, visible = seq.start + item.t + 1;
+      const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+      const float* qr = qd + row * q_ld;
+      float* orow = od + row * o_ld;
+      // Only the kv heads of [h0, h1) are widened from a bf16 pool.
+      const int64_t kv_lo = (h0 / group) * hd, kv_hi = ((h1 - 1) / group + 1) * hd;
+      auto key_row = [&](int64_t pool_row, const uint16_t* pool, const float* pool_f32, int64_t ld, float* wide) {
+        if (!bf16_pools) return pool_f32 + pool_row * ld;
+        const uint16_t* src = pool + pool_row * ld;
+        for (int64_t c = kv_lo; c < kv_hi; ++c) wide[c] = bf16_to_f32(src[c]);
+        return static_cast<const float*>(wide);
+      };
+      float* sc = row_scores.data();  // sc[(h − h0)·s_ld + j − first]
+      int64_t block = first / block_size, in_block = first % block_size;
+      for (int64_t j = first; j < visible; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t pr = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
+        const float* kr = key_row(pr, kb, kd, k_ld, wide_kv.data());
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_row_scores_avx2(qr, kr, h0, h1, group, hd, scale, bf16, sc + (j - first), s_ld);
+        } else {
+          detail::attn_row_scores_portable(qr, kr, h0, h1, group, hd, scale, bf16, sc + (j - first), s_ld);
+        }
+      }
+      for (int h = h0; h < h1; ++h) {
+        AttnTile one;
+        one.rows = 1, one.hd = hd, one.j0 = first, one.j1 = visible;
+        one.first[0] = first, one.visible[0] = visible;
+        one.sc = row_scores.data() + (h - h0) * s_ld, one.sc_ld = s_ld;
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_softmax_rows_avx2(one, bf16);
+        } else {
+          detail::attn_softmax_rows_portable(one, bf16);
+        }
+      }
+      std::fill(orow + h0 * hd, orow + h1 * hd, 0.0f);
+      block = first / block_size, in_block = first % block_size;
+      for (int64_t j = first; j < visible; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t pr = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
+        const float* vr = key_row(pr, vb, vd, v_ld, wide_kv.data() + k_pool.size(1));
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_row_pv_avx2(sc + (j - first), s_ld, vr, h0, h1, group, hd, orow);
+        } else {
+          detail::attn_row_pv_portable(sc + (j - first), s_ld, vr, h0, h1, group, hd, orow);
+        }
+      }
+      if (bf16) round_to_dtype(orow + h0 * hd, static_cast<size_t>((h1 - h0) * hd), act);
+    }
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n_items; ++i) {
       const TileItem& item = items[static_cast<size_t>(i)];

@@ -191,6 +191,63 @@ OLMO2_ATTN_AVX2 void attn_scores_avx2(const AttnTile& t, float scale, bool bf16)
   }
 }
 
+/// Dots of NH heads (each its own q and k slice) side by side, the dependency chains
+/// interleaved; stored scaled like score_block's.
+template <int NH>
+OLMO2_ATTN_AVX2 void row_dots(const float* const* q, const float* const* k, int64_t hd, float scale, bool bf16,
+                              float* const* out) {
+  __m256 acc[NH];
+  for (int h = 0; h < NH; ++h) acc[h] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= hd; i += 8)
+    for (int h = 0; h < NH; ++h)
+      acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_loadu_ps(q[h] + i), _mm256_loadu_ps(k[h] + i)));
+  if (i < hd) {
+    const __m256i m = first_lanes(hd - i);
+    for (int h = 0; h < NH; ++h)
+      acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_maskload_ps(q[h] + i, m), _mm256_maskload_ps(k[h] + i, m)));
+  }
+  const __m128 sc4 = _mm_set1_ps(scale);
+  for (int h = 0; h < NH; ++h) {
+    const __m128 f = fold_halves(acc[h]);
+    const __m128 d = _mm_hadd_ps(_mm_hadd_ps(f, f), _mm_hadd_ps(f, f));
+    *out[h] = _mm_cvtss_f32(bf16 ? round_bf16_x4(_mm_mul_ps(round_bf16_x4(d), sc4)) : _mm_mul_ps(d, sc4));
+  }
+}
+
+OLMO2_ATTN_AVX2 void attn_row_scores_avx2(const float* q, const float* k, int h0, int h1, int group, int64_t hd,
+                                          float scale, bool bf16, float* s, int64_t s_ld) {
+  int h = h0;
+  for (; h + 4 <= h1; h += 4) {
+    const float* qs[4] = {q + h * hd, q + (h + 1) * hd, q + (h + 2) * hd, q + (h + 3) * hd};
+    const float* ks[4] = {k + (h / group) * hd, k + ((h + 1) / group) * hd, k + ((h + 2) / group) * hd,
+                          k + ((h + 3) / group) * hd};
+    float* os[4] = {s + (h - h0) * s_ld, s + (h + 1 - h0) * s_ld, s + (h + 2 - h0) * s_ld, s + (h + 3 - h0) * s_ld};
+    row_dots<4>(qs, ks, hd, scale, bf16, os);
+  }
+  for (; h < h1; ++h) {
+    const float* qs[1] = {q + h * hd};
+    const float* ks[1] = {k + (h / group) * hd};
+    float* os[1] = {s + (h - h0) * s_ld};
+    row_dots<1>(qs, ks, hd, scale, bf16, os);
+  }
+}
+
+OLMO2_ATTN_AVX2 void attn_row_pv_avx2(const float* p, int64_t p_ld, const float* v, int h0, int h1, int group,
+                                      int64_t hd, float* o) {
+  const int64_t vec = hd / 8 * 8;
+  for (int h = h0; h < h1; ++h) {
+    const float ph = p[(h - h0) * p_ld];
+    const __m256 pb = _mm256_set1_ps(ph);
+    const float* vh = v + (h / group) * hd;
+    float* oh = o + h * hd;
+    int64_t i = 0;
+    for (; i < vec; i += 8)
+      _mm256_storeu_ps(oh + i, _mm256_add_ps(_mm256_loadu_ps(oh + i), _mm256_mul_ps(pb, _mm256_loadu_ps(vh + i))));
+    for (; i < hd; ++i) oh[i] += ph * vh[i];
+  }
+}
+
 OLMO2_ATTN_AVX2 void attn_pv_avx2(const AttnTile& t) {
   for (int r = 0; r < t.rows; ++r) std::fill(t.o[r], t.o[r] + t.hd, 0.0f);
   for (int64_t ja = t.j0; ja < t.j1; ja += kPvKeys) {

@@ -51,6 +51,24 @@ void attn_pv_avx2(const AttnTile& t);
 void attn_softmax_rows_portable(const AttnTile& t, bool bf16);
 void attn_softmax_rows_avx2(const AttnTile& t, bool bf16);
 
+/// Sequences with at most this many new rows (decode steps, small chunks) take the
+/// one-row path: each row walks whole key and value rows once for all its heads, as a
+/// decode batch wants; longer ones are cut into tiles (docs/architecture.md §2).
+inline constexpr int64_t kRowPathMaxRows = 4;
+
+/// One key row against one query row's heads h0 … h1−1: s[(h−h0)·s_ld] = the fixed-order
+/// dot of q + h·hd and k + (h/group)·hd, scaled as attn_scores_* store it.
+void attn_row_scores_portable(const float* q, const float* k, int h0, int h1, int group, int64_t hd, float scale,
+                              bool bf16, float* s, int64_t s_ld);
+void attn_row_scores_avx2(const float* q, const float* k, int h0, int h1, int group, int64_t hd, float scale,
+                          bool bf16, float* s, int64_t s_ld);
+
+/// One value row into one query row's heads h0 … h1−1: o + h·hd += p[(h−h0)·p_ld] ·
+/// (v + (h/group)·hd), elementwise (one multiply, one add).
+void attn_row_pv_portable(const float* p, int64_t p_ld, const float* v, int h0, int h1, int group, int64_t hd,
+                          float* o);
+void attn_row_pv_avx2(const float* p, int64_t p_ld, const float* v, int h0, int h1, int group, int64_t hd, float* o);
+
 /// cpuid: AVX2 and FMA (the path itself uses no fused operation).
 bool attn_has_avx2();
 

@@ -38,6 +38,24 @@ void attn_scores_portable(const AttnTile& t, float scale, bool bf16) {
   }
 }
 
+void attn_row_scores_portable(const float* q, const float* k, int h0, int h1, int group, int64_t hd, float scale,
+                              bool bf16, float* s, int64_t s_ld) {
+  for (int h = h0; h < h1; ++h) {
+    const float d = dot_fixed(q + h * hd, k + (h / group) * hd, hd);
+    s[(h - h0) * s_ld] = bf16 ? round_bf16(round_bf16(d) * scale) : d * scale;
+  }
+}
+
+void attn_row_pv_portable(const float* p, int64_t p_ld, const float* v, int h0, int h1, int group, int64_t hd,
+                          float* o) {
+  for (int h = h0; h < h1; ++h) {
+    const float ph = p[(h - h0) * p_ld];
+    const float* vh = v + (h / group) * hd;
+    float* oh = o + h * hd;
+    for (int64_t i = 0; i < hd; ++i) oh[i] += ph * vh[i];
+  }
+}
+
 void attn_pv_portable(const AttnTile& t) {
   for (int r = 0; r < t.rows; ++r) {
     const float* p = t.sc + r * t.sc_ld - t.j0;
