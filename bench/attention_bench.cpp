@@ -6,6 +6,11 @@
 //
 //   olmo2_attention_bench prefill T ACT [REPS] [HEADS] [KV_HEADS] [HD]
 //   olmo2_attention_bench decode SEQS CTX ACT [REPS] [HEADS] [KV_HEADS] [HD]
+//   olmo2_attention_bench chunk SEQS CTX ROWS ACT [REPS] [HEADS] [KV_HEADS] [HD]
+// chunk: SEQS sequences of CTX positions each, the last ROWS of them new (decode is
+// ROWS = 1). OLMO2_ATTENTION_BENCH_ROW_MAX=N moves the kernel's one-row path threshold
+// (sequences of ≤ N new rows; a huge N runs every row the one-row way, the old kernel's
+// walk; 0 tiles every sequence).
 // ACT: f32 or bf16 (the rounding of bf16 activations; inputs are bf16 values either way
 // for bf16). The thread count is OpenMP's (OMP_NUM_THREADS).
 #include <omp.h>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "ops/dtype.h"
+#include "ops/cpu/paged_attention_detail.h"
 #include "ops/paged_attention.h"
 
 namespace {
@@ -53,11 +59,16 @@ int main(int argc, char** argv) {
   try {
     if (argc < 3) throw std::invalid_argument("usage: prefill T ACT [REPS] [HEADS] [KV] [HD] | decode SEQS CTX ACT [REPS] [HEADS] [KV] [HD]");
     const std::string mode = argv[1];
-    const bool prefill = mode == "prefill";
-    if (!prefill && mode != "decode") throw std::invalid_argument("mode " + mode + ": expected prefill or decode");
-    const int a = prefill ? 3 : 4;  // index of ACT
+    const bool prefill = mode == "prefill", chunk = mode == "chunk";
+    if (!prefill && !chunk && mode != "decode")
+      throw std::invalid_argument("mode " + mode + ": expected prefill, decode or chunk");
+    const int a = prefill ? 3 : chunk ? 5 : 4;  // index of ACT
     const int64_t seqs = prefill ? 1 : arg(argc, argv, 2, 64);
     const int64_t len = prefill ? arg(argc, argv, 2, 2048) : arg(argc, argv, 3, 512);
+    const int64_t new_rows = prefill ? len : chunk ? arg(argc, argv, 4, 1) : 1;  // per sequence
+    if (new_rows < 1 || new_rows > len) throw std::invalid_argument("ROWS must be in [1, CTX]");
+    if (const char* m = std::getenv("OLMO2_ATTENTION_BENCH_ROW_MAX"))
+      olmo2::ops::detail::set_row_path_max_rows(std::stoll(m));
     if (a >= argc) throw std::invalid_argument("missing ACT (f32 or bf16)");
     const std::string act_name = argv[a];
     if (act_name != "f32" && act_name != "bf16") throw std::invalid_argument("ACT " + act_name + ": expected f32 or bf16");
@@ -67,7 +78,7 @@ int main(int argc, char** argv) {
     if (seqs < 1 || len < 1 || reps < 1 || heads < 1 || kv < 1 || heads % kv != 0 || hd < 1)
       throw std::invalid_argument("bad sizes: sequences, length, reps, heads, kv heads and hd must be ≥ 1, heads % kv = 0");
     const bool bf16 = act == DType::BF16;
-    const int64_t rows = prefill ? len : seqs;  // query rows of the call
+    const int64_t rows = seqs * new_rows;  // query rows of the call
     const int64_t blocks_per_seq = (len + bs - 1) / bs;
     const Tensor q = uniform({rows, heads * hd}, 1, bf16), out = Tensor::zeros({rows, heads * hd});
     const Tensor kp = uniform({seqs * blocks_per_seq * bs, kv * hd}, 2, bf16);
@@ -79,7 +90,7 @@ int main(int argc, char** argv) {
     for (int64_t s = 0; s < seqs; ++s) {
       const std::span<const int32_t> table(ids.data() + s * blocks_per_seq, static_cast<size_t>(blocks_per_seq));
       batch.push_back(prefill ? olmo2::ops::PagedSequence{0, len, 0, table}
-                              : olmo2::ops::PagedSequence{s, 1, len - 1, table});
+                              : olmo2::ops::PagedSequence{s * new_rows, new_rows, len - new_rows, table});
     }
     auto call = [&] {
       olmo2::ops::paged_attention(q.view(), kp.view(), vp.view(), bs, batch, static_cast<int>(heads),
@@ -96,11 +107,12 @@ int main(int argc, char** argv) {
     }
     // Causal pairs (row, key) × heads × hd × 2 products (q·k, p·v) × 2 flops.
     double pairs = 0;
-    for (int64_t t = 0; t < rows; ++t) pairs += static_cast<double>(prefill ? t + 1 : len);
+    for (int64_t t = 0; t < new_rows; ++t) pairs += static_cast<double>(seqs * (len - new_rows + t + 1));
     const double gflop = pairs * static_cast<double>(heads * hd) * 4e-9;
-    std::printf("ours %s %s=%lld ctx=%lld act=%s heads=%lld/%lld hd=%lld threads=%d path=%s wall_ms=%.3f cpu_ms=%.3f gflops=%.1f\n",
+    std::printf("ours %s %s=%lld ctx=%lld rows=%lld row_max=%lld act=%s heads=%lld/%lld hd=%lld threads=%d path=%s wall_ms=%.3f cpu_ms=%.3f gflops=%.1f\n",
                 mode.c_str(), prefill ? "T" : "seqs", static_cast<long long>(prefill ? len : seqs),
-                static_cast<long long>(len), act_name.c_str(), static_cast<long long>(heads),
+                static_cast<long long>(len), static_cast<long long>(new_rows),
+                static_cast<long long>(olmo2::ops::detail::row_path_max_rows()), act_name.c_str(), static_cast<long long>(heads),
                 static_cast<long long>(kv), static_cast<long long>(hd), omp_get_max_threads(),
                 olmo2::ops::paged_attention_path_name(olmo2::ops::paged_attention_path()), best_wall * 1e3,
                 best_cpu * 1e3, gflop / best_wall);

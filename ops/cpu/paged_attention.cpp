@@ -40,7 +40,12 @@ struct RowItem {
   int64_t t;
 };
 
+int64_t row_path_max = detail::kRowPathMaxRows;
+
 }  // namespace
+
+int64_t detail::row_path_max_rows() { return row_path_max; }
+void detail::set_row_path_max_rows(int64_t rows) { row_path_max = rows; }
 
 const char* paged_attention_path_name(PagedAttentionPath path) {
   return path == PagedAttentionPath::Avx2 ? "avx2" : "portable";
@@ -118,7 +123,7 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
     for (int64_t t = 0; t < seq.rows; ++t) {
       work += std::min(seq.start + t + 1, window > 0 ? window : seq.start + t + 1) * hd * n_heads;
     }
-    if (seq.rows <= detail::kRowPathMaxRows) {
+    if (seq.rows <= row_path_max) {
       // Few new rows (a decode step): each row walks whole key and value rows once for
       // all its heads, contiguous reads across the heads (docs/architecture.md §2).
       for (int64_t t = 0; t < seq.rows; ++t) row_items.push_back({static_cast<int32_t>(s), t});

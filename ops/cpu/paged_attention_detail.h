@@ -54,7 +54,13 @@ void attn_softmax_rows_avx2(const AttnTile& t, bool bf16);
 /// Sequences with at most this many new rows (decode steps, small chunks) take the
 /// one-row path: each row walks whole key and value rows once for all its heads, as a
 /// decode batch wants; longer ones are cut into tiles (docs/architecture.md §2).
-inline constexpr int64_t kRowPathMaxRows = 4;
+/// 2 measured best: the one-row path is 0.7–0.85× the tiled one's time at 1 new row
+/// per sequence, ~0.9× at 2, even at 3, slower from 4 (64 sequences × 512 positions,
+/// bench/README.md, "Prefill attention"). Benchmarks may move it (set_row_path_max_rows, not thread-safe against a
+/// running call); a row's result is the same on either path.
+inline constexpr int64_t kRowPathMaxRows = 2;
+int64_t row_path_max_rows();
+void set_row_path_max_rows(int64_t rows);
 
 /// One key row against one query row's heads h0 … h1−1: s[(h−h0)·s_ld] = the fixed-order
 /// dot of q + h·hd and k + (h/group)·hd, scaled as attn_scores_* store it.

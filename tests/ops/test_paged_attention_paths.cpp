@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "ops/cpu/paged_attention_detail.h"
 #include "ops/dtype.h"
 #include "ops/paged_attention.h"
 #include "ops/threads.h"
@@ -197,15 +198,17 @@ TEST(PagedAttentionPaths, LongPromptAndDecodeBatchGiveTheOneRowKernelsBits) {
   check_case({8, 2, 128, 16, 0, DType::BF16, decode}, 5);
 }
 
-// Sequences of at most 4 new rows take the one-row path (whole key rows, all heads),
+// Sequences of at most 2 new rows (detail::kRowPathMaxRows) take the one-row path (whole key rows, all heads),
 // longer ones the tiled path: both sides of that threshold in one call, several head
 // ranges per row, windows and bf16 pools included.
 TEST(PagedAttentionPaths, BothSidesOfTheRowPathThresholdGiveTheOneRowKernelsBits) {
+  static_assert(detail::kRowPathMaxRows == 2, "the cases below sit on either side of the threshold");
+  ASSERT_EQ(detail::row_path_max_rows(), detail::kRowPathMaxRows);
   const std::vector<std::pair<int64_t, int64_t>> mixed = {{0, 4}, {30, 5}, {7, 3}, {50, 1}, {0, 6}, {12, 2}};
   check_case({8, 8, 128, 16, 0, DType::F32, mixed}, 6);
   check_case({8, 2, 80, 4, 9, DType::BF16, mixed}, 7);
-  check_case({16, 16, 64, 16, 0, DType::F32, {{100, 4}, {100, 5}}}, 8);
-  check_case({6, 3, 13, 1, 17, DType::F32, {{60, 4}}}, 9);
+  check_case({16, 16, 64, 16, 0, DType::F32, {{100, 2}, {100, 3}}}, 8);
+  check_case({6, 3, 13, 1, 17, DType::F32, {{60, 2}}}, 9);
 }
 
 TEST(PagedAttentionPaths, NamesAndAvailability) {
