@@ -1,58 +1,65 @@
 #include "ops/paged_attention.h"
 
+#include "ops/cpu/code_path_choice.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/paged_attention_detail.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
 namespace olmo2::ops {
 namespace {
 
-// q · k over n elements in a fixed order: 8 independent partial sums (lane i % 8), the
-// tail folded into the same lanes, combined pairwise. No reassociation by the compiler
-// (no -ffast-math), so the result depends only on the two vectors and n.
-inline float dot_fixed(const float* __restrict a, const float* __restrict b, int64_t n) {
-  float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+using detail::AttnTile;
+using detail::kTileRows;
+
+constexpr std::array<PagedAttentionPath, 2> kPaths{PagedAttentionPath::Avx2, PagedAttentionPath::Portable};
+
+detail::CodePathChoice<PagedAttentionPath, 2>& choice() {
+  static detail::CodePathChoice<PagedAttentionPath, 2> c("OLMO2_PAGED_ATTENTION", kPaths, &paged_attention_path_name,
+                                                         &paged_attention_path_available);
+  return c;
 }
 
-// o += p · v over n elements; element-wise, so vectorising does not change any result.
-inline void axpy(float p, const float* __restrict v, float* __restrict o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) o[i] += p * v[i];
-}
-
-// Rows of a KV pool, f32 or bf16. row() gives the f32 values of kv heads
-// [kv0, kv1) of the row at element offset `at` (indexed by the whole row's columns): an f32
-// pool's own memory, a bf16 pool's widened exactly into `scratch` (the pool's width), so a
-// bf16 pool gives the bits of an f32 pool holding the same (bf16-rounded) values.
-struct PoolRows {
-  const void* data;
-  bool bf16;
-  explicit PoolRows(const TensorView& pool)
-      : data(pool.dtype() == DType::BF16 ? pool.data() : pool.f32()), bf16(pool.dtype() == DType::BF16) {}
-  const float* row(int64_t at, int64_t kv0, int64_t kv1, int64_t hd, float* scratch) const {
-    if (!bf16) return static_cast<const float*>(data) + at;
-    const uint16_t* src = static_cast<const uint16_t*>(data) + at;
-    for (int64_t c = kv0 * hd; c < kv1 * hd; ++c) scratch[c] = bf16_to_f32(src[c]);
-    return scratch;
-  }
+/// One tile of work: rows t0 … t1−1 of sequence `seq`, query heads h0 … h1−1 (all of
+/// kv head h0 / group), keys j0 … j1−1.
+struct TileItem {
+  int32_t seq;
+  int32_t h0, h1;
+  int64_t t0, t1;
+  int64_t j0, j1;
 };
 
-// One query row of one sequence.
+/// One row of a sequence that takes the one-row path.
 struct RowItem {
   int32_t seq;
   int64_t t;
 };
 
+int64_t row_path_max = detail::kRowPathMaxRows;
+
 }  // namespace
+
+int64_t detail::row_path_max_rows() { return row_path_max; }
+void detail::set_row_path_max_rows(int64_t rows) { row_path_max = rows; }
+
+const char* paged_attention_path_name(PagedAttentionPath path) {
+  return path == PagedAttentionPath::Avx2 ? "avx2" : "portable";
+}
+
+bool paged_attention_path_available(PagedAttentionPath path) {
+  return path == PagedAttentionPath::Portable || detail::attn_has_avx2();
+}
+
+PagedAttentionPath paged_attention_path() { return choice().current(); }
+
+void set_paged_attention_path(PagedAttentionPath path) { choice().force(path, "set_paged_attention_path"); }
+
+void reset_paged_attention_path() { choice().reset(); }
 
 void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const TensorView& v_pool,
                      int64_t block_size, const std::vector<PagedSequence>& sequences, int n_heads,
@@ -79,9 +86,17 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
   const int64_t num_blocks = k_pool.size(0) / block_size;
   const int64_t t_total = q.size(0);
 
-  // Validate every sequence up front and flatten its rows into the work list.
-  std::vector<RowItem> items;
-  int64_t max_ctx = 0, work = 0;
+  const PagedAttentionPath path = paged_attention_path();  // InputError for a bad override
+  const int group = n_heads / n_kv_heads;
+  // A tile holds the rows that read one kv head: up to kTileRows query heads of its
+  // group, times as many positions as fit (docs/architecture.md §2, "Paged attention (CPU)").
+  const int heads_per_tile = std::min(group, kTileRows);
+  const int64_t rows_per_tile = std::max(1, kTileRows / heads_per_tile);
+
+  // Validate every sequence up front and cut its rows into tiles.
+  std::vector<TileItem> items;
+  std::vector<RowItem> row_items;
+  int64_t max_span = 0, max_row_span = 0, work = 0;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const PagedSequence& seq = sequences[s];
     OLMO2_CHECK(seq.rows >= 1 && seq.start >= 0 && seq.row_begin >= 0 &&
@@ -105,92 +120,187 @@ void cpu::paged_attention(const TensorView& q, const TensorView& k_pool, const T
                     " is block ", id, ", outside the pool of ", num_blocks, " blocks");
       }
     }
-    max_ctx = std::max(max_ctx, ctx);
     for (int64_t t = 0; t < seq.rows; ++t) {
-      items.push_back({static_cast<int32_t>(s), t});
       work += std::min(seq.start + t + 1, window > 0 ? window : seq.start + t + 1) * hd * n_heads;
     }
+    if (seq.rows <= row_path_max) {
+      // Few new rows (a decode step): each row walks whole key and value rows once for
+      // all its heads, contiguous reads across the heads (docs/architecture.md §2).
+      for (int64_t t = 0; t < seq.rows; ++t) row_items.push_back({static_cast<int32_t>(s), t});
+      max_row_span = std::max(max_row_span, window > 0 ? std::min(window, ctx) : ctx);
+      continue;
+    }
+    // Keys before a row's window are skipped, which gives the bits of the reference's
+    // masked scores (exp(−∞) = 0 adds nothing).
+    for (int kvh = 0; kvh < n_kv_heads; ++kvh) {
+      for (int h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_tile) {
+        const int h1 = std::min(h0 + heads_per_tile, (kvh + 1) * group);
+        for (int64_t t0 = (seq.rows - 1) / rows_per_tile * rows_per_tile; t0 >= 0; t0 -= rows_per_tile) {
+          const int64_t t1 = std::min(seq.rows, t0 + rows_per_tile);
+          const int64_t j0 = window > 0 ? std::max<int64_t>(0, seq.start + t0 + 1 - window) : 0;
+          const int64_t j1 = seq.start + t1;
+          max_span = std::max(max_span, j1 - j0);
+          items.push_back({static_cast<int32_t>(s), h0, h1, t0, t1, j0, j1});
+        }
+      }
+    }
   }
-  if (items.empty()) return;
+  if (items.empty() && row_items.empty()) return;
+  // A head's tiles follow each other, its longest (last rows) first: the threads share
+  // that head's keys and values in the cache, and the dynamic schedule ends on short
+  // tiles. Which thread runs a tile, and when, changes no result: every (row, head) is
+  // computed alone in a fixed order, whatever the tiling, the batch or the thread count.
 
-  const int group = n_heads / n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // A work item is one row and a contiguous range of heads; the rows' heads are split
-  // into just enough ranges to keep every thread busy. Grouping heads only lets one pass
-  // over the cache serve several heads (each key row read once, contiguously); every
-  // head's own sequence of fp32 operations is the same whatever the grouping, so the
-  // result does not depend on it, nor on the batch, the schedule or the thread count.
-  const int64_t n_rows = static_cast<int64_t>(items.size());
+  const bool bf16 = act == DType::BF16;
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  // The one-row path's work item is one row and a contiguous range of heads, split into
+  // just enough ranges to keep every thread busy; a head's operations do not depend on
+  // the range it falls in.
+  const int64_t n_rows = static_cast<int64_t>(row_items.size());
   const int64_t want = 4 * static_cast<int64_t>(omp_get_max_threads());
-  const int64_t n_ranges = std::clamp<int64_t>((want + n_rows - 1) / n_rows, 1, n_heads);
-  const int64_t n_items = n_rows * n_ranges;
+  const int64_t n_ranges = n_rows == 0 ? 1 : std::clamp<int64_t>((want + n_rows - 1) / n_rows, 1, n_heads);
+  const int64_t n_row_items = n_rows * n_ranges;
+  const int64_t range_heads = (n_heads + n_ranges - 1) / n_ranges;
   const float* qd = q.f32();
-  // bf16 pools (docs/architecture.md §3.2) are read through PoolRows, widened exactly.
-  const PoolRows kd(k_pool), vd(v_pool);
+  const bool bf16_pools = k_pool.dtype() == DType::BF16;
+  const float* kd = bf16_pools ? nullptr : k_pool.f32();
+  const float* vd = bf16_pools ? nullptr : v_pool.f32();
+  const uint16_t* kb = bf16_pools ? static_cast<const uint16_t*>(k_pool.data()) : nullptr;
+  const uint16_t* vb = bf16_pools ? static_cast<const uint16_t*>(v_pool.data()) : nullptr;
   float* od = out.f32();
   const int64_t q_ld = q.stride(0), k_ld = k_pool.stride(0), v_ld = v_pool.stride(0),
                 o_ld = out.stride(0);
 
 #pragma omp parallel if (work > 32768)
   {
-    // scores[(h − h0)·max_ctx + j]: scaled scores, then probabilities, of head h.
-    std::vector<float> scores(static_cast<size_t>(max_ctx * ((n_heads + n_ranges - 1) / n_ranges)));
-    std::vector<float> mx(static_cast<size_t>(n_heads));
-    std::vector<float> widened(static_cast<size_t>(k_pool.size(1)));  // a bf16 pool's row, as f32
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n_items; ++i) {
-      const RowItem& item = items[static_cast<size_t>(i / n_ranges)];
+    // Per thread: the tile's scores (rows padded so that they do not alias in the cache),
+    // its key and value row pointers, and the staged rows below.
+    std::vector<float> scores(static_cast<size_t>(kTileRows * (max_span + 16)));
+    std::vector<const float*> krows(static_cast<size_t>(max_span)), vrows(static_cast<size_t>(max_span));
+    std::vector<float> staged_kv(bf16_pools ? static_cast<size_t>(2 * max_span * hd) : 0);
+    std::vector<float> staged_qo(static_cast<size_t>(2 * kTileRows * hd));
+    // The one-row path: scores of a range's heads, s_ld apart, and one widened key and
+    // value row (bf16 pools).
+    const int64_t s_ld = max_row_span + 16;
+    std::vector<float> row_scores(n_rows > 0 ? static_cast<size_t>(range_heads * s_ld) : 0);
+    std::vector<float> wide_kv(n_rows > 0 && bf16_pools ? static_cast<size_t>(2 * k_pool.size(1)) : 0);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t i = 0; i < n_row_items; ++i) {
+      const RowItem& item = row_items[static_cast<size_t>(i / n_ranges)];
       const int64_t range = i % n_ranges;
       const int h0 = static_cast<int>(range * n_heads / n_ranges);
       const int h1 = static_cast<int>((range + 1) * n_heads / n_ranges);
       const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
-      const int64_t row = seq.row_begin + item.t;
-      const int64_t visible = seq.start + item.t + 1;
-      // The row's first key: keys before its window are skipped, which gives the bits of
-      // the reference's masked scores (exp(−∞) = 0 adds nothing).
+      const int64_t row = seq.row_begin + item.t, visible = seq.start + item.t + 1;
       const int64_t first = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
       const float* qr = qd + row * q_ld;
       float* orow = od + row * o_ld;
-      const int32_t* table = seq.block_table.data();
-      auto pool_row = [&](int64_t j) {
-        return static_cast<int64_t>(table[j / block_size]) * block_size + j % block_size;
+      // Only the kv heads of [h0, h1) are widened from a bf16 pool.
+      const int64_t kv_lo = (h0 / group) * hd, kv_hi = ((h1 - 1) / group + 1) * hd;
+      auto key_row = [&](int64_t pool_row, const uint16_t* pool, const float* pool_f32, int64_t ld, float* wide) {
+        if (!bf16_pools) return pool_f32 + pool_row * ld;
+        const uint16_t* src = pool + pool_row * ld;
+        for (int64_t c = kv_lo; c < kv_hi; ++c) wide[c] = bf16_to_f32(src[c]);
+        return static_cast<const float*>(wide);
       };
-      auto sc = [&](int h) { return scores.data() + static_cast<size_t>((h - h0) * max_ctx); };
-
-      // s_j = (q_h · k_j) / sqrt(hd), j increasing; running max per head.
-      for (int h = h0; h < h1; ++h) mx[h] = -std::numeric_limits<float>::infinity();
-      for (int64_t j = first; j < visible; ++j) {
-        const float* kr = kd.row(pool_row(j) * k_ld, h0 / group, (h1 - 1) / group + 1, hd, widened.data());
-        for (int h = h0; h < h1; ++h) {
-          const float d = dot_fixed(qr + h * hd, kr + (h / group) * hd, hd);
-          // bf16: the reference's q·kᵀ is a bf16 tensor, scaled into another one.
-          const float x = act == DType::BF16 ? round_bf16(round_bf16(d) * scale) : d * scale;
-          sc(h)[j] = x;
-          mx[h] = std::max(mx[h], x);
+      float* sc = row_scores.data();  // sc[(h − h0)·s_ld + j − first]
+      int64_t block = first / block_size, in_block = first % block_size;
+      for (int64_t j = first; j < visible; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t pr = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
+        const float* kr = key_row(pr, kb, kd, k_ld, wide_kv.data());
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_row_scores_avx2(qr, kr, h0, h1, group, hd, scale, bf16, sc + (j - first), s_ld);
+        } else {
+          detail::attn_row_scores_portable(qr, kr, h0, h1, group, hd, scale, bf16, sc + (j - first), s_ld);
         }
       }
-      // p_j = exp(s_j − max) · (1 / Σ exp), the sum taken in increasing j.
       for (int h = h0; h < h1; ++h) {
-        float* s = sc(h);
-        float sum = 0.0f;
-        for (int64_t j = first; j < visible; ++j) {
-          s[j] = std::exp(s[j] - mx[h]);
-          sum += s[j];
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t j = first; j < visible; ++j) {
-          s[j] *= inv;
-          if (act == DType::BF16) s[j] = round_bf16(s[j]);
+        AttnTile one;
+        one.rows = 1, one.hd = hd, one.j0 = first, one.j1 = visible;
+        one.first[0] = first, one.visible[0] = visible;
+        one.sc = row_scores.data() + (h - h0) * s_ld, one.sc_ld = s_ld;
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_softmax_rows_avx2(one, bf16);
+        } else {
+          detail::attn_softmax_rows_portable(one, bf16);
         }
       }
-      // out_h = Σ_j p_j v_j, j increasing.
       std::fill(orow + h0 * hd, orow + h1 * hd, 0.0f);
-      for (int64_t j = first; j < visible; ++j) {
-        const float* vr = vd.row(pool_row(j) * v_ld, h0 / group, (h1 - 1) / group + 1, hd, widened.data());
-        for (int h = h0; h < h1; ++h) axpy(sc(h)[j], vr + (h / group) * hd, orow + h * hd, hd);
+      block = first / block_size, in_block = first % block_size;
+      for (int64_t j = first; j < visible; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t pr = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
+        const float* vr = key_row(pr, vb, vd, v_ld, wide_kv.data() + k_pool.size(1));
+        if (path == PagedAttentionPath::Avx2) {
+          detail::attn_row_pv_avx2(sc + (j - first), s_ld, vr, h0, h1, group, hd, orow);
+        } else {
+          detail::attn_row_pv_portable(sc + (j - first), s_ld, vr, h0, h1, group, hd, orow);
+        }
       }
-      if (act == DType::BF16)
-        round_to_dtype(orow + h0 * hd, static_cast<size_t>((h1 - h0) * hd), act);
+      if (bf16) round_to_dtype(orow + h0 * hd, static_cast<size_t>((h1 - h0) * hd), act);
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n_items; ++i) {
+      const TileItem& item = items[static_cast<size_t>(i)];
+      const PagedSequence& seq = sequences[static_cast<size_t>(item.seq)];
+      const int64_t kv_off = (item.h0 / group) * hd, span = item.j1 - item.j0;
+      // A tile of several rows reads its queries and writes its outputs through
+      // contiguous copies: q's rows are a whole model width apart, which maps a tile's
+      // rows onto the same few cache sets. A bf16 pool's key and value rows are widened
+      // exactly (docs/architecture.md §3.2): the bits of an f32 pool holding the same values.
+      const bool stage = (item.t1 - item.t0) * (item.h1 - item.h0) >= 4;
+      int64_t block = item.j0 / block_size, in_block = item.j0 % block_size;
+      for (int64_t j = item.j0; j < item.j1; ++j, ++in_block) {
+        if (in_block == block_size) ++block, in_block = 0;
+        const int64_t row = static_cast<int64_t>(seq.block_table[static_cast<size_t>(block)]) * block_size + in_block;
+        const int64_t at = j - item.j0;
+        if (bf16_pools) {
+          float* kw = staged_kv.data() + at * hd;
+          float* vw = kw + span * hd;
+          const uint16_t* ks = kb + row * k_ld + kv_off;
+          const uint16_t* vs = vb + row * v_ld + kv_off;
+          for (int64_t c = 0; c < hd; ++c) kw[c] = bf16_to_f32(ks[c]), vw[c] = bf16_to_f32(vs[c]);
+          krows[static_cast<size_t>(at)] = kw, vrows[static_cast<size_t>(at)] = vw;
+        } else {
+          krows[static_cast<size_t>(at)] = kd + row * k_ld + kv_off, vrows[static_cast<size_t>(at)] = vd + row * v_ld + kv_off;
+        }
+      }
+      AttnTile tile;
+      tile.hd = hd, tile.j0 = item.j0, tile.j1 = item.j1;
+      tile.k = krows.data(), tile.v = vrows.data();
+      tile.sc = scores.data(), tile.sc_ld = span + 16;
+      float* out_rows[kTileRows];
+      for (int64_t t = item.t0; t < item.t1; ++t) {
+        const int64_t row = seq.row_begin + t, visible = seq.start + t + 1;
+        for (int h = item.h0; h < item.h1; ++h, ++tile.rows) {
+          const int r = tile.rows;
+          out_rows[r] = od + row * o_ld + h * hd;
+          if (stage) {
+            float* qs = staged_qo.data() + r * hd;
+            std::copy_n(qd + row * q_ld + h * hd, hd, qs);
+            tile.q[r] = qs, tile.o[r] = staged_qo.data() + (kTileRows + r) * hd;
+          } else {
+            tile.q[r] = qd + row * q_ld + h * hd, tile.o[r] = out_rows[r];
+          }
+          tile.first[r] = window > 0 ? std::max<int64_t>(0, visible - window) : 0;
+          tile.visible[r] = visible;
+        }
+      }
+      if (path == PagedAttentionPath::Avx2) {
+        detail::attn_scores_avx2(tile, scale, bf16);
+        detail::attn_softmax_rows_avx2(tile, bf16);
+        detail::attn_pv_avx2(tile);
+      } else {
+        detail::attn_scores_portable(tile, scale, bf16);
+        detail::attn_softmax_rows_portable(tile, bf16);
+        detail::attn_pv_portable(tile);
+      }
+      for (int r = 0; r < tile.rows; ++r) {
+        if (stage) std::copy_n(tile.o[r], hd, out_rows[r]);
+        if (bf16) round_to_dtype(out_rows[r], static_cast<size_t>(hd), act);
+      }
     }
   }
 }
