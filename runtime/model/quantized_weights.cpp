@@ -47,6 +47,10 @@ void check_quantization(const ModelConfig& c, const ShardSpec& shard, const Weig
   };
   for (const Weight& w : weights) {
     if (w.k % q.group == 0) continue;
+    // Every group is a multiple of 32: a K that is not has no group at all.
+    if (w.whole % 32 != 0)
+      OLMO2_THROW(InputError, "this model cannot take quantized weights: the K of ", w.what, " is ", w.whole,
+                  ", not a multiple of 32 (every quantization group is one)");
     OLMO2_THROW(InputError, "weight group ", q.group, " does not divide the K of ", w.what, ": ", w.k,
                 w.k == w.whole ? std::string(" (the model's)")
                                : " on this tensor-parallel rank (" + std::to_string(w.whole) + " in the model)",

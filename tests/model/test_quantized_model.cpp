@@ -185,6 +185,15 @@ TEST(QuantizedModel, RefusalsNameTheValue) {
   } catch (const InputError& e) {
     EXPECT_THAT(e.what(), HasSubstr("weight group 128 does not divide the K of q_proj, k_proj, v_proj, gate_proj and up_proj: 64"));
   }
+  // A K that is no multiple of 32 takes no group at all: said so, not "another group".
+  try {
+    ModelConfig odd = ModelConfig::load(kTrained);
+    odd.intermediate_size = 200;
+    check_quantization(odd, ShardSpec::whole(odd), WeightQuantization{ops::QuantFormat::Int8, 32});
+    ADD_FAILURE() << "intermediate size 200 accepted";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("this model cannot take quantized weights: the K of down_proj is 200, not a multiple of 32"));
+  }
   try {
     load(kTrained, WeightQuantization{ops::QuantFormat::Int4, 128});
     ADD_FAILURE() << "int4 group 128 accepted";
