@@ -1,5 +1,6 @@
 #include "runtime/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -194,6 +195,10 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && special_[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::is_added(int32_t id) const {
+  return std::any_of(added_.begin(), added_.end(), [id](const Added& a) { return a.id == id; });
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view text) const {

@@ -44,6 +44,8 @@ class Tokenizer {
   std::optional<int32_t> token_to_id(std::string_view text) const;
   /// True for added tokens marked special (dropped by decode with skip_special).
   bool is_special(int32_t id) const;
+  /// True for every added token, special or not (matched whole before the regex).
+  bool is_added(int32_t id) const;
 
  private:
   struct Added {
