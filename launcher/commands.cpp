@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -84,6 +85,21 @@ void print_result(const CliConfig& cfg, const GenerateResult& r, std::ostream& o
 }
 }  // namespace
 
+namespace {
+/// generation_config.json's defaults where the command line left a value out, as
+/// transformers' generate() takes them (docs/architecture.md §8, "Stop ids and sampling
+/// defaults"): temperature, top_k and top_p only when its do_sample is true; the
+/// repetition penalty always; max_new_tokens as --max-tokens, cut to the context's room.
+void apply_generation_defaults(const GenerationDefaults& d, const ModelConfig& c, CliConfig& cfg) {
+  cfg.sampling = apply_generate_defaults(cfg.sampling, d, cfg.given.temperature, cfg.given.top_k, cfg.given.top_p);
+  if (!cfg.given.repetition_penalty && d.repetition_penalty) cfg.repetition_penalty = *d.repetition_penalty;
+  if (!cfg.given.max_tokens && d.max_new_tokens) {
+    const int64_t room = c.max_position_embeddings - static_cast<int64_t>(cfg.prompt_ids.size());
+    cfg.max_tokens = std::max<int64_t>(1, std::min(*d.max_new_tokens, room));
+  }
+}
+}  // namespace
+
 void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_launcher) {
   CliConfig cfg = given;
   if (!cfg.prompt.empty()) {
@@ -98,7 +114,8 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   std::ofstream* const reads_file = cfg.trace.activations_out.empty() ? nullptr : &activations_out;
   RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
   session.model = cfg.model;
-  session.checks = [&](const ModelConfig& c) {
+  session.checks = [&](const ModelConfig& c, const ModelDirectoryFindings& found) {
+    if (found.generation) apply_generation_defaults(found.generation->defaults, c, cfg);
     check_generate_request(c, cfg.prompt_ids, cfg.max_tokens);
     if (cfg.trace.any()) spec = cfg.trace.spec(c);
   };
@@ -111,12 +128,20 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
       verify_model_directory(cfg.model, {rank, s.world_size()}, rank == 0 ? &std::cerr : nullptr);
       if (reads_file && rank == 0) activations_out = open_output_file(cfg.trace.activations_out, "--activations-out");
     });
-    const Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device, cfg.weights);
+    Olmo2Model model = Olmo2Model::load(cfg.model, s.shard, cfg.precision, s.device.device, cfg.weights);
+    model.add_generation_eos_token_ids(s.config->generation_eos_token_ids);
     if (rank == 0 && model.quantization()) std::cerr << "weights: " << quantization_text(*model.quantization()) << std::endl;
+    if (rank == 0 && s.directory.generation && (!s.config->generation_eos_token_ids.empty() ||
+                                                s.directory.generation->defaults.any() ||
+                                                s.directory.generation->defaults.do_sample)) {
+      std::cerr << describe_generation_source(*s.config, cfg.directory, s.directory) << std::endl;
+    }
+    LogitsAdjustments adjust;
+    adjust.repetition_penalty = cfg.repetition_penalty;
     // Every data-parallel replica computes the same tokens; world rank 0's sends the reads.
     const GenerateTrace traced{&spec, s.world(), s.coords().dp == 0};
     const GenerateResult r = generate(model, cfg.prompt_ids, cfg.max_tokens, cfg.sampling, s.parallel_context(), traced,
-                                       cfg.kv_cache_dtype);
+                                       cfg.kv_cache_dtype, adjust);
     if (rank == 0) print_result(cfg, r, out, reads_file);
   });
 }

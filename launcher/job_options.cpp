@@ -133,7 +133,8 @@ std::vector<JobOption> job_options(const po::variables_map& vm) {
     if (name == "model-config" || name == "tokenizer" || name == "chat-template" || name == "prompts") {
       value = file_identity(text);
     } else if (name == "model") {
-      value = "folder " + folder_name(text) + ", config.json " + file_identity(text + "/config.json") + ", " +
+      value = "folder " + folder_name(text) + ", config.json " + file_identity(text + "/config.json") +
+              ", generation_config.json " + file_identity(text + "/generation_config.json") + ", " +
               weights_identity(text);
     } else if (name == "resume") {
       value = text == "auto" ? text : "checkpoint " + folder_name(text);

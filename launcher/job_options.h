@@ -28,7 +28,7 @@ struct JobOption {
 /// name rather than their text, so that node-local copies at other paths agree:
 /// --model-config, --tokenizer, --chat-template and --prompts by size and checksum of
 /// the file; --model by the folder's name, its config.json's checksum and its weights'
-/// identity (training_state.json's checksum where present, and each safetensors file's
+/// identity (generation_config.json's checksum, training_state.json's checksum where present, and each safetensors file's
 /// size and checksum of its first MiB and 32 evenly spaced samples); --resume as
 /// "auto" or the checkpoint folder's name; --data by the number of files (their contents
 /// are compared by the cross-rank data check); --save-dir by presence (the storage check

@@ -16,6 +16,7 @@
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
 #include "launcher/train_options.h"
+#include "runtime/generation/request_rules.h"
 
 namespace olmo2 {
 
@@ -40,7 +41,7 @@ const char* kUsage =
     "            [--tp N --pp N --dp N --cp N --pp-layers a,b,... --pp-virtual V --overlap on|off]\n"
     "            (under mpirun: sharded)             train (OLMo 2 recipe)\n"
     "  generate  --model DIR --prompt TEXT|--prompt-ids 1,2,3 [--max-tokens N] [--format text|json]\n"
-    "            [--temperature T --top-k K --top-p P --seed S]\n"
+    "            [--temperature T --top-k K --top-p P --repetition-penalty R --seed S]\n"
     "            [--tp N --pp N --dp N --pp-layers a,b,...]  (under mpirun: sharded)\n"
     "            [--activations JSON --interventions JSON --activations-out FILE]\n"
     "                                                generate (greedy, or sampled with --temperature)\n"
@@ -53,6 +54,7 @@ const char* kUsage =
     "                                                OpenAI-style HTTP completions server\n"
     "            (train, generate, trace, serve: [--device cpu|cuda] [--precision fp32|bf16])\n"
     "            (generate, trace, serve: [--weights auto|int8|int4 --weight-group N], CPU only)\n"
+    "            (generate, trace, serve: [--generation-config auto|ignore] [--strict-special-tokens])\n"
     "  tokenize  --tokenizer FILE --output DIR INPUTS...  documents -> .npy token files\n"
     "  tokenize  --tokenizer FILE --ids              stdin text -> JSON token ids\n"
     "run 'olmo2 SUBCOMMAND --help' for the options of one subcommand\n";
@@ -93,6 +95,7 @@ po::options_description describe(const std::string& command, bool for_help = fal
   if (command == "serve" || command == "generate" || command == "trace") {
     add_device_options(d);
     add_weight_options(d);
+    add_model_directory_options(d);
   }
   if (command == "generate" || command == "trace") {
     d.add_options()("tokenizer", po::value<std::string>(),
@@ -111,8 +114,10 @@ po::options_description describe(const std::string& command, bool for_help = fal
         "temperature", po::value<double>(), "sampling temperature (default 0: greedy)")(
         "top-k", po::value<int64_t>(), "sample among the k most likely tokens (default 0: all)")(
         "top-p", po::value<double>(), "nucleus sampling probability mass in (0, 1] (default 1)")(
+        "repetition-penalty", po::value<double>(),
+        "CTRL repetition penalty over the prompt's and output's tokens, > 0 (default 1: none)")(
         "seed", po::value<uint64_t>(), "sampling seed (default 0)")(
-        "max-tokens", po::value<int64_t>(), "tokens to generate (default 16)")(
+        "max-tokens", po::value<int64_t>(), "tokens to generate (default 16, or generation_config.json's max_new_tokens)")(
         "format", po::value<std::string>(), "output format: text or json (default text)");
   }
   return d;
@@ -261,11 +266,16 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
   if (!vm.count("model")) OLMO2_THROW(UsageError, cfg.command, ": --model DIR is required");
   cfg.model = vm["model"].as<std::string>();
   cfg.layout = read_layout_options(vm, cfg.command);
-  if (cfg.command == "serve") cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
+  if (cfg.command == "serve") {
+    cfg.serve = read_serve_options(vm, std::getenv("OLMO2_API_KEY"));
+    cfg.directory = read_model_directory_options(
+        vm, cfg.serve.tokenizer.empty() ? cfg.model + "/tokenizer.json" : cfg.serve.tokenizer);
+  }
   if (cfg.command == "generate" || cfg.command == "trace") {
     cfg.trace = read_trace_options(vm, cfg.command);
     cfg.tokenizer = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>() : cfg.model + "/tokenizer.json";
     if (vm.count("precision")) cfg.precision = read_precision(vm["precision"].as<std::string>());
+    cfg.directory = read_model_directory_options(vm, cfg.tokenizer);
   }
   if (cfg.command == "generate") {
     if (vm.count("kv-cache-dtype")) cfg.kv_cache_dtype = read_kv_cache_dtype(vm["kv-cache-dtype"].as<std::string>());
@@ -281,8 +291,12 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     if (vm.count("top-k")) cfg.sampling.top_k = vm["top-k"].as<int64_t>();
     if (vm.count("top-p")) cfg.sampling.top_p = vm["top-p"].as<double>();
     if (vm.count("seed")) cfg.sampling.seed = vm["seed"].as<uint64_t>();
+    if (vm.count("repetition-penalty")) cfg.repetition_penalty = vm["repetition-penalty"].as<double>();
+    cfg.given = {vm.count("temperature") > 0, vm.count("top-k") > 0, vm.count("top-p") > 0, vm.count("max-tokens") > 0,
+                 vm.count("repetition-penalty") > 0};
     try {
       validate(cfg.sampling);
+      throw_if_broken(repetition_penalty_rule(cfg.repetition_penalty));
     } catch (const InputError& e) {
       OLMO2_THROW(UsageError, "generate: ", e.what());
     }

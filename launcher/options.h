@@ -10,6 +10,7 @@
 #include "launcher/device_options.h"
 #include "launcher/job_options.h"
 #include "launcher/layout_options.h"
+#include "launcher/model_directory.h"
 #include "launcher/plan_command.h"
 #include "launcher/serve_options.h"
 #include "launcher/trace_options.h"
@@ -55,6 +56,15 @@ struct CliConfig {
   DeviceOptions device_options;
   /// generate, trace, serve: --weights, --weight-group (nullopt: dense weights)
   std::optional<WeightQuantization> weights;
+  /// generate, trace, serve: --generation-config, --strict-special-tokens and the
+  /// tokenizer file their checks use
+  ModelDirectoryReading directory;
+  /// generate: which of --temperature --top-k --top-p --max-tokens --repetition-penalty
+  /// were given (generation_config.json's defaults fill the others)
+  struct Given {
+    bool temperature = false, top_k = false, top_p = false, max_tokens = false, repetition_penalty = false;
+  } given;
+  double repetition_penalty = 1.0;  ///< generate: --repetition-penalty
   /// What every rank of an MPI job must share (launcher/job_options.h), for the agreement
   /// every rank makes before any work (launcher/job_agreement.h).
   std::vector<JobOption> job_options;

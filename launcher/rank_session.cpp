@@ -29,6 +29,7 @@ RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher)
   spec.device = cfg.device_options;
   spec.under_mpi_launcher = under_mpi_launcher;
   spec.weights = cfg.weights;
+  if (cfg.command == "generate" || cfg.command == "trace" || cfg.command == "serve") spec.directory = cfg.directory;
   return spec;
 }
 
@@ -47,7 +48,8 @@ void check_alike(const RankSessionSpec& spec, int world, RankSession& s) {
   if (!s.config) return;
   s.plan = parallel::make_partition_plan(model_shape(*s.config), s.topology, spec.layout.pp_layers,
                                          spec.layout.pp_virtual);
-  if (spec.checks) spec.checks(*s.config);
+  if (spec.directory) s.directory = read_model_directory(spec.model, *s.config, *spec.directory);
+  if (spec.checks) spec.checks(*s.config, s.directory);
   if (spec.weights) {
     for (int r = 0; r < s.topology.world(); ++r) {
       try {
@@ -56,6 +58,15 @@ void check_alike(const RankSessionSpec& spec, int world, RankSession& s) {
         OLMO2_THROW(InputError, "--weights ", ops::quant_format_name(spec.weights->format), ": ", e.what());
       }
     }
+  }
+}
+
+/// Rank 0, after step 1: the special-id mismatches read_model_directory found.
+void print_warnings(const RankSession& s) {
+  for (const std::string& w : s.directory.warnings) std::cerr << "warning: " << w << "\n";
+  if (!s.directory.warnings.empty()) {
+    std::cerr << "warning: generation stops at the ids as given; --strict-special-tokens makes this an error"
+              << std::endl;
   }
 }
 
@@ -73,6 +84,7 @@ void run_rank_session(const RankSessionSpec& spec, const std::function<void(Rank
   if (!spec.layout.splits() && !spec.under_mpi_launcher) {  // one process: 1 × 1 × 1, no MPI
     RankSession s;
     check_alike(spec, 1, s);
+    print_warnings(s);
     s.placement = place_single_process(spec.threads);
     choose_device(spec, s);
     body(s);
@@ -82,6 +94,7 @@ void run_rank_session(const RankSessionSpec& spec, const std::function<void(Rank
   RankSession s;  // after the runtime: its communicators go first, however this ends
   const int rank = mpi.world_rank();
   checks_alike_on_every_rank(mpi, [&] { check_alike(spec, mpi.world_size(), s); });
+  if (rank == 0) print_warnings(s);
   report_errors_on_every_rank(rank, [&] {
     s.groups = std::make_unique<parallel::ProcessGroups>(
         parallel::make_process_groups(s.topology, spec.layout.collective_timeout));

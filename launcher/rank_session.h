@@ -12,6 +12,7 @@
 
 #include "launcher/device_options.h"
 #include "launcher/layout_options.h"
+#include "launcher/model_directory.h"
 #include "parallel/partition.h"
 #include "parallel/process_groups.h"
 #include "parallel/topology.h"
@@ -44,10 +45,14 @@ struct RankSessionSpec {
   /// The model directory whose config.json the session loads and plans over; "" for a
   /// command that plans its own (train: the Trainer's config may be a resumed checkpoint's).
   std::string model;
+  /// generate, trace, serve: the model directory's generation_config.json and the check of
+  /// its special ids against the tokenizer (read_model_directory), made by every rank
+  /// alike after config.json; nullopt: config.json only (train, info).
+  std::optional<ModelDirectoryReading> directory;
   /// The command's own checks of its input against the model's config (generate: the
-  /// prompt; trace: the prompts file), made by every rank alike with the layout's; may be
-  /// empty. Only called with a model.
-  std::function<void(const ModelConfig&)> checks;
+  /// prompt; trace: the prompts file) and what read_model_directory found, made by every
+  /// rank alike with the layout's; may be empty. Only called with a model.
+  std::function<void(const ModelConfig&, const ModelDirectoryFindings&)> checks;
   /// generate, trace: rank 0 writes a GPU's description line to stderr once it is chosen
   /// (train and serve name the device in their start lines instead).
   bool print_device = false;
@@ -67,7 +72,10 @@ RankSessionSpec rank_session_spec(const CliConfig& cfg, bool under_mpi_launcher)
 struct RankSession {
   parallel::Topology topology;                       ///< the layout; 1 × 1 × 1 on one process
   std::unique_ptr<parallel::ProcessGroups> groups;   ///< null on one process (no MPI)
-  std::optional<ModelConfig> config;                 ///< spec.model's config.json (absent without a model)
+  /// spec.model's config.json (absent without a model), with generation_config.json's
+  /// stop ids added when spec.directory reads it
+  std::optional<ModelConfig> config;
+  ModelDirectoryFindings directory;                  ///< read_model_directory's (empty without spec.directory)
   std::optional<parallel::PartitionPlan> plan;       ///< config's plan over topology (with a model)
   ShardSpec shard;                                   ///< this rank's part of plan (ShardSpec::whole on one process)
   /// One process: what the start lines of train and serve say of its threads, "1 process

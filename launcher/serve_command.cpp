@@ -195,6 +195,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
   }
   const DeviceChoice& dev = rs.device;
   s.model = std::make_unique<Olmo2Model>(Olmo2Model::load(o.model, rs.shard, o.precision, dev.device, cfg.weights));
+  s.model->add_generation_eos_token_ids(config.generation_eos_token_ids);  // generation_config.json's
   // The products' code path, named before the engine and the HTTP server start, so that a
   // bad OLMO2_BF16_GEMM or OLMO2_BATCH_INVARIANT_GEMM stops serve here with its InputError.
   // On a GPU the products are the CUDA backend's.
@@ -245,6 +246,7 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
     sm.config = config;  // what activations and interventions are checked against
     sm.max_prompts = o.max_running + o.max_waiting;
     sm.max_activation_bytes = o.max_activation_bytes;
+    if (rs.directory.generation) sm.defaults = rs.directory.generation->defaults;  // vLLM's --generation-config auto
     sm.json_options.whitespace = o.structured_whitespace_any ? structured::JsonSchemaOptions::Whitespace::Any
                                                              : structured::JsonSchemaOptions::Whitespace::Compact;
     s.http = std::make_unique<HttpServer>(*s.engine, *s.tokenizer, sm, *s.metrics, ho,
@@ -258,7 +260,8 @@ void build(ServeRank& s, const CliConfig& cfg, const RankSession& rs) {
               << (s.engine->prefix_caching() ? "on"
                   : o.prefix_caching ? "off (every layer is a sliding-window one)" : "off")
               << (rs.distributed() ? ", " + std::to_string(rs.world_size()) + " ranks" : ", " + rs.placement) << "; "
-              << dev.description << "; speculative decoding: " << speculation << "; chat template: "
+              << dev.description << "; " << describe_generation_source(config, cfg.directory, rs.directory)
+              << "; speculative decoding: " << speculation << "; chat template: "
               << (!s.chat_template ? std::string("none")
                   : o.chat_template_file.empty() ? std::string("the model's") : o.chat_template_file)
               << ")" << std::endl;

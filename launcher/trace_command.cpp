@@ -35,7 +35,7 @@ void run_trace(const CliConfig& cfg, std::ostream& stdout_stream, bool under_mpi
   // Everything about the input, checked alike by every rank before any collective.
   RankSessionSpec session = rank_session_spec(cfg, under_mpi_launcher);
   session.model = cfg.model;
-  session.checks = [&](const ModelConfig& c) {
+  session.checks = [&](const ModelConfig& c, const ModelDirectoryFindings&) {
     spec = cfg.trace.spec(c);
     prompts = read_trace_prompts(cfg.trace.prompts, cfg.tokenizer, c);
   };

@@ -78,10 +78,12 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
                         const SamplingParams& sampling, const ParallelContext& ctx, const GenerateTrace& trace,
-                        std::optional<DType> kv_dtype) {
+                        std::optional<DType> kv_dtype, const LogitsAdjustments& adjust) {
   const ModelConfig& c = model.config();
   check_generate_request(c, prompt, max_tokens);
   validate(sampling);
+  throw_if_broken(adjustment_rules(adjust, c.vocab_size));
+  const std::vector<int64_t> stop_ids = c.stop_token_ids();
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + max_tokens;
   const KVCache cache = KVCache::contiguous(c, model.shard(), capacity, 16, model.device(),
                                             kv_cache_dtype(kv_dtype, model.precision()));
@@ -97,6 +99,12 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
   opts.vocab_parallel_logits = true;
   SelectionRequest request;
   request.params = sampling;
+  request.adjust = adjust;
+  if (adjust.repetition_penalty != 1) {
+    request.prompt_ids = prompt;
+    std::sort(request.prompt_ids.begin(), request.prompt_ids.end());
+    request.prompt_ids.erase(std::unique(request.prompt_ids.begin(), request.prompt_ids.end()), request.prompt_ids.end());
+  }
   GenerationTrace traced(model, trace, static_cast<int64_t>(prompt.size()), ctx);
   while (static_cast<int64_t>(r.output_ids.size()) < max_tokens) {
     TokenBatch batch;
@@ -119,7 +127,13 @@ GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& pro
     }
     if (pp) pp->broadcast(std::span<int32_t>(&tok, 1), pp->size() - 1);
     r.output_ids.push_back(tok);
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), tok) != c.eos_token_ids.end()) {
+    if (adjust.penalties()) {  // (id, count) ascending by id
+      auto& counts = request.output_counts;
+      auto it = std::lower_bound(counts.begin(), counts.end(), std::pair<int32_t, int32_t>{tok, 0});
+      if (it != counts.end() && it->first == tok) ++it->second;
+      else counts.insert(it, {tok, 1});
+    }
+    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) {
       r.finish_reason = "stop";
       break;
     }

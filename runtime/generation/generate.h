@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "parallel/communicator.h"
+#include "runtime/generation/logits_adjustments.h"
 #include "runtime/generation/sampling.h"
 #include "runtime/model/model.h"
 #include "runtime/trace/trace_spec.h"
@@ -71,10 +72,15 @@ GenerateResult generate_greedy(const Olmo2Model& model, const std::vector<int32_
 /// layout, CollectiveTimeout when a peer never joins a gather.
 ///
 /// `kv_dtype`: the KV cache's pools, f32 or bf16 (--kv-cache-dtype; nullopt: auto, the
-/// model's precision's: kv_cache_dtype, docs/architecture.md §3.2).
+/// model's precision's: kv_cache_dtype, docs/architecture.md §3.2). `adjust`: logit_bias
+/// and penalties as the server applies them (the repetition penalty over the prompt's
+/// and the output's ids; generation_config.json's repetition_penalty comes this way);
+/// InputError as request_rules' adjustment_rules. Generation stops at any of the
+/// config's stop_token_ids (config.json's and generation_config.json's eos ids).
 GenerateResult generate(const Olmo2Model& model, const std::vector<int32_t>& prompt, int64_t max_tokens,
                         const SamplingParams& sampling, const ParallelContext& ctx = {},
-                        const GenerateTrace& trace = {}, std::optional<DType> kv_dtype = std::nullopt);
+                        const GenerateTrace& trace = {}, std::optional<DType> kv_dtype = std::nullopt,
+                        const LogitsAdjustments& adjust = {});
 
 /// The checks generate_greedy makes before any work (request_rules.h: empty prompt, ids outside the
 /// vocabulary, max_tokens < 1, prompt + max_tokens over the context); every rank of a

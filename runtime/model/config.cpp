@@ -1,5 +1,6 @@
 #include "runtime/model/config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -204,6 +205,19 @@ parallel::ModelShape model_shape(const ModelConfig& c) {
           .intermediate = c.intermediate_size,
           .vocab = c.vocab_size,
           .tied_embeddings = c.tie_word_embeddings};
+}
+
+std::vector<int64_t> ModelConfig::stop_token_ids() const {
+  std::vector<int64_t> ids = eos_token_ids;
+  ids.insert(ids.end(), generation_eos_token_ids.begin(), generation_eos_token_ids.end());
+  return ids;
+}
+
+void ModelConfig::add_generation_eos_token_ids(const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) {
+    const auto in = [id](const std::vector<int64_t>& v) { return std::find(v.begin(), v.end(), id) != v.end(); };
+    if (!in(eos_token_ids) && !in(generation_eos_token_ids)) generation_eos_token_ids.push_back(id);
+  }
 }
 
 int64_t ModelConfig::parameter_count() const {

@@ -53,7 +53,11 @@ struct ModelConfig {
   RopeParameters rope_sliding;  ///< RoPE of Sliding layers (plain)
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
-  std::vector<int64_t> eos_token_ids;  ///< generation stops at any of them
+  std::vector<int64_t> eos_token_ids;  ///< config.json's eos_token_id: generation stops at any of them
+  /// generation_config.json's eos ids not among eos_token_ids (an instruct model's
+  /// end-of-turn token), set by the launcher (docs/architecture.md §8, "Stop ids and
+  /// sampling defaults"); never read from or written to config.json.
+  std::vector<int64_t> generation_eos_token_ids;
   std::optional<int64_t> pad_token_id;
   std::optional<int64_t> bos_token_id;
   DType dtype = DType::F32;  ///< `torch_dtype` / `dtype` of the checkpoint
@@ -89,6 +93,12 @@ struct ModelConfig {
   /// q_norm/k_norm, gate/up/down and two post-norms, and the final norm. (from_json
   /// bounds every size so that this cannot overflow.)
   int64_t parameter_count() const;
+
+  /// Every id generation stops at: eos_token_ids, then generation_eos_token_ids.
+  std::vector<int64_t> stop_token_ids() const;
+  /// Adds `ids` (generation_config.json's eos ids) that are not in eos_token_ids (nor
+  /// already added) to generation_eos_token_ids, in order.
+  void add_generation_eos_token_ids(const std::vector<int64_t>& ids);
 
   /// Whether this is an Olmo 3 model (architecture Olmo3ForCausalLM).
   bool olmo3() const { return architecture == "Olmo3ForCausalLM"; }

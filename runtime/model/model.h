@@ -111,6 +111,9 @@ class Olmo2Model {
   const std::optional<WeightQuantization>& quantization() const { return quantization_; }
 
   const ModelConfig& config() const { return config_; }
+  /// Adds generation_config.json's eos ids to the ids generation stops at
+  /// (ModelConfig::add_generation_eos_token_ids; docs/architecture.md §8).
+  void add_generation_eos_token_ids(const std::vector<int64_t>& ids) { config_.add_generation_eos_token_ids(ids); }
   const ModelWeights& weights() const { return weights_; }
   /// Writable weights, for the optimizer.
   ModelWeights& mutable_weights() { return weights_; }

@@ -81,6 +81,7 @@ ServingEngine::ServingEngine(const Olmo2Model& model, const Tokenizer* tokenizer
       metrics_(metrics),
       opt_(options),
       ranks_(ranks),
+      stop_ids_(model.config().stop_token_ids()),
       cache_(model.config(), model.shard(), options.scheduler.num_blocks, options.scheduler.block_size, model.device(),
              kv_cache_dtype(options.kv_dtype, model.precision())) {
   if (opt_.max_waiting < 0) OLMO2_THROW(InputError, "max waiting requests must be ≥ 0, got ", opt_.max_waiting);
@@ -359,7 +360,7 @@ void ServingEngine::drain_inbox(bool close) {
       a->choices.emplace_back(s.id, *tokenizer_, p);
       if (p.grammar) {
         if (!vocabulary_) {
-          vocabulary_ = structured::vocabulary_from_tokenizer(*tokenizer_, model_.config().vocab_size, model_.config().eos_token_ids);
+          vocabulary_ = structured::vocabulary_from_tokenizer(*tokenizer_, model_.config().vocab_size, stop_ids_);
         }
         a->choices.back().constraint.emplace(p.grammar, vocabulary_, p.grammar_param);
       }
@@ -384,7 +385,7 @@ void ServingEngine::drain_inbox(bool close) {
     if (p.adjust.repetition_penalty != 1) a->prompt_ids = distinct(p.prompt);
     if (p.min_tokens > 0) {  // vLLM bans EOS (even with ignore_eos) and the stop token ids
       std::vector<int32_t> ban(p.stop_token_ids);
-      for (int64_t e : model_.config().eos_token_ids) ban.push_back(static_cast<int32_t>(e));
+      for (int64_t e : stop_ids_) ban.push_back(static_cast<int32_t>(e));
       a->banned = distinct(std::move(ban));
     }
     active_[r->id()] = std::move(a);
@@ -602,7 +603,7 @@ void ServingEngine::deliver(const StepPlan& plan, const std::vector<std::vector<
 bool ServingEngine::take_token(Active& a, int32_t c, const SelectedToken& t, ServeRequest::Clock::time_point now) {
   Choice& ch = a.choices[static_cast<size_t>(c)];
   const CompletionParams& params = a.request->params();
-  const std::vector<int64_t>& eos = model_.config().eos_token_ids;
+  const std::vector<int64_t>& eos = stop_ids_;
   if (ch.constraint && !constrained_token(a, c, t.id)) return true;
   ++ch.generated;
   if (++a.generated == 1) a.first_token = now;

@@ -152,6 +152,9 @@ class ServingEngine {
   monitoring::ServeMetrics* metrics_;
   EngineOptions opt_;
   EngineRanks ranks_;
+  /// Every id generation stops at (ModelConfig::stop_token_ids: config.json's eos ids, then
+  /// generation_config.json's): EOS for ignore_eos, min_tokens and structured outputs alike.
+  std::vector<int64_t> stop_ids_;
   KVCache cache_;
   std::unique_ptr<Scheduler> scheduler_;  // rank 0
   std::map<int64_t, std::unique_ptr<Active>> active_;               // by request id

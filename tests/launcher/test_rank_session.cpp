@@ -76,7 +76,7 @@ TEST(RankSession, OneProcessIsTheOneByOneByOneCase) {
   spec.threads = 2;
   spec.model = kModel;
   int checks = 0, bodies = 0;
-  spec.checks = [&](const ModelConfig& c) {
+  spec.checks = [&](const ModelConfig& c, const ModelDirectoryFindings&) {
     EXPECT_EQ(bodies, 0) << "the checks come before the body";
     EXPECT_EQ(c.vocab_size, ModelConfig::load(kModel).vocab_size);
     ++checks;
@@ -109,7 +109,7 @@ TEST(RankSession, OneProcessWithoutAModelPlansNothing) {
   RankSessionSpec spec;  // train: the Trainer plans the config it resolves
   spec.threads = 1;
   bool checked = false, ran = false;
-  spec.checks = [&](const ModelConfig&) { checked = true; };
+  spec.checks = [&](const ModelConfig&, const ModelDirectoryFindings&) { checked = true; };
   run_rank_session(spec, [&](RankSession& s) {
     ran = true;
     EXPECT_FALSE(s.config.has_value());
@@ -128,7 +128,7 @@ TEST(RankSession, OneProcessErrorsPassThroughUnchangedBeforeTheBody) {
   EXPECT_THAT(message_of<InputError>([&] { run_rank_session(spec, [&](RankSession&) { ran = true; }); }),
               HasSubstr("cannot open /nonexistent/dir/config.json"));
   spec.model = kModel;
-  spec.checks = [](const ModelConfig&) { OLMO2_THROW(InputError, "prompt id 500 is outside the vocabulary"); };
+  spec.checks = [](const ModelConfig&, const ModelDirectoryFindings&) { OLMO2_THROW(InputError, "prompt id 500 is outside the vocabulary"); };
   EXPECT_EQ(message_of<InputError>([&] { run_rank_session(spec, [&](RankSession&) { ran = true; }); }),
             "prompt id 500 is outside the vocabulary");
   EXPECT_FALSE(ran);

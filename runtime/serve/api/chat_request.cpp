@@ -186,7 +186,10 @@ ApiRequest parse_chat(const std::string& text, const ServedModel& served, const 
   r.skip_special_tokens = p.skip_special_tokens;
   const std::string max_param = max_completion_tokens >= 0 ? "max_completion_tokens" : "max_tokens";
   p.max_tokens = max_completion_tokens >= 0 ? max_completion_tokens : max_tokens;
-  if (p.max_tokens < 0) p.max_tokens = std::max<int64_t>(max_tokens_room(p, served), 1);
+  if (p.max_tokens < 0) {  // the room left, or less: generation_config.json's max_new_tokens
+    p.max_tokens = std::max<int64_t>(max_tokens_room(p, served), 1);
+    if (served.defaults.max_new_tokens) p.max_tokens = std::min(p.max_tokens, *served.defaults.max_new_tokens);
+  }
   check_lengths(p, served, PromptLabel{"messages", "the rendered prompt", true}, max_param);
   int64_t trace_bytes = 0;
   p.trace = trace_for_prompt(trace, p, served, "the rendered prompt", trace_bytes);

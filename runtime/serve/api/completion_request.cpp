@@ -103,7 +103,9 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
   }
   r.echo = f.boolean("echo", false);
   CompletionParams base;
-  base.max_tokens = f.integer("max_tokens", 16, 0, INT64_MAX);
+  // Left out: generation_config.json's max_new_tokens (cut to each prompt's room below), else 16.
+  const bool default_max = !f.get("max_tokens") && served.defaults.max_new_tokens;
+  base.max_tokens = f.integer("max_tokens", served.defaults.max_new_tokens.value_or(16), 0, INT64_MAX);
   if (const RuleVerdict v = max_tokens_rule(base.max_tokens, r.echo, PromptNames{})) f.fail(v->field, v->reason);
   if (f.get("logprobs")) {
     r.want_logprobs = true;
@@ -131,6 +133,7 @@ ApiRequest parse_completions(const std::string& text, const ServedModel& served,
     PromptLabel label;
     label.name = prompts.size() == 1 ? "prompt" : "prompt " + std::to_string(i);
     label.from_text = prompts[i].from_text;
+    if (default_max) p.max_tokens = std::min(p.max_tokens, std::max<int64_t>(max_tokens_room(p, served), 1));
     check_lengths(p, served, label, "max_tokens");
     p.trace = trace_for_prompt(trace, p, served, label.name, trace_bytes);
     r.prompts.push_back(std::move(p));

@@ -90,14 +90,15 @@ void check_model_field(Fields& f, const ServedModel& served) {
 
 void read_generation_fields(Fields& f, const ServedModel& served, uint64_t fallback_seed, CompletionParams& p) {
   SamplingParams& s = p.sampling;
-  s.temperature = f.number("temperature", 1.0, -kAny, kAny);
+  const GenerationDefaults& d = served.defaults;  // generation_config.json's, else the API's own
+  s.temperature = f.number("temperature", d.temperature.value_or(1.0), -kAny, kAny);
   check(f, temperature_rule(s.temperature));
-  s.top_p = f.number("top_p", 1.0, -kAny, kAny);
+  s.top_p = f.number("top_p", d.top_p.value_or(1.0), -kAny, kAny);
   check(f, top_p_rule(s.top_p));
-  s.top_k = f.integer("top_k", 0, INT64_MIN, INT64_MAX);
+  s.top_k = f.integer("top_k", d.top_k.value_or(0), INT64_MIN, INT64_MAX);
   if (s.top_k == -1) s.top_k = 0;  // vLLM's "no limit"
   check(f, top_k_rule(s.top_k));
-  s.min_p = f.number("min_p", 0.0, -kAny, kAny);
+  s.min_p = f.number("min_p", d.min_p.value_or(0.0), -kAny, kAny);
   check(f, min_p_rule(s.min_p));
   if (const json* seed = f.get("seed")) {
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
@@ -110,7 +111,7 @@ void read_generation_fields(Fields& f, const ServedModel& served, uint64_t fallb
   check(f, presence_penalty_rule(p.adjust.presence_penalty));
   p.adjust.frequency_penalty = f.number("frequency_penalty", 0.0, -kAny, kAny);
   check(f, frequency_penalty_rule(p.adjust.frequency_penalty));
-  p.adjust.repetition_penalty = f.number("repetition_penalty", 1.0, -kAny, kAny);
+  p.adjust.repetition_penalty = f.number("repetition_penalty", d.repetition_penalty.value_or(1.0), -kAny, kAny);
   check(f, repetition_penalty_rule(p.adjust.repetition_penalty));
   read_logit_bias(f, served, p.adjust);
   p.min_tokens = f.integer("min_tokens", 0, INT64_MIN, INT64_MAX);  // min_tokens_rule: check_lengths

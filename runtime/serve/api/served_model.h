@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/generation/generation_config.h"
 #include "runtime/model/config.h"
 #include "runtime/structured/constraint.h"
 
@@ -32,6 +33,12 @@ struct ServedModel {
   /// constraints compile — the whitespace between JSON tokens (--structured-whitespace:
   /// compact, OpenAI strict mode's form, by default).
   structured::JsonSchemaOptions json_options{};
+  /// generation_config.json's sampling values (unless --generation-config ignore): the
+  /// defaults of requests that leave temperature, top_p, top_k, min_p,
+  /// repetition_penalty or max_tokens out, as vLLM's --generation-config auto
+  /// (docs/architecture.md §8, "Stop ids and sampling defaults"); do_sample is ignored,
+  /// as vLLM does.
+  GenerationDefaults defaults{};
 };
 
 }  // namespace olmo2
