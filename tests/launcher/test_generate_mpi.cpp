@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,38 @@ TEST(GenerateUnderMpirun, QuantizedWeightsGiveTheSingleProcessOutput) {
   const auto r = mpirun(2, "generate --model " + dir + " --prompt-ids 1,2 --weights int8 --tp 2");
   EXPECT_NE(r.status, 0);
   EXPECT_THAT(r.err, HasSubstr("weight group 64 does not divide the K of o_proj: 32 on this tensor-parallel rank (64 in the model)"));
+}
+
+// generation_config.json's eos ids (docs/architecture.md §8, "Stop ids and sampling
+// defaults") are read by every rank: a continuation that stops at its third token stops
+// there in every layout, printed once; a strict refusal is one line, on every rank alike.
+TEST(GenerateUnderMpirun, GenerationConfigStopIdsHoldInEveryLayout) {
+  const std::string fixture = test::source_path("tests/golden/fixtures/gqa-f32");
+  std::ifstream in(fixture + "/reference.json");
+  const auto ref = nlohmann::json::parse(in);
+  const auto greedy = ref["greedy_ids"].get<std::vector<int>>();
+  test::TempDir dir;
+  for (const auto& f : std::filesystem::directory_iterator(fixture)) {
+    std::filesystem::copy_file(f.path(), dir.file(f.path().filename().string()));
+  }
+  std::ofstream(dir.file("generation_config.json")) << nlohmann::json{{"eos_token_id", {190, greedy[2]}}}.dump();
+  std::string prompt;
+  for (int id : ref["prompt_ids"]) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  const std::string args = "generate --model " + dir.path() + " --prompt-ids " + prompt + " --max-tokens 6 --format json";
+  const auto single = test::run_olmo2(args);
+  ASSERT_EQ(single.status, 0) << single.err;
+  EXPECT_EQ(nlohmann::json::parse(single.out)["output_ids"].get<std::vector<int>>(),
+            std::vector<int>(greedy.begin(), greedy.begin() + 3));
+  for (const char* layout : {"--tp 2", "--pp 2"}) {
+    const auto r = mpirun(2, args + " " + layout);
+    ASSERT_EQ(r.status, 0) << layout << ": " << r.err;
+    EXPECT_EQ(r.out, single.out) << layout;
+  }
+  // No tokenizer here: the strict flag refuses on every rank, one message.
+  const auto r = mpirun(2, args + " --tp 2 --strict-special-tokens");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("olmo2: error: --strict-special-tokens: no tokenizer to check the special ids against"));
+  EXPECT_EQ(r.err.find("olmo2: error:"), r.err.rfind("olmo2: error:")) << r.err;
 }
 
 TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
