@@ -71,7 +71,20 @@ struct ModelDir {
   }
 };
 
-const std::string kPrompt = " --prompt-ids 5,17,3,40,99 --format json --threads 1";
+/// The fixture's transformers reference: its prompt and greedy continuation (8 tokens).
+json reference() {
+  std::ifstream in(kFixture + "/reference.json");
+  return json::parse(in);
+}
+
+std::string prompt_ids() {
+  const json ref = reference();
+  std::string s;
+  for (int id : ref["prompt_ids"]) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+const std::string kPrompt = " --prompt-ids " + prompt_ids() + " --format json --threads 1";
 
 json output(const test::RunResult& r) {
   EXPECT_EQ(r.status, 0) << r.err;
@@ -84,6 +97,10 @@ std::vector<int32_t> ids(const json& out) { return out.value("output_ids", std::
 std::vector<int32_t> greedy(int n) {
   ModelDir plain(json::object(), nullptr);
   return ids(output(run_olmo2("generate --model " + plain.dir.path() + kPrompt + " --max-tokens " + std::to_string(n))));
+}
+
+TEST(GenerationConfigCli, WithoutTheFileGenerateIsTransformersGreedy) {
+  EXPECT_EQ(greedy(8), reference()["greedy_ids"].get<std::vector<int32_t>>());
 }
 
 TEST(GenerationConfigCli, ConsistentDirectoryPrintsNoWarning) {
