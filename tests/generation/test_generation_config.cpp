@@ -167,14 +167,20 @@ TEST(ApplyGenerateDefaults, SamplingTakesTheFilesValuesWhereNoneWasGiven) {
   EXPECT_EQ(s.temperature, 1.3);
   EXPECT_EQ(s.top_k, 5);
   EXPECT_EQ(s.top_p, 0.5);
-  // do_sample without a temperature: transformers' default 1.0; unset top_k/top_p stay.
+  // do_sample alone: what transformers 5's generate() applies when neither the file nor
+  // the caller sets a value (GenerationConfig._get_default_generation_params: temperature
+  // 1.0, top_k 50, top_p 1.0); a top_k given on the command line stays.
   GenerationDefaults bare;
   bare.do_sample = true;
   s = apply_generate_defaults(given, bare, false, false, false);
   EXPECT_EQ(s.temperature, 1.0);
-  EXPECT_EQ(s.top_k, 0);
+  EXPECT_EQ(s.top_k, 50);
   EXPECT_EQ(s.top_p, 1.0);
   EXPECT_EQ(s.min_p, 0.0);
+  EXPECT_EQ(apply_generate_defaults(given, bare, false, true, false).top_k, 0);
+  // top_k 0 or −1 in the file: no limit, as transformers adds no top-k step then.
+  bare.top_k = 0;
+  EXPECT_EQ(apply_generate_defaults(given, bare, false, false, false).top_k, 0);
 }
 
 }  // namespace
