@@ -27,9 +27,10 @@ namespace {
 /// "<|endoftext|> (id 100257)".
 std::string role_text(const TokenRole& r) { return r.text + " (id " + std::to_string(r.id) + ")"; }
 
-/// The EOS to append: --eos-id when given (refused, unless --allow-eos-mismatch, when it is
-/// not the tokenizer's end-of-text token), else the tokenizer's. Throws UsageError naming
-/// the id, what the tokenizer calls it and the tokenizer's EOS; warns on `err` when allowed.
+/// The EOS to append: --eos-id when given (refused, unless --allow-eos-mismatch, when the
+/// tokenizer has an end-of-text token and it is another), else the tokenizer's. Throws
+/// UsageError naming the id, what the tokenizer calls it and the tokenizer's EOS; warns on
+/// `err` when allowed.
 TokenRole choose_eos(const CliConfig& cfg, const Tokenizer& tok, const TokenizerRoles& roles,
                      const std::string& tokenizer_config, std::ostream& err) {
   if (!cfg.eos_id) {
@@ -48,10 +49,10 @@ TokenRole choose_eos(const CliConfig& cfg, const Tokenizer& tok, const Tokenizer
                 tok.vocab_size() - 1, ")");
   }
   const TokenRole chosen{static_cast<int32_t>(id), tok.token_bytes(static_cast<int32_t>(id)), "--eos-id"};
-  if (roles.eos && roles.eos->id == id) return chosen;
-  const std::string what = "--eos-id " + std::to_string(id) + " is " + describe_token(tok, id) + ", not the end-of-text token of " +
-                           cfg.tokenizer + " (" + (roles.eos ? role_text(*roles.eos) + ", " + roles.eos->source
-                                                              : std::string("it has none")) + ")";
+  if (!roles.eos || roles.eos->id == id) return chosen;  // a tokenizer without an EOS takes the one named
+  const std::string what = "--eos-id " + std::to_string(id) + " is " + describe_token(tok, id) +
+                           ", not the end-of-text token of " + cfg.tokenizer + " (" + role_text(*roles.eos) + ", " +
+                           roles.eos->source + ")";
   if (!cfg.allow_eos_mismatch) {
     OLMO2_THROW(UsageError, "tokenize: ", what, ": documents would end with another token than the one the model "
                 "stops on; give --allow-eos-mismatch to append it anyway");

@@ -188,6 +188,10 @@ TEST(CliTokenizeEos, TheTokenizerConfigBesideTheTokenizerDecides) {
   EXPECT_THAT(none.err, HasSubstr("has no end-of-text token (" + dir.file("tok/tokenizer_config.json") +
                                   " names no eos_token): give --eos-id N"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("out2")));
+  const auto named = run_olmo2("tokenize --tokenizer " + dir.file("tok/tokenizer.json") + " --output " +
+                               dir.file("out2") + " " + dir.file("a.txt") + " --eos-id 100265");
+  ASSERT_EQ(named.status, 0) << named.err;
+  EXPECT_EQ(read_npy(dir.file("out2/00000-a.npy")), (std::vector<uint32_t>{9906, 0, 100265}));
 }
 
 TEST(CliTokenizeEos, AnotherEosIdIsRefusedUnlessAllowed) {
