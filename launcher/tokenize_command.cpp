@@ -35,10 +35,11 @@ TokenRole choose_eos(const CliConfig& cfg, const Tokenizer& tok, const Tokenizer
                      const std::string& tokenizer_config, std::ostream& err) {
   if (!cfg.eos_id) {
     if (!roles.eos) {
-      OLMO2_THROW(UsageError, "tokenize: the tokenizer ", cfg.tokenizer, " has no end-of-text token (",
-                  std::filesystem::exists(tokenizer_config) ? tokenizer_config + " names no eos_token"
-                                                            : "no tokenizer_config.json beside it and no added "
-                                                              "special token <|endoftext|>, <|end_of_text|>, </s> or <eos>",
+      const std::string why = std::filesystem::exists(tokenizer_config)
+                                  ? tokenizer_config + " names no eos_token"
+                                  : "no tokenizer_config.json beside it and no added special token <|endoftext|>, "
+                                    "<|end_of_text|>, </s> or <eos>";
+      OLMO2_THROW(UsageError, "tokenize: the tokenizer ", cfg.tokenizer, " has no end-of-text token (", why,
                   "): give --eos-id N, the id to append after every document");
     }
     return *roles.eos;

@@ -27,8 +27,8 @@ std::vector<std::string> training_eos_mismatches(const std::vector<int64_t>& con
     const std::string tokenizer_config =
         (std::filesystem::path(tokenizer_path).parent_path() / "tokenizer_config.json").string();
     const TokenizerRoles roles = tokenizer_roles(tok, tokenizer_config);
-    const std::string of_tokenizer = " (tokenizer " + tokenizer_path +
-                                     (std::filesystem::exists(tokenizer_config) ? " with " + tokenizer_config : "") + ")";
+    const std::string with_config = std::filesystem::exists(tokenizer_config) ? " with " + tokenizer_config : "";
+    const std::string of_tokenizer = " (tokenizer " + tokenizer_path + with_config + ")";
     if (config_eos.empty() && roles.eos) {
       out.push_back(config_file + " has no eos_token_id; the tokenizer's end-of-text token is " + roles.eos->text +
                     " (id " + std::to_string(roles.eos->id) + ")" + of_tokenizer);

@@ -47,7 +47,9 @@ json generation_config_to_keep(const std::string& dir) {
   for (const Field& f : fields) {
     const auto it = g.find(f.name);
     if (it == g.end() || it->is_null()) continue;
-    if (!((*it).*f.type)()) OLMO2_THROW(InputError, path, ": field \"", f.name, "\" must be ", f.what, ", got ", it->dump());
+    if (!((*it).*f.type)()) {
+      OLMO2_THROW(InputError, path, ": field \"", f.name, "\" must be ", f.what, ", got ", it->dump());
+    }
     kept[f.name] = *it;
   }
   return kept;

@@ -197,7 +197,8 @@ TEST(CliTokenizeEos, TheTokenizerConfigBesideTheTokenizerDecides) {
 TEST(CliTokenizeEos, AnotherEosIdIsRefusedUnlessAllowed) {
   test::TempDir dir;
   std::ofstream(dir.file("a.txt")) << "Hello!";
-  const std::string base = "tokenize --tokenizer " + tokenizer_path() + " --output " + dir.file("out") + " " + dir.file("a.txt");
+  const std::string base =
+      "tokenize --tokenizer " + tokenizer_path() + " --output " + dir.file("out") + " " + dir.file("a.txt");
   auto r = run_olmo2(base + " --eos-id 0");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "olmo2: error: tokenize: --eos-id 0 is \"!\", not the end-of-text token of " + tokenizer_path() +

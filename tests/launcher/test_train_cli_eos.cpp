@@ -60,7 +60,9 @@ struct WideSetup {
     return "train " + model + " --data " + dir.file("data/tokens.npy") + " --seq-len 16 --global-batch 2 --steps " +
            std::to_string(steps) + " --threads 2 --save-dir " + save;
   }
-  std::string from_scratch(const std::string& save) const { return train("--model-config " + dir.file("config.json"), save); }
+  std::string from_scratch(const std::string& save) const {
+    return train("--model-config " + dir.file("config.json"), save);
+  }
 };
 
 TEST(TrainCliEos, AConfigEosThatIsNotTheTokenizersIsRefusedUnlessAllowed) {

@@ -82,7 +82,8 @@ TEST(TokenizerRoles, BadTokenizerConfigsAreNamed) {
     std::string text, message;
   };
   const Bad cases[] = {
-      {R"({"eos_token": 100257})", "eos_token must be null, a string or an object with a string \"content\", got 100257"},
+      {R"({"eos_token": 100257})",
+       "eos_token must be null, a string or an object with a string \"content\", got 100257"},
       {R"({"pad_token": {"id": 3}})", "pad_token must be null, a string or an object"},
       {R"({"bos_token": {"content": 7}})", "bos_token must be null"},
       {R"({"eos_token": "<|no_such_token|>"})", "eos_token \"<|no_such_token|>\" is no token of the tokenizer"},
@@ -106,7 +107,9 @@ TEST(DescribeToken, AddedTokensAsIsOthersQuoted) {
 class SpecialTokenMismatches : public ::testing::Test {
  protected:
   const TokenizerRoles roles = tokenizer_roles(dolma2(), "");
-  std::vector<std::string> check(const DeclaredSpecialIds& d) const { return special_token_mismatches(d, dolma2(), roles); }
+  std::vector<std::string> check(const DeclaredSpecialIds& d) const {
+    return special_token_mismatches(d, dolma2(), roles);
+  }
 };
 
 TEST_F(SpecialTokenMismatches, AConsistentOlmo2ConfigHasNone) {
@@ -126,8 +129,10 @@ TEST_F(SpecialTokenMismatches, EosZeroIsNamedWithTheTokenizersEos) {
 TEST_F(SpecialTokenMismatches, SwappedEosAndPadGiveTwoMessages) {
   const auto m = check({"config.json", {100277}, 100257, std::nullopt});
   ASSERT_EQ(m.size(), 2u);
-  EXPECT_THAT(m[0], AllOf(HasSubstr("eos_token_id 100277 is <|pad|>"), HasSubstr("end-of-text token <|endoftext|> (id 100257)")));
-  EXPECT_THAT(m[1], AllOf(HasSubstr("pad_token_id 100257 is <|endoftext|>"), HasSubstr("padding token <|pad|> (id 100277)")));
+  EXPECT_THAT(m[0], AllOf(HasSubstr("eos_token_id 100277 is <|pad|>"),
+                          HasSubstr("end-of-text token <|endoftext|> (id 100257)")));
+  EXPECT_THAT(m[1], AllOf(HasSubstr("pad_token_id 100257 is <|endoftext|>"),
+                          HasSubstr("padding token <|pad|> (id 100277)")));
 }
 
 TEST_F(SpecialTokenMismatches, GenerationConfigMayListAnEndOfTurnToken) {

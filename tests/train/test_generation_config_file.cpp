@@ -69,7 +69,8 @@ TEST(GenerationConfigFile, WrongTypesAreNamed) {
     std::string text, message;
   };
   const Bad cases[] = {
-      {R"({"eos_token_id": "100257"})", "field \"eos_token_id\" must be a token id or a list of token ids, got \"100257\""},
+      {R"({"eos_token_id": "100257"})",
+       "field \"eos_token_id\" must be a token id or a list of token ids, got \"100257\""},
       {R"({"eos_token_id": [100257, -1]})", "field \"eos_token_id\" must be a token id"},
       {R"({"eos_token_id": [1.5]})", "field \"eos_token_id\" must be a token id"},
       {R"({"temperature": "hot"})", "field \"temperature\" must be a number, got \"hot\""},
