@@ -25,4 +25,11 @@ std::vector<std::string> training_eos_mismatches(const std::vector<int64_t>& con
                                                  const Tokenizer* tokenizer, const std::string& tokenizer_path,
                                                  const std::vector<std::string>& data_files);
 
+/// Notes, never errors: one for each --data directory whose tokenize.json records a
+/// tokenizer_sha256 other than the SHA-256 of `tokenizer_path` ("": none), i.e. ids made
+/// by another tokenizer file than the run's (which may still agree: a note, not a refusal).
+/// Throws InputError for a tokenizer or tokenize.json that cannot be read.
+std::vector<std::string> training_tokenizer_notes(const std::string& tokenizer_path,
+                                                  const std::vector<std::string>& data_files);
+
 }  // namespace olmo2

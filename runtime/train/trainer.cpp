@@ -236,6 +236,11 @@ void Trainer::check_eos(const ModelConfig& config, const std::string& from) cons
   }
   const std::vector<std::string> mismatches = training_eos_mismatches(
       config.eos_token_ids, config_file, tok ? &*tok : nullptr, tokenizer_file, options_.data);
+  if (is_root()) {
+    for (const std::string& note : training_tokenizer_notes(tokenizer_file, options_.data)) {
+      std::cerr << "note: " << note << std::endl;
+    }
+  }
   if (mismatches.empty()) return;
   std::string all;
   for (const std::string& m : mismatches) all += (all.empty() ? "" : "; ") + m;

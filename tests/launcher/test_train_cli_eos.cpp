@@ -116,6 +116,26 @@ TEST(TrainCliEos, DataWhoseTokenizeJsonSaysAnotherEosIsRefused) {
   ASSERT_EQ(test::run_olmo2(s.from_scratch(s.dir.file("run2"))).status, 0);
 }
 
+// Token data `olmo2 tokenize` made with this run's tokenizer file trains without a word;
+// made with another file (its SHA-256 differs), the run says so and goes on.
+TEST(TrainCliEos, DataMadeWithAnotherTokenizerFileIsNoted) {
+  const WideSetup s(100257);
+  std::ofstream(s.dir.file("a.txt")) << "Some text.";
+  ASSERT_EQ(test::run_olmo2("tokenize --tokenizer " + tokenizer_path() + " --output " + s.dir.file("data") + " " +
+                            s.dir.file("a.txt")).status, 0);
+  const test::RunResult same = test::run_olmo2(s.from_scratch(s.dir.file("run")) + " --tokenizer " + tokenizer_path());
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_THAT(same.err, Not(HasSubstr("note: the token files")));
+  std::ofstream(s.dir.file("data/tokenize.json"))
+      << R"({"eos_id": 100257, "eos_token": "<|endoftext|>", "tokenizer": "old/tokenizer.json",
+            "tokenizer_sha256": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})";
+  const test::RunResult other = test::run_olmo2(s.from_scratch(s.dir.file("run2")) + " --tokenizer " + tokenizer_path());
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("note: the token files in " + s.dir.file("data") +
+                                   " were made with the tokenizer old/tokenizer.json (sha256 0123456789ab…), not this "
+                                   "run's " + tokenizer_path() + " (sha256 "));
+}
+
 // A run from a model directory with a generation_config.json (an instruct model's
 // end-of-turn stop id and sampling values) keeps them in its checkpoints, also when it
 // resumes from one of them.
