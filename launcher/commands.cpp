@@ -146,38 +146,6 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
   });
 }
 
-void run_tokenize(const CliConfig& cfg, std::istream& in, std::ostream& out, std::ostream& err) {
-  const Tokenizer tok = Tokenizer::from_file(cfg.tokenizer);
-  if (cfg.ids_mode) {
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad() || (&in == &std::cin && std::ferror(stdin))) {
-      OLMO2_THROW(InputError, "cannot read the text on standard input");
-    }
-    out << nlohmann::json(tok.encode(text)).dump() << "\n";
-    return;
-  }
-  TokenizeOptions opts;
-  opts.output_dir = cfg.output;
-  opts.threads = cfg.threads > 0 ? cfg.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (auto eos = tok.token_to_id("<|endoftext|>")) opts.eos_id = *eos;
-  const auto start = std::chrono::steady_clock::now();
-  auto seconds = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  const bool tty = ::isatty(STDERR_FILENO);
-  auto progress = [&](const TokenizeStats& s) {
-    if (!tty) return;
-    err << "\r" << s.documents << " documents, " << s.tokens << " tokens, "
-        << s.bytes / 1e6 / std::max(seconds(), 1e-9) << " MB/s" << std::flush;
-  };
-  const TokenizeStats s = tokenize_corpus(tok, cfg.inputs, opts, progress);
-  const double t = seconds();
-  if (tty) err << "\n";
-  err << "tokenized " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes / 1e6
-      << " MB in " << t << " s (" << s.bytes / 1e6 / std::max(t, 1e-9) << " MB/s) into "
-      << s.outputs.size() << " files in " << cfg.output << "\n";
-}
-
 }  // namespace olmo2
 
 namespace olmo2 {

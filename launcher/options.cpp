@@ -83,6 +83,12 @@ po::options_description describe(const std::string& command, bool for_help = fal
     d.add_options()("tokenizer", po::value<std::string>(), "tokenizer.json (byte-level BPE)")(
         "output", po::value<std::string>(), "directory for the .npy token files")(
         "ids", po::bool_switch(), "read text on stdin, print its token ids as a JSON array")(
+        "eos-id", po::value<int64_t>(),
+        "id appended after every document (default: the tokenizer's end-of-text token, from "
+        "tokenizer_config.json beside --tokenizer when there is one)")(
+        "allow-eos-mismatch", po::bool_switch(),
+        "append an --eos-id that is not the tokenizer's end-of-text token, or not the one the output "
+        "directory's tokenize.json records (a warning instead of an error)")(
         "input", po::value<std::vector<std::string>>(), "input files (positional)");
     return d;
   }
@@ -252,9 +258,15 @@ CliConfig parse_command_line(int argc, const char* const* argv) {
     cfg.tokenizer = vm["tokenizer"].as<std::string>();
     cfg.ids_mode = vm["ids"].as<bool>();
     if (vm.count("input")) cfg.inputs = vm["input"].as<std::vector<std::string>>();
+    if (vm.count("eos-id")) cfg.eos_id = vm["eos-id"].as<int64_t>();
+    cfg.allow_eos_mismatch = vm["allow-eos-mismatch"].as<bool>();
     if (cfg.ids_mode) {
       if (!cfg.inputs.empty() || vm.count("output")) {
         OLMO2_THROW(UsageError, "tokenize --ids reads stdin: give no --output and no input files");
+      }
+      if (cfg.eos_id || cfg.allow_eos_mismatch) {
+        OLMO2_THROW(UsageError, "tokenize --ids appends no end-of-text token: --eos-id and --allow-eos-mismatch "
+                                "apply to --output only");
       }
       return cfg;
     }

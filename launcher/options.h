@@ -49,6 +49,12 @@ struct CliConfig {
   std::string output;               ///< --output DIR
   std::vector<std::string> inputs;  ///< positional input files
   bool ids_mode = false;            ///< --ids: stdin text → JSON ids on stdout
+  /// tokenize: --eos-id N, the id appended after every document (unset: the tokenizer's
+  /// end-of-text token, runtime/tokenizer/special_tokens.h)
+  std::optional<int64_t> eos_id;
+  /// tokenize: --allow-eos-mismatch, append an --eos-id other than the tokenizer's EOS,
+  /// or another than the output directory's tokenize.json records (a warning, not an error)
+  bool allow_eos_mismatch = false;
   /// info, generate, trace, train, serve: --tp --pp --dp --pp-layers --collective-timeout
   /// (info: with any of the first four, print the plan: `layout.given`)
   LayoutOptions layout;

@@ -61,6 +61,9 @@ void add_train_options(po::options_description& d) {
        "port, named in the start line and --port-file (default: off)")
       ("data-changed", po::value<std::string>(),
        "ok: a resume may read other --data than the checkpoint's run did (else refused, naming the file)")
+      ("allow-eos-mismatch", po::value<bool>()->implicit_value(true),
+       "train although the model config's eos_token_id lacks the tokenizer's end-of-text token or the --data "
+       "tokenize.json's eos_id (a warning instead of an error)")
       ("port-file", po::value<std::string>(), "write the metrics endpoints' HOST:PORT there once they listen, one a line")
       ("metrics-host", po::value<std::string>(), "address the metrics endpoint listens on (default 127.0.0.1)")
       ("metrics-per-node", po::value<bool>()->implicit_value(true),
@@ -123,6 +126,7 @@ TrainOptions read_train_options(const po::variables_map& vm) {
   dbl("spike-sigma", o.spike_sigma);
   if (vm.count("skip-spikes")) o.skip_spikes = vm["skip-spikes"].as<bool>();
   if (vm.count("resume-fallback")) o.resume_fallback = vm["resume-fallback"].as<bool>();
+  if (vm.count("allow-eos-mismatch")) o.allow_eos_mismatch = vm["allow-eos-mismatch"].as<bool>();
   if (vm.count("keep")) o.keep = vm["keep"].as<int>();
   if (vm.count("micro-batch") && o.micro_batch < 1) {
     OLMO2_THROW(UsageError, "--micro-batch must be at least 1, got ", o.micro_batch);

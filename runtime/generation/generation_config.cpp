@@ -129,7 +129,7 @@ SamplingParams apply_generate_defaults(SamplingParams s, const GenerationDefault
                                        bool given_top_k, bool given_top_p) {
   if (!d.do_sample.value_or(false)) return s;
   if (!given_temperature) s.temperature = d.temperature.value_or(1.0);
-  if (!given_top_k && d.top_k) s.top_k = *d.top_k;
+  if (!given_top_k) s.top_k = d.top_k.value_or(50);
   if (!given_top_p && d.top_p) s.top_p = *d.top_p;
   if (d.min_p) s.min_p = *d.min_p;
   return s;

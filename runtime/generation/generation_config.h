@@ -52,8 +52,10 @@ std::optional<GenerationConfig> read_generation_config(const std::string& dir, i
 
 /// `sampling` with the defaults of transformers' generate() where the command line left
 /// a value out (`given_*` false): only when defaults.do_sample is true are temperature
-/// (else 1.0, transformers' default), top_k, top_p and min_p taken; greedy otherwise.
-/// `olmo2 generate` and `olmo2 trace` use it.
+/// (else 1.0), top_k (else 50), top_p and min_p taken — 1.0 and 50 are the values
+/// transformers' generate() applies when neither the model's file nor the caller sets
+/// them (GenerationConfig's global defaults); greedy otherwise. `olmo2 generate` and
+/// `olmo2 trace` use it.
 SamplingParams apply_generate_defaults(SamplingParams sampling, const GenerationDefaults& defaults,
                                        bool given_temperature, bool given_top_k, bool given_top_p);
 

@@ -16,6 +16,7 @@
 #include "ops/tensor_ops.h"
 #include "runtime/io/file_checksum.h"
 #include "runtime/io/safetensors_writer.h"
+#include "runtime/train/generation_config_file.h"
 #include "runtime/train/save_directory.h"
 
 namespace olmo2 {
@@ -99,17 +100,6 @@ std::string shard_name(size_t k, size_t n) {
   std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", k + 1, n);
   return buf;
 }
-json generation_config(const ModelConfig& c) {
-  json g = {{"_from_model_config", true}};
-  if (c.eos_token_ids.size() == 1) {
-    g["eos_token_id"] = c.eos_token_ids[0];
-  } else if (!c.eos_token_ids.empty()) {
-    g["eos_token_id"] = c.eos_token_ids;
-  }
-  if (c.pad_token_id) g["pad_token_id"] = *c.pad_token_id;
-  if (c.bos_token_id) g["bos_token_id"] = *c.bos_token_id;
-  return g;
-}
 
 }  // namespace
 
@@ -150,7 +140,8 @@ CheckpointWriter::CheckpointWriter(const std::string& save_dir, int64_t step, Ch
   ModelConfig config = plan_.config;
   config.dtype = plan_.model_tensors.front().dtype;  // f32 or bf16, checked above
   files_.push_back({File::Text, "config.json", config.to_json().dump(2) + "\n", {}});
-  files_.push_back({File::Text, "generation_config.json", generation_config(config).dump(2) + "\n", {}});
+  files_.push_back({File::Text, "generation_config.json",
+                    checkpoint_generation_config(config, plan_.kept_generation_config).dump(2) + "\n", {}});
   const std::vector<std::vector<size_t>> shards = plan_shards(plan_.model_tensors, max_shard_bytes);
   json weight_map = json::object();
   uint64_t total_size = 0;

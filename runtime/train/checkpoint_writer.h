@@ -40,6 +40,9 @@ struct CheckpointPlan {
   nlohmann::json state = nlohmann::json::object();
   /// Optional file copied in as tokenizer.json ("" = none).
   std::string tokenizer_file;
+  /// What generation_config.json keeps of the model the run started from
+  /// (generation_config_to_keep, generation_config_file.h; empty: the config's ids alone).
+  nlohmann::json kept_generation_config = nlohmann::json::object();
 };
 
 /// Writes one checkpoint, `save_dir/step-NNNNNNNN/`, from a plan and then its tensors

@@ -45,6 +45,10 @@ struct TrainOptions {
   /// newest older one that passes, instead of stopping the run (docs/architecture.md §7
   /// "Checkpoint integrity").
   bool resume_fallback = false;
+  /// --allow-eos-mismatch: a model config whose eos_token_id lacks the tokenizer's EOS or
+  /// the data's (tokenize.json) is a warning on rank 0, not an error (docs/architecture.md
+  /// §7 "Token data and its EOS").
+  bool allow_eos_mismatch = false;
   int64_t log_interval = 1;  ///< --log-interval steps between human-readable lines
   std::string log_format = "text";  ///< --log-format text|json (json: one object per step on stdout)
   std::string on_nonfinite = "skip"; ///< --on-nonfinite skip|stop

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <tuple>
 
@@ -18,6 +20,8 @@
 #include "runtime/train/checkpoint_verify.h"
 #include "runtime/train/checkpoint_writer.h"
 #include "runtime/train/data_identity.h"
+#include "runtime/train/eos_check.h"
+#include "runtime/train/generation_config_file.h"
 #include "runtime/train/global_batch.h"
 #include "monitoring/peak_memory.h"
 #include "runtime/train/memory_report.h"
@@ -91,12 +95,14 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     planned_memory_ = check_run_memory(config, options_, world_ ? groups_->topology.layout() : parallel::Layout{},
                                        micro_batch());
     open_data(config);
-    if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
+    run_dir_.choose_tokenizer_source(options_.tokenizer, from);
+    check_eos(config, from);
+    kept_generation_config_ = generation_config_to_keep(from);
+    if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
     build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);
     data_fingerprint = olmo2::data_fingerprint(data_files_);
-    run_dir_.choose_tokenizer_source(options_.tokenizer, from);
   });
   // Phase 3: the metrics families and MFU peak; then every rank's data against rank 0's.
   metrics_->start(*model_);
@@ -211,13 +217,38 @@ void Trainer::open_data(const ModelConfig& config) {
   DataLoaderOptions dl{opt.seq_len, opt.global_batch, opt.seed, config.vocab_size};
   loader_ = std::make_unique<DataLoader>(opt.data, dl);
   data_files_ = loader_->check_token_ids();
-  if (!opt.tokenizer.empty()) {
-    const Tokenizer tok = Tokenizer::from_file(opt.tokenizer);  // refuse a non-tokenizer now
-    if (tok.vocab_size() > config.vocab_size) {
-      OLMO2_THROW(InputError, "--tokenizer ", opt.tokenizer, " has ", tok.vocab_size(),
-                  " tokens, more than the model's vocab_size ", config.vocab_size);
+}
+
+void Trainer::check_eos(const ModelConfig& config, const std::string& from) const {
+  const std::string config_file = options_.model_config.empty() || from != options_.model_dir
+                                      ? (std::filesystem::path(from) / "config.json").string()
+                                      : options_.model_config;
+  // The tokenizer checkpoints copy (--tokenizer, or the one of `from`), read once: a
+  // non-tokenizer or one wider than the model is refused now.
+  const std::string& tokenizer_file = run_dir_.tokenizer_source();
+  std::optional<Tokenizer> tok;
+  if (!tokenizer_file.empty()) {
+    tok.emplace(Tokenizer::from_file(tokenizer_file));
+    if (tok->vocab_size() > config.vocab_size) {
+      OLMO2_THROW(InputError, options_.tokenizer.empty() ? "the tokenizer " : "--tokenizer ", tokenizer_file, " has ",
+                  tok->vocab_size(), " tokens, more than the model's vocab_size ", config.vocab_size);
     }
   }
+  const std::vector<std::string> mismatches = training_eos_mismatches(
+      config.eos_token_ids, config_file, tok ? &*tok : nullptr, tokenizer_file, options_.data);
+  if (is_root()) {
+    for (const std::string& note : training_tokenizer_notes(tokenizer_file, options_.data)) {
+      std::cerr << "note: " << note << std::endl;
+    }
+  }
+  if (mismatches.empty()) return;
+  std::string all;
+  for (const std::string& m : mismatches) all += (all.empty() ? "" : "; ") + m;
+  if (!options_.allow_eos_mismatch) {
+    OLMO2_THROW(InputError, all, ": documents would be separated by another token than the model stops on; give "
+                "--allow-eos-mismatch to train anyway");
+  }
+  if (is_root()) std::cerr << "warning: " << all << "; training anyway (--allow-eos-mismatch)" << std::endl;
 }
 
 void Trainer::build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from) {
@@ -501,7 +532,7 @@ void Trainer::record_save_seconds(double seconds) { metrics_->record_save_second
 
 std::string Trainer::save() {
   OLMO2_CHECK(!options_.save_dir.empty(), "save() without --save-dir");
-  CheckpointPlan plan{model_->config(), {}, {}, state_json(), run_dir_.tokenizer_source()};
+  CheckpointPlan plan{model_->config(), {}, {}, state_json(), run_dir_.tokenizer_source(), kept_generation_config_};
   plan.config.dtype = DType::F32;
   // This rank's tensors: every parameter it writes (under MPI: owned, DP replica 0 sends)
   // and its two moments, each produced when the writer asks for it (docs/architecture.md

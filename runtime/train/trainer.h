@@ -50,7 +50,8 @@ enum class RunEnd {
 ///
 /// The constructor does every check that can fail before any work:
 /// options, data files (every token id < vocab) and batch shapes, the model config
-/// (seq_len ≤ context), the tokenizer file, the checkpoint to resume from (verified by
+/// (seq_len ≤ context), the tokenizer file, the config's eos ids against the tokenizer's
+/// and the data's EOS (eos_check.h), the checkpoint to resume from (verified by
 /// checkpoint_verify.h; same model shape, data order and micro-batch; fewer steps than
 /// --steps), and the save
 /// directory: created, writable, locked (flock on save_dir/.lock, so two runs cannot
@@ -138,6 +139,12 @@ class Trainer {
   ModelConfig resolve_config(const std::string& resume_dir) const;
   ShardSpec plan_layout(const ModelConfig& config);
   void open_data(const ModelConfig& config);
+  /// The run's tokenizer (the file checkpoints copy: no more tokens than the model's
+  /// vocab_size), then the config's eos ids against its EOS and the tokenize.json beside
+  /// each --data file (eos_check.h): InputError naming them, or with
+  /// --allow-eos-mismatch a warning on rank 0. `from`: the model or checkpoint the run
+  /// continues ("" for --model-config).
+  void check_eos(const ModelConfig& config, const std::string& from) const;
   void build_model_and_optimizer(const ModelConfig& config, const ShardSpec& shard, const std::string& from);
   void resume_from(const std::string& dir);
   /// Whether the checkpoint's data (its training_state.json's data_files) is this run's:
@@ -176,6 +183,8 @@ class Trainer {
   /// Set from --spike-window/--spike-sigma once the options are validated.
   monitoring::SpikeDetector loss_spikes_{"loss", 128, 6}, grad_spikes_{"grad_norm", 128, 6};
   std::unique_ptr<MetricsReporter> metrics_;  ///< every rank; made in the first phase
+  /// What checkpoints keep of `from`'s generation_config.json (generation_config_file.h).
+  nlohmann::json kept_generation_config_ = nlohmann::json::object();
   RunDirectory run_dir_;  ///< last, so that the lock is released first (locked on rank 0 only)
 };
 

@@ -168,6 +168,7 @@ TEST(TrainCli, ResumeCarriesTheTokenizerAndNotesChangedHyperParameters) {
   json c = json::parse(slurp(s.dir.file("config.json")));
   c["vocab_size"] = 100352, c["hidden_size"] = 8, c["intermediate_size"] = 8, c["num_hidden_layers"] = 1;
   c["num_attention_heads"] = 2, c["num_key_value_heads"] = 2;
+  c["eos_token_id"] = 100257, c["pad_token_id"] = 100277;  // the tokenizer's own (a run checks its EOS)
   std::ofstream(s.dir.file("wide.json")) << c.dump();
   const std::string d = s.dir.file("run");
   const std::string base = "train --model-config " + s.dir.file("wide.json") + " --data " + s.dir.file("tokens.npy") +

@@ -137,6 +137,24 @@ TEST(TrainUnderMpirun, ErrorsEveryRankSeesArePrintedOnce) {
   }
 }
 
+// The model's EOS against the data's (docs/architecture.md §7 "Token data and its EOS"):
+// every rank reads the tokenize.json beside --data and stops alike, one message; allowed,
+// one warning line (rank 0's).
+TEST(TrainUnderMpirun, AnEosMismatchStopsEveryRankWithOneMessage) {
+  Tiny t;
+  std::ofstream(t.dir.file("tokenize.json")) << R"({"eos_id": 3, "eos_token": "<|x|>"})";
+  const test::RunResult r = mpirun(2, t.args("--tp 2 --micro-batch 2"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(count(r.err, "olmo2: error"), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("olmo2: error: --data " + t.dir.file("tokens.npy") + ": " + t.dir.file("tokenize.json") +
+                               " says its documents end with <|x|> (id 3), which " + t.dir.file("config.json") +
+                               " eos_token_id [96] does not include"));
+  EXPECT_EQ(r.out, "");
+  const test::RunResult ok = mpirun(2, t.args("--tp 2 --micro-batch 2 --allow-eos-mismatch", 1));
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(count(ok.err, "warning: --data"), 1u) << ok.err;
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
