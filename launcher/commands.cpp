@@ -134,7 +134,7 @@ void run_generate(const CliConfig& given, std::ostream& out, bool under_mpi_laun
     if (rank == 0 && s.directory.generation && (!s.config->generation_eos_token_ids.empty() ||
                                                 s.directory.generation->defaults.any() ||
                                                 s.directory.generation->defaults.do_sample)) {
-      std::cerr << describe_generation_source(*s.config, cfg.directory, s.directory) << std::endl;
+      std::cerr << describe_generation_source(*s.config, cfg.directory, s.directory, true) << std::endl;
     }
     LogitsAdjustments adjust;
     adjust.repetition_penalty = cfg.repetition_penalty;

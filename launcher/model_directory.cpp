@@ -1,6 +1,8 @@
 #include "launcher/model_directory.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "launcher/options.h"
 #include "runtime/tokenizer/special_tokens.h"
@@ -45,20 +47,33 @@ ModelDirectoryFindings read_model_directory(const std::string& model, ModelConfi
     }
     return f;
   }
-  const Tokenizer tok = Tokenizer::from_file(reading.tokenizer);
-  const std::string config_path =
-      (std::filesystem::path(reading.tokenizer).parent_path() / "tokenizer_config.json").string();
-  const TokenizerRoles roles = tokenizer_roles(tok, config_path);
+  std::optional<Tokenizer> tok;
+  TokenizerRoles roles;
+  try {
+    tok = Tokenizer::from_file(reading.tokenizer);
+    roles = tokenizer_roles(*tok, (std::filesystem::path(reading.tokenizer).parent_path() / "tokenizer_config.json").string());
+  } catch (const InputError& e) {  // generate --prompt-ids needs no tokenizer: fatal only when asked to check
+    if (reading.strict_special_tokens) throw;
+    f.warnings.push_back(std::string("the special ids are not checked: ") + e.what());
+    return f;
+  }
   std::vector<std::string> found = special_token_mismatches(
-      {"config.json", config.eos_token_ids, config.pad_token_id, config.bos_token_id, true}, tok, roles);
+      {"config.json", config.eos_token_ids, config.pad_token_id, config.bos_token_id, true}, *tok, roles);
   if (f.generation) {
     const GenerationConfig& g = *f.generation;
     for (std::string& m : special_token_mismatches(
-             {"generation_config.json", g.eos_token_ids, g.pad_token_id, g.bos_token_id, false}, tok, roles)) {
+             {"generation_config.json", g.eos_token_ids, g.pad_token_id, g.bos_token_id, false}, *tok, roles)) {
       found.push_back(std::move(m));
     }
   }
   if (found.empty()) return f;
+  // A file of thousands of stray ids says so in a few lines, not thousands.
+  constexpr size_t kShown = 8;
+  if (found.size() > kShown) {
+    const size_t more = found.size() - kShown;
+    found.resize(kShown);
+    found.push_back("… and " + std::to_string(more) + " more mismatches of the same files");
+  }
   if (reading.strict_special_tokens) {
     std::string all;
     for (const std::string& m : found) all += (all.empty() ? "" : "; ") + m;
@@ -69,14 +84,22 @@ ModelDirectoryFindings read_model_directory(const std::string& model, ModelConfi
 }
 
 std::string describe_generation_source(const ModelConfig& config, const ModelDirectoryReading& reading,
-                                       const ModelDirectoryFindings& findings) {
+                                       const ModelDirectoryFindings& findings, bool transformers_rules) {
+  const std::vector<int64_t> stop = config.stop_token_ids();
+  constexpr size_t kShown = 16;
   std::string ids;
-  for (int64_t id : config.stop_token_ids()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  for (size_t i = 0; i < std::min(stop.size(), kShown); ++i) ids += (ids.empty() ? "" : ", ") + std::to_string(stop[i]);
+  if (stop.size() > kShown) ids += ", … (" + std::to_string(stop.size()) + " in all)";
   std::string out = "stop ids " + (ids.empty() ? std::string("none") : ids);
   out += config.generation_eos_token_ids.empty() ? " (config.json)" : " (config.json, generation_config.json)";
   if (!reading.generation_config) return out + "; generation_config.json ignored (--generation-config ignore)";
   if (!findings.generation) return out + "; no generation_config.json";
-  return out + "; defaults from generation_config.json: " + findings.generation->defaults.describe();
+  const GenerationDefaults& d = findings.generation->defaults;
+  out += "; defaults from generation_config.json: " + d.describe();
+  if (transformers_rules && !d.do_sample.value_or(false) && (d.temperature || d.top_k || d.top_p || d.min_p)) {
+    out += " (temperature, top_k, top_p and min_p unused: do_sample is not true)";
+  }
+  return out;
 }
 
 }  // namespace olmo2

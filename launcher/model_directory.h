@@ -43,17 +43,21 @@ ModelDirectoryReading read_model_directory_options(const boost::program_options:
 /// Reads `model`/generation_config.json (unless reading.generation_config is false) into
 /// the result, adds its eos ids to `config`'s stop ids (add_generation_eos_token_ids),
 /// and checks config.json's and generation_config.json's special ids against the
-/// tokenizer (special_token_mismatches). Every rank of a job calls it alike. Throws
-/// InputError as read_generation_config, and under strict_special_tokens for any
-/// mismatch (all of them in one message) or when reading.tokenizer is no file.
+/// tokenizer (special_token_mismatches; at most 8 named, then their count). Every rank of
+/// a job calls it alike. Throws InputError as read_generation_config, and under
+/// strict_special_tokens for any mismatch (in one message), when reading.tokenizer is no
+/// file, or when it or its tokenizer_config.json cannot be read (without the flag: a
+/// warning that the ids are not checked).
 ModelDirectoryFindings read_model_directory(const std::string& model, ModelConfig& config,
                                             const ModelDirectoryReading& reading);
 
 /// The line a command prints at start about where its stop ids and defaults come from:
 /// "stop ids 100257, 100265 (config.json, generation_config.json); defaults from
 /// generation_config.json: temperature 0.6, top_p 0.9" / "…; no generation_config.json"
-/// / "…; generation_config.json ignored (--generation-config ignore)".
+/// / "…; generation_config.json ignored (--generation-config ignore)" (at most 16 ids
+/// named). `transformers_rules` (generate): says when the sampling values go unused
+/// because do_sample is not true.
 std::string describe_generation_source(const ModelConfig& config, const ModelDirectoryReading& reading,
-                                       const ModelDirectoryFindings& findings);
+                                       const ModelDirectoryFindings& findings, bool transformers_rules = false);
 
 }  // namespace olmo2

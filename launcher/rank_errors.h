@@ -9,8 +9,11 @@
 namespace olmo2 {
 
 /// Runs `checks` that every rank makes alike before any communication (options, layout,
-/// config.json). When they throw, rank 0 prints the error once, every rank meets at a
-/// barrier (nobody exits before the message is out) and throws SilentExit.
+/// config.json, the model directory's other files), then one all-reduce over
+/// MPI_COMM_WORLD: when any rank's checks threw, the lowest such rank prints its error
+/// once (prefixed "rank R: " unless R is 0 — a file that differs between nodes fails some
+/// ranks only), every rank meets at a barrier (nobody exits before the message is out)
+/// and throws SilentExit.
 void checks_alike_on_every_rank(parallel::MpiRuntime& mpi, const std::function<void()>& checks);
 
 /// Runs the part of a subcommand that may fail on some ranks only. An AgreedError (every

@@ -77,6 +77,12 @@ MpiRuntime::MpiRuntime(ThreadLevel required) {
 
 void MpiRuntime::barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
 
+int MpiRuntime::all_reduce_min(int value) const {
+  int out = value;
+  MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return out;
+}
+
 void MpiRuntime::abort(int code) {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this keeps the promise if it did

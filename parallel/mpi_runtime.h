@@ -46,6 +46,9 @@ class MpiRuntime {
   /// MPI_Barrier on MPI_COMM_WORLD (e.g. so that rank 0 has printed an error before
   /// the others exit and the launcher ends the job).
   void barrier() const;
+  /// MPI_Allreduce (MPI_MIN) of one int over MPI_COMM_WORLD: what every rank learns
+  /// before any communicator is made (e.g. the lowest rank whose checks failed).
+  int all_reduce_min(int value) const;
 
  private:
   int world_rank_ = 0;

@@ -91,7 +91,12 @@ std::optional<GenerationConfig> read_generation_config(const std::string& dir, i
   if (!std::filesystem::exists(path)) return std::nullopt;
   std::ifstream in(path);
   if (!in || !std::filesystem::is_regular_file(path)) OLMO2_THROW(InputError, path, ": cannot read the file");
-  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    OLMO2_THROW(InputError, path, " is not valid JSON: ", e.what());
+  }
   if (!j.is_object()) OLMO2_THROW(InputError, path, " is not a JSON object");
   const FieldReader r{j, path};
   GenerationConfig g;

@@ -107,6 +107,36 @@ TEST(GenerateUnderMpirun, GenerationConfigStopIdsHoldInEveryLayout) {
   EXPECT_EQ(r.err.find("olmo2: error:"), r.err.rfind("olmo2: error:")) << r.err;
 }
 
+// A file local to each node can fail one rank's checks only (here rank 1's copy of the
+// model directory lacks tokenizer.json, which --strict-special-tokens needs): the lowest
+// failing rank speaks, once, and every rank stops — none waits in a collective its peer
+// never reaches (docs/architecture.md §8, "Stop ids and sampling defaults").
+TEST(GenerateUnderMpirun, AChecksFailureOnOneRankOnlyStopsEveryRankWithItsMessage) {
+  const std::string fixture = test::source_path("tests/golden/fixtures/olmo3-tok-f32");
+  std::string tok = test::source_path("data/dolma2-tokenizer.json");
+  if (!std::filesystem::exists(tok)) tok = test::source_path("../shared/data/dolma2-tokenizer.json");
+  test::TempDir root;
+  for (const char* r : {"r0", "r1"}) {
+    const std::string m = root.path() + "/" + r + "/m";
+    std::filesystem::create_directories(m);
+    for (const auto& f : std::filesystem::directory_iterator(fixture)) {
+      std::filesystem::copy_file(f.path(), m + "/" + f.path().filename().string());
+    }
+    if (std::string(r) == "r0") std::filesystem::copy_file(tok, m + "/tokenizer.json");
+  }
+  const auto r = test::run_olmo2_with(
+      "timeout 120 " + std::string(OLMO2_MPIEXEC) + " -np 2 --oversubscribe --allow-run-as-root sh -c 'cd " +
+          root.path() + "/r$OMPI_COMM_WORLD_RANK && exec " + OLMO2_BINARY +
+          " generate --model m --prompt-ids 1,2 --max-tokens 2 --pp 2 --strict-special-tokens'",
+      "");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 124) << "the job hung: " << r.err;
+  EXPECT_THAT(r.err, HasSubstr("olmo2: error: rank 1: --strict-special-tokens: no tokenizer to check the special ids "
+                               "against (no file m/tokenizer.json)"));
+  EXPECT_EQ(r.err.find("olmo2: error:"), r.err.rfind("olmo2: error:")) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(GenerateUnderMpirun, RefusedLayoutsAndBadPromptsAreReportedOnce) {
   const std::string dir = test::source_path("tests/golden/fixtures/deep-gqa-f32");
   auto r = mpirun(4, "generate --model " + dir + " --prompt-ids 1,2 --tp 3");

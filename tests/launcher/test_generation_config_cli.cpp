@@ -171,14 +171,16 @@ TEST(GenerationConfigCli, ItsValuesAreDefaultsTheCommandLineOverrides) {
   ModelDir sampled(json::object(), {{"do_sample", true}, {"temperature", 1.5}, {"top_k", 50}, {"top_p", 0.95}});
   const auto r = run_olmo2("generate --model " + sampled.dir.path() + tail + " --max-tokens 8");
   EXPECT_EQ(ids(output(r)), explicit_sampled);
-  EXPECT_THAT(r.err, HasSubstr("defaults from generation_config.json: temperature 1.5, top_p 0.95, top_k 50, do_sample true"));
+  EXPECT_THAT(r.err, HasSubstr("defaults from generation_config.json: temperature 1.5, top_p 0.95, top_k 50, do_sample true\n"));
   EXPECT_NE(explicit_sampled, greedy(8));  // the defaults did change the tokens
   // … and the command line wins.
   EXPECT_EQ(ids(output(run_olmo2("generate --model " + sampled.dir.path() + tail + " --max-tokens 8 --temperature 0"))),
             greedy(8));
   // Without do_sample they are unused: greedy.
   ModelDir unsampled(json::object(), {{"temperature", 1.5}, {"top_k", 50}});
-  EXPECT_EQ(ids(output(run_olmo2("generate --model " + unsampled.dir.path() + tail + " --max-tokens 8"))), greedy(8));
+  const auto u = run_olmo2("generate --model " + unsampled.dir.path() + tail + " --max-tokens 8");
+  EXPECT_EQ(ids(output(u)), greedy(8));
+  EXPECT_THAT(u.err, HasSubstr("(temperature, top_k, top_p and min_p unused: do_sample is not true)"));
   // The repetition penalty applies also to greedy decoding; --repetition-penalty 1 undoes it.
   const auto penalised = ids(output(run_olmo2("generate --model " + plain.dir.path() + tail +
                                               " --max-tokens 8 --repetition-penalty 1.8")));
@@ -207,6 +209,10 @@ TEST(GenerationConfigCli, BadFilesAndValuesAreOneLineErrors) {
   r = run_olmo2("generate --model " + typed.dir.path() + kPrompt + " --repetition-penalty 0");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("repetition_penalty"));
+  std::ofstream(typed.dir.file("generation_config.json")) << "{\"eos_token_id\": [158,";  // cut short
+  r = run_olmo2("generate --model " + typed.dir.path() + kPrompt);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("generation_config.json is not valid JSON: "));
   // The strict flag with no tokenizer to check against.
   ModelDir bare(json::object(), nullptr);
   std::filesystem::remove(bare.dir.file("tokenizer.json"));
@@ -214,6 +220,24 @@ TEST(GenerationConfigCli, BadFilesAndValuesAreOneLineErrors) {
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--strict-special-tokens: no tokenizer to check the special ids against"));
   EXPECT_EQ(run_olmo2("generate --model " + bare.dir.path() + kPrompt).status, 0);  // today's behaviour
+  // A tokenizer that cannot be read leaves the ids unchecked (--prompt-ids needs none), an
+  // error only under the strict flag.
+  std::ofstream(bare.dir.file("tokenizer.json")) << "{";
+  r = run_olmo2("generate --model " + bare.dir.path() + kPrompt + " --max-tokens 2");
+  EXPECT_EQ(ids(output(r)).size(), 2u);
+  EXPECT_THAT(r.err, HasSubstr("warning: the special ids are not checked: "));
+  EXPECT_EQ(run_olmo2("generate --model " + bare.dir.path() + kPrompt + " --strict-special-tokens").status, 1);
+}
+
+TEST(GenerationConfigCli, ThousandsOfStrayIdsSayFewLines) {
+  json many = json::array();
+  for (int id = 0; id < 150; ++id) many.push_back(id);
+  ModelDir d(json::object(), {{"eos_token_id", many}});
+  const auto r = run_olmo2("generate --model " + d.dir.path() + kPrompt + " --max-tokens 1");
+  output(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 8 + 1 + 1 + 1) << r.err;  // 8 named, the count, the hint, the stop ids
+  EXPECT_THAT(r.err, HasSubstr("warning: … and 142 more mismatches of the same files"));
+  EXPECT_THAT(r.err, HasSubstr("stop ids 158, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, … (151 in all)"));
 }
 
 }  // namespace

@@ -170,8 +170,15 @@ TEST(CheckpointVerify, TruncatedGarbageAndMissingFilesAreNamed) {
   EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.safetensors: expected " + std::to_string(state_size) +
                                            " bytes with xxh3_128 "));
   r.make_checkpoints();
+  fs::remove(dir + "/config.json");
+  EXPECT_THAT(r.verify_error(4), HasSubstr("config.json is missing"));
+  // generation_config.json is the user's to edit or remove (§8 "Stop ids and sampling
+  // defaults"): listed, not verified.
+  r.make_checkpoints();
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [96, 95], "temperature": 0.6})";
+  EXPECT_NO_THROW(verify_checkpoint(dir, {}, nullptr));
   fs::remove(dir + "/generation_config.json");
-  EXPECT_THAT(r.verify_error(4), HasSubstr("generation_config.json is missing"));
+  EXPECT_NO_THROW(verify_checkpoint(dir, {}, nullptr));
   r.make_checkpoints();
   std::ofstream(dir + "/training_state.json") << "{\"format_version\": 1, \"st";  // cut short: not listed, parsed
   EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.json is not valid JSON"));
