@@ -11,6 +11,7 @@
 //                                      "weight_map": {name: file}}), split as transformers'
 //                                      save_pretrained splits a state dict
 //   tokenizer.json                   when CheckpointContents::tokenizer_file is set
+//   tokenizer_config.json            …and a tokenizer_config.json lies beside that file
 //   training_state.safetensors       CheckpointContents::state_tensors
 //   training_state.json              {"format_version": 1, "step": N, "state": {...},
 //                                      "files": {file: {"bytes": n, "xxh3_128": "32 hex"}}}
@@ -54,7 +55,8 @@ struct CheckpointContents {
   std::map<std::string, TensorView> state_tensors;
   /// Caller-defined state (step, scheduler, data cursor, RNG, …), any JSON value.
   nlohmann::json state = nlohmann::json::object();
-  /// Optional: a file copied into the checkpoint as tokenizer.json ("" = none).
+  /// Optional: a file copied into the checkpoint as tokenizer.json ("" = none), with the
+  /// tokenizer_config.json beside it when there is one (its roles and chat template).
   std::string tokenizer_file;
 };
 

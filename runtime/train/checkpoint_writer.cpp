@@ -164,7 +164,13 @@ CheckpointWriter::CheckpointWriter(const std::string& save_dir, int64_t step, Ch
                         {"weight_map", weight_map}};
     files_.push_back({File::Text, "model.safetensors.index.json", index.dump(2) + "\n", {}});
   }
-  if (!plan_.tokenizer_file.empty()) files_.push_back({File::Copy, "tokenizer.json", plan_.tokenizer_file, {}});
+  if (!plan_.tokenizer_file.empty()) {
+    files_.push_back({File::Copy, "tokenizer.json", plan_.tokenizer_file, {}});
+    // The tokenizer_config.json beside it travels with it: the tokenizer's EOS, padding
+    // and BOS tokens and the chat template (docs/architecture.md §7 "Checkpoints", §8).
+    const fs::path beside = fs::path(plan_.tokenizer_file).parent_path() / "tokenizer_config.json";
+    if (fs::is_regular_file(beside)) files_.push_back({File::Copy, "tokenizer_config.json", beside.string(), {}});
+  }
   File state{File::Tensors, kStateTensors, "", {}};
   for (const TensorSpec& t : plan_.state_tensors) state.specs.emplace(t.name, t);
   files_.push_back(std::move(state));

@@ -38,7 +38,8 @@ struct CheckpointPlan {
   std::vector<TensorSpec> state_tensors;
   /// CheckpointContents::state.
   nlohmann::json state = nlohmann::json::object();
-  /// Optional file copied in as tokenizer.json ("" = none).
+  /// Optional file copied in as tokenizer.json ("" = none), with the
+  /// tokenizer_config.json beside it when there is one (its roles and chat template).
   std::string tokenizer_file;
   /// What generation_config.json keeps of the model the run started from
   /// (generation_config_to_keep, generation_config_file.h; empty: the config's ids alone).

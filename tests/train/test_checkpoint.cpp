@@ -447,6 +447,13 @@ TEST_F(CheckpointTest, TrainingStateAndTokenizerRoundTrip) {
   const std::string dir = save_checkpoint(tmp.file("ckpt"), 12, c, 0);
 
   EXPECT_EQ(slurp(dir + "/tokenizer.json"), slurp(tmp.file("tok.json")));
+  EXPECT_FALSE(fs::exists(dir + "/tokenizer_config.json"));  // none beside the source
+  // With a tokenizer_config.json beside the tokenizer (its EOS, padding and chat
+  // template), the checkpoint holds it too, listed with its checksum.
+  write_file(tmp.file("tokenizer_config.json"), "{\"eos_token\": \"<|endoftext|>\"}\n");
+  const std::string with = save_checkpoint(tmp.file("ckpt2"), 12, c, 0);
+  EXPECT_EQ(slurp(with + "/tokenizer_config.json"), slurp(tmp.file("tokenizer_config.json")));
+  EXPECT_TRUE(read_json(with + "/training_state.json").at("files").contains("tokenizer_config.json"));
   const TrainingState ts = load_training_state(dir);
   EXPECT_EQ(ts.dir, dir);
   EXPECT_EQ(ts.step, 12);
