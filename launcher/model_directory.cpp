@@ -94,7 +94,8 @@ std::string describe_generation_source(const ModelConfig& config, const ModelDir
   out += config.generation_eos_token_ids.empty() ? " (config.json)" : " (config.json, generation_config.json)";
   if (!reading.generation_config) return out + "; generation_config.json ignored (--generation-config ignore)";
   if (!findings.generation) return out + "; no generation_config.json";
-  const GenerationDefaults& d = findings.generation->defaults;
+  GenerationDefaults d = findings.generation->defaults;
+  if (!transformers_rules) d.do_sample.reset();  // vLLM's rules ignore it: not a default there
   out += "; defaults from generation_config.json: " + d.describe();
   if (transformers_rules && !d.do_sample.value_or(false) && (d.temperature || d.top_k || d.top_p || d.min_p)) {
     out += " (temperature, top_k, top_p and min_p unused: do_sample is not true)";

@@ -65,7 +65,7 @@ void check_alike(const RankSessionSpec& spec, int world, RankSession& s) {
 void print_warnings(const RankSession& s) {
   for (const std::string& w : s.directory.warnings) std::cerr << "warning: " << w << "\n";
   if (!s.directory.warnings.empty()) {
-    std::cerr << "warning: generation stops at the ids as given; --strict-special-tokens makes this an error"
+    std::cerr << "warning: the ids are used as given; --strict-special-tokens makes this an error"
               << std::endl;
   }
 }

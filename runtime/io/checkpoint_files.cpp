@@ -112,10 +112,10 @@ void verify_listed_files(const std::string& dir, const FileListing& listing, con
   for (size_t i = 0; i < listing.files.size(); ++i) {
     if (!share.mine(i)) continue;
     const ListedFile& f = listing.files[i];
-    // generation_config.json is the user's to edit (an end-of-turn stop id, sampling
-    // defaults) and is validated whenever it is read: listed, never verified
-    // (docs/architecture.md §7 "Checkpoint integrity").
-    if (f.name == "generation_config.json") continue;
+    // generation_config.json and tokenizer_config.json are the user's to edit (an
+    // end-of-turn stop id, sampling defaults, a chat template) and are validated whenever
+    // they are read: listed, never verified (docs/architecture.md §7 "Checkpoint integrity").
+    if (f.name == "generation_config.json" || f.name == "tokenizer_config.json") continue;
     const std::string path = (fs::path(dir) / f.name).string();
     std::error_code ec;
     if (!fs::exists(path, ec)) {

@@ -48,7 +48,7 @@ std::vector<std::string> files_a_loader_reads(const std::string& dir);
 /// When `listing` has checksums, first checks (on every share) that it lists every file
 /// of files_a_loader_reads(dir) — else InputError "NAME is not in training_state.json's
 /// \"files\"" — then streams this share's files of `listing` (checksum_file) and compares size and
-/// XXH3-128 (generation_config.json excepted: the user's to edit, validated when read). Throws InputError on the first mismatch: "NAME: expected B bytes with
+/// XXH3-128 (generation_config.json and tokenizer_config.json excepted: the user's to edit, validated when read). Throws InputError on the first mismatch: "NAME: expected B bytes with
 /// xxh3_128 H, found B' bytes with H'" (size first: a truncated file is named as such),
 /// or naming a listed file that is missing or unreadable.
 void verify_listed_files(const std::string& dir, const FileListing& listing, const VerifyShare& share = {});

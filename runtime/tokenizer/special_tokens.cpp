@@ -53,7 +53,12 @@ TokenizerRoles tokenizer_roles(const Tokenizer& tok, const std::string& tokenize
   TokenizerRoles roles;
   if (!tokenizer_config_path.empty() && std::filesystem::is_regular_file(tokenizer_config_path)) {
     std::ifstream in(tokenizer_config_path);
-    const json config = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    json config;
+    try {
+      config = json::parse(in);
+    } catch (const json::parse_error& e) {
+      OLMO2_THROW(InputError, tokenizer_config_path, " is not valid JSON: ", e.what());
+    }
     if (!config.is_object()) OLMO2_THROW(InputError, tokenizer_config_path, " is not a JSON object");
     roles.eos = role_from_config(tok, config, tokenizer_config_path, "eos_token");
     roles.pad = role_from_config(tok, config, tokenizer_config_path, "pad_token");

@@ -128,8 +128,11 @@ TEST(GenerationConfig, BadValuesNameTheFileAndTheField) {
 
 TEST(GenerationConfig, NotAJsonObjectIsRefused) {
   Dir d;
-  for (const char* text : {"[1, 2]", "{\"eos_token_id\": ", "", "100257"}) {
-    EXPECT_EQ(d.error(text), d.path() + " is not a JSON object") << text;
+  for (const char* text : {"[1, 2]", "100257"}) EXPECT_EQ(d.error(text), d.path() + " is not a JSON object") << text;
+  // Not JSON at all: the parser's message, with where it stopped.
+  for (const char* text : {"{\"eos_token_id\": ", ""}) {
+    EXPECT_THAT(d.error(text), ::testing::StartsWith(d.path() + " is not valid JSON: ")) << text;
+    EXPECT_THAT(d.error(text), ::testing::HasSubstr("line 1, column")) << text;
   }
 }
 

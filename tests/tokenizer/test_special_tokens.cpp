@@ -88,7 +88,7 @@ TEST(TokenizerRoles, BadTokenizerConfigsAreNamed) {
       {R"({"bos_token": {"content": 7}})", "bos_token must be null"},
       {R"({"eos_token": "<|no_such_token|>"})", "eos_token \"<|no_such_token|>\" is no token of the tokenizer"},
       {R"(["eos_token"])", "is not a JSON object"},
-      {R"({"eos_token": )", "is not a JSON object"},
+      {R"({"eos_token": )", "is not valid JSON: "},
   };
   for (const Bad& b : cases) {
     write_config(dir, b.text);

@@ -172,13 +172,26 @@ TEST(CheckpointVerify, TruncatedGarbageAndMissingFilesAreNamed) {
   r.make_checkpoints();
   fs::remove(dir + "/config.json");
   EXPECT_THAT(r.verify_error(4), HasSubstr("config.json is missing"));
-  // generation_config.json is the user's to edit or remove (§8 "Stop ids and sampling
-  // defaults"): listed, not verified.
+  // generation_config.json is the user's to edit or remove (docs/architecture.md §8 "Stop
+  // ids and sampling defaults"): listed, not verified.
   r.make_checkpoints();
   std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [96, 95], "temperature": 0.6})";
   EXPECT_NO_THROW(verify_checkpoint(dir, {}, nullptr));
   fs::remove(dir + "/generation_config.json");
   EXPECT_NO_THROW(verify_checkpoint(dir, {}, nullptr));
+  // … and so is tokenizer_config.json when a checkpoint carries one (its chat template).
+  {
+    std::ifstream in(dir + "/training_state.json");
+    nlohmann::json state = nlohmann::json::parse(in);
+    state["files"]["tokenizer_config.json"] = {{"bytes", 2}, {"xxh3_128", std::string(32, '0')}};
+    std::ofstream(dir + "/training_state.json") << state.dump();
+  }
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"chat_template": "{{ messages }}"})";
+  EXPECT_NO_THROW(verify_checkpoint(dir, {}, nullptr));
+  // Other listed files stay verified: the same edit to config.json is refused.
+  r.make_checkpoints();
+  std::ofstream(dir + "/config.json", std::ios::app) << " ";
+  EXPECT_THAT(r.verify_error(4), HasSubstr("config.json: expected "));
   r.make_checkpoints();
   std::ofstream(dir + "/training_state.json") << "{\"format_version\": 1, \"st";  // cut short: not listed, parsed
   EXPECT_THAT(r.verify_error(4), HasSubstr("training_state.json is not valid JSON"));
