@@ -1,57 +1,32 @@
 #include "runtime/train/generation_config_file.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
+#include <optional>
 #include <vector>
 
-#include "core/error.h"
+#include "runtime/generation/generation_config.h"
 
 namespace olmo2 {
 
 using nlohmann::json;
 
-namespace {
-/// A token id as generation_config.json holds one: an integer ≥ 0.
-bool is_id(const json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
-}  // namespace
-
-json generation_config_to_keep(const std::string& dir) {
+json generation_config_to_keep(const std::string& dir, int64_t vocab_size) {
   json kept = json::object();
   if (dir.empty()) return kept;
-  const std::string path = (std::filesystem::path(dir) / "generation_config.json").string();
-  if (!std::filesystem::exists(path)) return kept;
-  std::ifstream in(path);
-  const json g = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!g.is_object()) OLMO2_THROW(InputError, path, " is not a JSON object");
-  if (const auto e = g.find("eos_token_id"); e != g.end() && !e->is_null()) {
-    const json ids = e->is_array() ? *e : json::array({*e});
-    if (!std::all_of(ids.begin(), ids.end(), is_id)) {
-      OLMO2_THROW(InputError, path, ": field \"eos_token_id\" must be a token id or a list of token ids, got ",
-                  e->dump());
-    }
-    kept["eos_token_id"] = ids;
-  }
-  struct Field {
-    const char* name;
-    bool (json::*type)() const noexcept;
-    const char* what;
+  const std::optional<GenerationConfig> g = read_generation_config(dir, vocab_size);
+  if (!g) return kept;
+  if (!g->eos_token_ids.empty()) kept["eos_token_id"] = g->eos_token_ids;
+  const GenerationDefaults& d = g->defaults;
+  auto keep = [&](const char* name, const auto& value) {
+    if (value) kept[name] = *value;
   };
-  const Field fields[] = {{"temperature", &json::is_number, "a number"},
-                          {"top_p", &json::is_number, "a number"},
-                          {"top_k", &json::is_number_integer, "an integer"},
-                          {"min_p", &json::is_number, "a number"},
-                          {"repetition_penalty", &json::is_number, "a number"},
-                          {"max_new_tokens", &json::is_number_integer, "an integer"},
-                          {"do_sample", &json::is_boolean, "true or false"}};
-  for (const Field& f : fields) {
-    const auto it = g.find(f.name);
-    if (it == g.end() || it->is_null()) continue;
-    if (!((*it).*f.type)()) {
-      OLMO2_THROW(InputError, path, ": field \"", f.name, "\" must be ", f.what, ", got ", it->dump());
-    }
-    kept[f.name] = *it;
-  }
+  keep("temperature", d.temperature);
+  keep("top_p", d.top_p);
+  keep("top_k", d.top_k);
+  keep("min_p", d.min_p);
+  keep("repetition_penalty", d.repetition_penalty);
+  keep("max_new_tokens", d.max_new_tokens);
+  keep("do_sample", d.do_sample);
   return kept;
 }
 

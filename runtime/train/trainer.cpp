@@ -98,7 +98,7 @@ Trainer::Trainer(TrainOptions o, parallel::ProcessGroups* groups)
     const std::string from = resume_dir.empty() ? options_.model_dir : resume_dir;
     run_dir_.choose_tokenizer_source(options_.tokenizer, from);
     check_eos(config, from);
-    kept_generation_config_ = generation_config_to_keep(from);
+    kept_generation_config_ = generation_config_to_keep(from, config.vocab_size);
     if (is_root() && !options_.save_dir.empty()) run_dir_.lock(options_.save_dir, resume_dir);
     build_model_and_optimizer(config, shard, from);
     if (!resume_dir.empty()) resume_from(resume_dir);

@@ -17,9 +17,11 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
+constexpr int64_t kVocab = 100352;  // the dolma2 model vocabulary the ids are checked against
+
 json keep(const test::TempDir& dir, const std::string& text) {
   std::ofstream(dir.file("generation_config.json")) << text;
-  return generation_config_to_keep(dir.path());
+  return generation_config_to_keep(dir.path(), kVocab);
 }
 
 ModelConfig olmo2_ids() {
@@ -30,8 +32,8 @@ ModelConfig olmo2_ids() {
 
 TEST(GenerationConfigFile, NothingToKeepWithoutAFile) {
   test::TempDir dir;
-  EXPECT_EQ(generation_config_to_keep(dir.path()), json::object());
-  EXPECT_EQ(generation_config_to_keep(""), json::object());
+  EXPECT_EQ(generation_config_to_keep(dir.path(), kVocab), json::object());
+  EXPECT_EQ(generation_config_to_keep("", kVocab), json::object());
   // The checkpoint's file is then the config's ids alone, as transformers derives it.
   EXPECT_EQ(checkpoint_generation_config(olmo2_ids(), json::object()).dump(),
             R"({"_from_model_config":true,"eos_token_id":100257,"pad_token_id":100277})");
@@ -71,7 +73,10 @@ TEST(GenerationConfigFile, WrongTypesAreNamed) {
   const Bad cases[] = {
       {R"({"eos_token_id": "100257"})",
        "field \"eos_token_id\" must be a token id or a list of token ids, got \"100257\""},
-      {R"({"eos_token_id": [100257, -1]})", "field \"eos_token_id\" must be a token id"},
+      {R"({"eos_token_id": [100257, -1]})", "field \"eos_token_id\" is -1, outside the vocabulary [0, 100352)"},
+      {R"({"eos_token_id": [100400]})", "field \"eos_token_id\" is 100400, outside the vocabulary [0, 100352)"},
+      {R"({"temperature": -1})", "temperature must be a finite number ≥ 0"},
+      {R"({"max_new_tokens": 0})", "field \"max_new_tokens\" must be at least 1, got 0"},
       {R"({"eos_token_id": [1.5]})", "field \"eos_token_id\" must be a token id"},
       {R"({"temperature": "hot"})", "field \"temperature\" must be a number, got \"hot\""},
       {R"({"top_k": 2.5})", "field \"top_k\" must be an integer, got 2.5"},
@@ -81,7 +86,7 @@ TEST(GenerationConfigFile, WrongTypesAreNamed) {
   };
   for (const Bad& b : cases) {
     std::ofstream(path) << b.text;
-    EXPECT_THAT(test::input_error([&] { generation_config_to_keep(dir.path()); }),
+    EXPECT_THAT(test::input_error([&] { generation_config_to_keep(dir.path(), kVocab); }),
                 AllOf(HasSubstr(path), HasSubstr(b.message)))
         << b.text;
   }
