@@ -1,6 +1,5 @@
 #include "runtime/train/generation_config_file.h"
 
-#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -32,12 +31,11 @@ json generation_config_to_keep(const std::string& dir, int64_t vocab_size) {
 
 json checkpoint_generation_config(const ModelConfig& c, const json& kept) {
   json g = {{"_from_model_config", true}};
-  std::vector<int64_t> eos = c.eos_token_ids;
+  ModelConfig with_kept = c;  // the config's ids first, then the kept ones it lacks
   if (const auto e = kept.find("eos_token_id"); e != kept.end()) {
-    for (const json& id : *e) {
-      if (std::find(eos.begin(), eos.end(), id.get<int64_t>()) == eos.end()) eos.push_back(id.get<int64_t>());
-    }
+    with_kept.add_generation_eos_token_ids(e->get<std::vector<int64_t>>());
   }
+  const std::vector<int64_t> eos = with_kept.stop_token_ids();
   if (eos.size() == 1) {
     g["eos_token_id"] = eos[0];
   } else if (!eos.empty()) {
