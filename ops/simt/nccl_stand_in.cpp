@@ -33,12 +33,15 @@ struct ncclComm {
   std::mutex mu;
   std::string last_error;
   std::vector<uint64_t> sends, recvs;  // per peer: how many sends to / receives from it so far
+  // ncclCommFinalize's handshake while in progress: a token to and from every peer.
+  std::vector<MPI_Request> finalize;
+  std::vector<int> finalize_tokens;
 };
 
 namespace {
 
 constexpr uint64_t kIdMagic = 0x6e63636c73696d74ull;  // "ncclsimt"
-constexpr int kInitTag = 24000, kHeaderTag = 1, kDataTag = 2;
+constexpr int kInitTag = 24000, kHeaderTag = 1, kDataTag = 2, kFinalizeTag = 3;
 thread_local int t_group_depth = 0;
 std::mutex g_error_mu;
 std::string g_last_error;
@@ -246,20 +249,46 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* state) {
   if (c == nullptr) return ncclInvalidArgument;
   *state = static_cast<ncclResult_t>(c->async.load());
+  if (*state != ncclSuccess || c->finalize.empty()) return ncclSuccess;
+  // A finalisation in progress (called on the thread that finalised: the MPI thread).
+  int done = 0;
+  if (MPI_Testall(static_cast<int>(c->finalize.size()), c->finalize.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
+    *state = fail(c, ncclSystemError, "ncclCommFinalize: MPI failed");
+  } else if (!done) {
+    *state = ncclInProgress;
+  } else {
+    c->finalize.clear();
+    // Every peer has finalised, so every message sent to this rank has arrived: each
+    // must have been taken by a receive.
+    int stray = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &stray, &st);
+    if (stray)
+      *state = fail(c, ncclInvalidUsage, "rank " + std::to_string(st.MPI_SOURCE) + " sent rank " + std::to_string(c->rank) +
+                                             " a message that no ncclRecv took (a send without its receive)");
+  }
   return ncclSuccess;
 }
 
+// Non-blocking, as NCCL's with config.blocking = 0: it returns ncclInProgress, and
+// ncclCommGetAsyncError says when every peer has finalised too. A peer that failed or
+// aborted never does, so the caller's bounded wait ends in an abort, where a blocking
+// barrier would hang this rank. The handshake is point to point on its own tag: a
+// collective could be matched with one an aborted peer left pending.
 ncclResult_t ncclCommFinalize(ncclComm_t c) {
   if (c == nullptr) return ncclInvalidArgument;
-  // Every message sent to this rank must have been taken by a receive.
-  MPI_Barrier(c->comm);
-  int stray = 0;
-  MPI_Status st;
-  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &stray, &st);
-  if (stray)
-    return fail(c, ncclInvalidUsage, "rank " + std::to_string(st.MPI_SOURCE) + " sent rank " + std::to_string(c->rank) +
-                                         " a message that no ncclRecv took (a send without its receive)");
-  return static_cast<ncclResult_t>(c->async.load());
+  if (c->aborted.load()) return fail(c, ncclInvalidUsage, "ncclCommFinalize after ncclCommAbort");
+  if (c->async.load() != ncclSuccess) return static_cast<ncclResult_t>(c->async.load());
+  if (!c->finalize.empty()) return ncclInProgress;
+  c->finalize_tokens.assign(static_cast<size_t>(c->nranks), c->rank);
+  for (int peer = 0; peer < c->nranks; ++peer) {
+    if (peer == c->rank) continue;
+    c->finalize.emplace_back();
+    MPI_Irecv(&c->finalize_tokens[static_cast<size_t>(peer)], 1, MPI_INT, peer, kFinalizeTag, c->comm, &c->finalize.back());
+    c->finalize.emplace_back();
+    MPI_Isend(&c->rank, 1, MPI_INT, peer, kFinalizeTag, c->comm, &c->finalize.back());
+  }
+  return c->finalize.empty() ? ncclSuccess : ncclInProgress;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c) {

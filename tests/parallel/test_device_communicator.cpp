@@ -246,6 +246,35 @@ TEST_F(DeviceComm, NcclTimeoutAbortsAndNamesTheCollective) {
   sync->barrier();
 }
 
+// A rank whose peer aborted the communicator (its send met no receive and timed out)
+// and left: this rank's teardown finalises, and the peer never joins that, so the
+// destructor must give up within its bound and abort instead of waiting forever.
+TEST_F(DeviceComm, NcclTeardownEndsWhenThePeerAborted) {
+  OLMO2_REQUIRE_WORLD_AT_LEAST(2);
+  auto sync = group(0, "sync");
+  const GpuPlacement where = gpu_placement(*sync, ops::gpu_identity(ops::current_gpu()));
+  if (!where.distinct) GTEST_SKIP() << "the ranks share GPUs (not on this machine): " << where.description;
+  double teardown_s = 0;
+  {
+    auto dp = std::make_unique<NcclCommunicator>(group(0, "dp"));
+    dp->set_timeout(1.0);
+    Tensor x = to_device(values(DType::F32, 1 << 16, 0, 0).view());
+    if (dp->rank() == 0) {
+      dp->send(x.view(), 1, 3, kDevice);  // no receive is ever posted for it
+      ASSERT_TRUE(watchdog_fires(*dp));
+      EXPECT_TRUE(dp->aborted());
+      ops::cuda::clear_async_failure();
+      dp.reset();  // the aborted communicator ends at once
+    }
+    sync->barrier();  // rank 0 has left; the others end theirs now
+    const auto t0 = std::chrono::steady_clock::now();
+    dp.reset();
+    teardown_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  EXPECT_LT(teardown_s, 6.0) << "the destructor waits at most the group's timeout (1 s) to finalise";
+  sync->barrier();
+}
+
 // One rank: a stream blocked by a host function never reaches the all-reduce; the call
 // returns at once, and the watchdog times it out and aborts the communicator. A helper
 // thread unblocks the stream later (ncclCommAbort may wait for the device). Last: it
