@@ -7,7 +7,7 @@
 # CUDA 13 toolkit's cudart and cuBLAS(Lt), and NCCL found there. The repository's tree
 # travels beside it (the fixtures are read from there).
 #
-#   scripts/gpu_bundle.sh DIR          makes DIR and DIR.tar.xz (xz -9e), prints the sizes
+#   scripts/gpu_bundle.sh DIR          makes DIR and DIR.tar.xz (xz -9, two 96 MiB blocks in parallel), prints the sizes
 #
 # Run after scripts/setup.sh on a machine with nvcc (the build must have the CUDA backend
 # for sm_90, the H100/H200's architecture). On the GPU machine, from the repository root:
@@ -111,7 +111,7 @@ find "$DIR" -type f \( -path "$DIR/bin/*" -o -name '*.so*' -o -path "$DIR/ompi/b
   echo "libraries: $(cd "$DIR/lib" && ls | tr '\n' ' ')"
 } >"$DIR/MANIFEST"
 
-tar -C "$(dirname "$DIR")" -cf - "$(basename "$DIR")" | xz -9e -T1 >"$DIR.tar.xz"
+tar -C "$(dirname "$DIR")" -cf - "$(basename "$DIR")" | xz -9 -T0 --block-size=96MiB >"$DIR.tar.xz"
 unpacked=$(du -sm "$DIR" | cut -f1)
 packed=$(stat -c %s "$DIR.tar.xz")
 echo "gpu_bundle: $DIR ($unpacked MiB) and $DIR.tar.xz ($((packed / 1048576)).$(((packed % 1048576) * 10 / 1048576)) MiB packed: $packed bytes)"
