@@ -246,6 +246,19 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   return ncclSuccess;
 }
 
+namespace {
+/// Once every peer has finalised, every message sent to this rank has arrived: each must
+/// have been taken by a receive. ncclSuccess, or ncclInvalidUsage naming the sender.
+ncclResult_t check_no_stray_send(ncclComm* c) {
+  int stray = 0;
+  MPI_Status st;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &stray, &st);
+  if (!stray) return ncclSuccess;
+  return fail(c, ncclInvalidUsage, "rank " + std::to_string(st.MPI_SOURCE) + " sent rank " + std::to_string(c->rank) +
+                                       " a message that no ncclRecv took (a send without its receive)");
+}
+}  // namespace
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* state) {
   if (c == nullptr) return ncclInvalidArgument;
   *state = static_cast<ncclResult_t>(c->async.load());
@@ -258,14 +271,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* state) {
     *state = ncclInProgress;
   } else {
     c->finalize.clear();
-    // Every peer has finalised, so every message sent to this rank has arrived: each
-    // must have been taken by a receive.
-    int stray = 0;
-    MPI_Status st;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->comm, &stray, &st);
-    if (stray)
-      *state = fail(c, ncclInvalidUsage, "rank " + std::to_string(st.MPI_SOURCE) + " sent rank " + std::to_string(c->rank) +
-                                             " a message that no ncclRecv took (a send without its receive)");
+    *state = check_no_stray_send(c);
   }
   return ncclSuccess;
 }
@@ -288,7 +294,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t c) {
     c->finalize.emplace_back();
     MPI_Isend(&c->rank, 1, MPI_INT, peer, kFinalizeTag, c->comm, &c->finalize.back());
   }
-  return c->finalize.empty() ? ncclSuccess : ncclInProgress;
+  return c->finalize.empty() ? check_no_stray_send(c) : ncclInProgress;  // one rank: nothing to wait for
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t c) {
